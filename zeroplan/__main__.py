@@ -1,0 +1,5 @@
+"""`python -m zeroplan` runs the CLI."""
+
+from zeroplan.cli import main
+
+main()

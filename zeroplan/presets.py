@@ -1,0 +1,203 @@
+"""Find, load and list presets (configs/models, configs/hardware) and user files (YAML specs, HF config.json).
+
+The only module besides cli.py that reads files. YAML is read with the safe loader only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from zeroplan.errors import PresetNotFoundError, SpecError
+from zeroplan.families import ModelSpec, parse_family_config
+from zeroplan.spec import HardwareSpec
+
+CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
+MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
+
+
+def bundled_config_dir() -> Path:
+    """configs/ inside the wheel (zeroplan/_configs), or the repository's configs/ in a source checkout."""
+    packaged = resources.files("zeroplan") / "_configs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def _search_dirs(kind: str) -> list[Path]:
+    dirs = []
+    if extra := os.environ.get(CONFIG_DIR_ENV):
+        dirs.append(Path(extra) / kind)
+    dirs.append(bundled_config_dir() / kind)
+    return [d for d in dirs if d.is_dir()]
+
+
+@functools.cache
+def _registry(kind: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for directory in reversed(_search_dirs(kind)):
+        found.update({p.stem: p for p in sorted(directory.glob("*.yaml"))})
+    return dict(sorted(found.items()))
+
+
+def preset_names(kind: str) -> list[str]:
+    """Names of the presets of one kind ('models', 'hardware', 'plans')."""
+    return list(_registry(kind))
+
+
+def read_text(path: Path) -> str:
+    """A user file's text, with every failure turned into one SpecError line."""
+    try:
+        if path.is_dir():
+            raise SpecError(f"{path}: is a directory, not a file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; not a config file")
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except PermissionError:
+        raise SpecError(f"{path}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, (list, dict)):
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+MAX_YAML_ALIASES = 100  # a real config needs few anchors; many is a 'billion laughs' bomb
+
+
+def parse_yaml(text: str, origin: str) -> Any:
+    """Safe-load YAML, rejecting duplicate keys and alias bombs, errors as one SpecError line."""
+    if text.count("*") > MAX_YAML_ALIASES and "&" in text:
+        raise SpecError(f"{origin}: too many YAML aliases (more than {MAX_YAML_ALIASES})")
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{origin}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(f"{origin}: YAML nested too deeply") from None
+
+
+def parse_json(text: str, origin: str) -> Any:
+    """Parse JSON, errors as one SpecError line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{origin}: invalid JSON (line {exc.lineno}): {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(f"{origin}: JSON nested too deeply") from None
+
+
+def validation_message(origin: str, exc: ValidationError) -> str:
+    """One line per pydantic error: 'origin: dotted.path: reason', joined by '; '."""
+    parts = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        reason = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{path}: {reason}")
+    return f"{origin}: " + "; ".join(parts)
+
+
+def _require_mapping(data: Any, origin: str) -> dict:
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise SpecError(f"{origin}: expected a mapping of keys to values, got {kind}")
+    return data
+
+
+def _unknown(kind: str, name: str) -> PresetNotFoundError:
+    names = preset_names(kind)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; run `zeroplan {kind}` for the list"
+    return PresetNotFoundError(f"unknown {kind.rstrip('s') if kind != 'hardware' else 'hardware'} preset {name!r}{hint}")
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
+
+
+def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
+    data = _require_mapping(data, origin)
+    try:
+        if hf_name is not None:
+            config = parse_family_config(data, strict=False)
+            return ModelSpec(name=hf_name, source=origin, config=config)
+        body = dict(data)
+        config_data = _require_mapping(body.pop("config", None), f"{origin}: config")
+        config = parse_family_config(config_data, strict=True)
+        return ModelSpec(config=config, **body)
+    except ValidationError as exc:
+        raise SpecError(validation_message(origin, exc)) from None
+
+
+def load_model_file(path: Path) -> ModelSpec:
+    """A model from a zeroplan YAML spec or a Hugging Face config.json."""
+    text = read_text(path)
+    if path.suffix == ".json":
+        return model_from_data(parse_json(text, str(path)), str(path), hf_name=path.parent.name or path.stem)
+    return model_from_data(parse_yaml(text, str(path)), str(path))
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A model by preset name, YAML spec path or HF config.json path."""
+    if (path := _registry("models").get(ref)) is not None:
+        return load_model_file(path)
+    if _looks_like_path(ref) or Path(ref).is_file():
+        return load_model_file(Path(ref))
+    raise _unknown("models", ref)
+
+
+def load_hardware_file(path: Path) -> HardwareSpec:
+    text = read_text(path)
+    data = _require_mapping(parse_yaml(text, str(path)), str(path))
+    try:
+        return HardwareSpec(**data)
+    except ValidationError as exc:
+        raise SpecError(validation_message(str(path), exc)) from None
+
+
+def load_hardware(ref: str) -> HardwareSpec:
+    """A hardware profile by preset name or YAML path."""
+    if (path := _registry("hardware").get(ref)) is not None:
+        return load_hardware_file(path)
+    if _looks_like_path(ref) or Path(ref).is_file():
+        return load_hardware_file(Path(ref))
+    raise _unknown("hardware", ref)
+
+
+def all_models() -> list[ModelSpec]:
+    return [load_model_file(p) for p in _registry("models").values()]
+
+
+def all_hardware() -> list[HardwareSpec]:
+    return [load_hardware_file(p) for p in _registry("hardware").values()]

@@ -1,0 +1,208 @@
+"""Pydantic inputs: the normalized model architecture, training setup, parallelism, DeepSpeed knobs, hardware.
+
+Pure: imports neither rich, typer nor yaml and does no I/O.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+
+class Frozen(BaseModel):
+    """Base for every input: immutable, unknown keys are errors that name the key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ZeroStage(IntEnum):
+    """ZeRO stage: which model states are partitioned over the data-parallel ranks."""
+
+    zero0 = 0  # plain data parallelism: everything replicated
+    zero1 = 1  # optimizer states partitioned (P_os)
+    zero2 = 2  # + gradients partitioned (P_os+g)
+    zero3 = 3  # + parameters partitioned (P_os+g+p)
+
+
+class OffloadDevice(str, Enum):
+    none = "none"
+    cpu = "cpu"
+    nvme = "nvme"
+
+
+class Precision(str, Enum):
+    """How weights, gradients and optimizer states are stored (see recipes.py for the bytes)."""
+
+    bf16_mixed = "bf16-mixed"  # 16-bit params and grads, fp32 master + fp32 optimizer states (DeepSpeed bf16)
+    fp16_mixed = "fp16-mixed"  # same bytes as bf16-mixed, with a loss scaler
+    bf16_true = "bf16-true"  # everything 16-bit, no fp32 master: the source article's accounting
+    fp32 = "fp32"  # everything fp32
+
+    @property
+    def compute_bytes(self) -> int:
+        """Bytes of one activation element in the forward pass."""
+        return 4 if self is Precision.fp32 else 2
+
+
+class Optimizer(str, Enum):
+    adamw = "adamw"
+    adamw_8bit = "adamw-8bit"
+    sgd_momentum = "sgd-momentum"
+    sgd = "sgd"
+    lion = "lion"
+    adafactor = "adafactor"
+
+
+class Checkpointing(str, Enum):
+    none = "none"
+    selective = "selective"  # Korthikanti et al. 2022: recompute the attention core only
+    full = "full"  # keep each layer's input, recompute the layer in backward
+
+
+class Attention(str, Enum):
+    eager = "eager"  # materialises the a x s x s score and probability matrices
+    flash = "flash"  # SDPA / FlashAttention: no score matrices kept
+
+
+class Architecture(Frozen):
+    """The shape facts the calculators need, normalized across model families.
+
+    Built by `zeroplan.families` from a family's Hugging Face config; never written by hand.
+    """
+
+    family: str = Field(description="model family, the HF model_type (llama, gpt2, t5, ...)")
+    hidden_size: PositiveInt
+    num_layers: PositiveInt = Field(description="decoder layers (T5: decoder layers too)")
+    num_encoder_layers: int = Field(0, ge=0, description="encoder layers of an encoder-decoder (T5)")
+    num_attention_heads: PositiveInt
+    num_key_value_heads: PositiveInt
+    head_dim: PositiveInt
+    intermediate_size: PositiveInt = Field(description="MLP inner width (per expert for MoE)")
+    vocab_size: PositiveInt
+    gated_mlp: bool = Field(description="SwiGLU/GeGLU: three MLP matrices and an extra inner tensor")
+    norm: Literal["layernorm", "rmsnorm"]
+    norms_per_layer: PositiveInt = Field(2, description="Gemma 2 has 4 (pre and post norms)")
+    parallel_attn: bool = Field(False, description="attention and MLP read the same normed input")
+    num_experts: int = Field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
+    num_experts_per_tok: int = Field(0, ge=0)
+    tie_word_embeddings: bool
+    learned_positions: int = Field(0, ge=0, description="rows of a learned position table (GPT-2, OPT)")
+    dropout: float = Field(0.0, ge=0.0, le=1.0, description="dropout probability in training")
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+    sliding_window: int | None = None
+
+    @property
+    def num_query_groups(self) -> int:
+        return self.num_key_value_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+class ParamCount(Frozen):
+    """Exact parameter counts of one model, tied weights counted once."""
+
+    num_params: int = Field(description="all parameters, tied weights once")
+    num_embedding_params: int = Field(description="token (and learned position) embeddings, plus an untied LM head")
+    largest_layer_params: int = Field(
+        description="max over modules of their own direct parameters (DeepSpeed's model_to_params)"
+    )
+    num_active_params: int = Field(description="parameters one token touches (MoE: top-k experts); = num_params if dense")
+
+
+class Parallelism(Frozen):
+    """GPUs and nodes. Only data parallelism is modelled, so the data-parallel degree is the GPU count."""
+
+    gpus: PositiveInt = Field(8, description="total GPUs (world size)")
+    nodes: PositiveInt = Field(1, description="nodes the GPUs are spread over")
+
+    @model_validator(mode="after")
+    def _check_divides(self) -> Parallelism:
+        if self.gpus % self.nodes:
+            raise ValueError(f"gpus ({self.gpus}) is not a multiple of nodes ({self.nodes})")
+        return self
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus // self.nodes
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree: what ZeRO partitions over (no TP/PP modelled)."""
+        return self.gpus
+
+
+class TrainingSetup(Frozen):
+    """What one training step looks like on one GPU."""
+
+    precision: Precision = Precision.bf16_mixed
+    optimizer: Optimizer = Optimizer.adamw
+    fp32_grad_accum: bool = Field(False, description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")
+    seq_len: PositiveInt = Field(2048, description="tokens per sequence")
+    micro_batch: PositiveInt = Field(1, description="sequences per GPU per micro-step")
+    grad_accum: PositiveInt = Field(1, description="micro-steps per optimizer step")
+    checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.flash
+
+    @property
+    def tokens_per_micro_step(self) -> int:
+        return self.seq_len * self.micro_batch
+
+
+# DeepSpeed zero_optimization defaults (deepspeed/runtime/zero/config.py at v0.19.6; reference/deepspeed.md 4.3).
+DS_REDUCE_BUCKET_SIZE = 500_000_000
+DS_ALLGATHER_BUCKET_SIZE = 500_000_000
+DS_PREFETCH_BUCKET_SIZE = 50_000_000
+DS_PARAM_PERSISTENCE_THRESHOLD = 100_000
+DS_MODEL_PERSISTENCE_THRESHOLD = 2**63 - 1  # sys.maxsize
+DS_MAX_LIVE_PARAMETERS = 1_000_000_000
+DS_SUB_GROUP_SIZE = 1_000_000_000
+
+
+class DeepSpeedKnobs(Frozen):
+    """The zero_optimization keys that size GPU buffers, with DeepSpeed's code defaults."""
+
+    reduce_bucket_size: PositiveInt = DS_REDUCE_BUCKET_SIZE
+    allgather_bucket_size: PositiveInt = DS_ALLGATHER_BUCKET_SIZE
+    overlap_comm: bool | None = Field(None, description="None = DeepSpeed's default: true for stage 3 only")
+    contiguous_gradients: bool = True
+    stage3_prefetch_bucket_size: int = Field(DS_PREFETCH_BUCKET_SIZE, ge=0)
+    stage3_param_persistence_threshold: int = Field(DS_PARAM_PERSISTENCE_THRESHOLD, ge=0)
+    stage3_model_persistence_threshold: int = Field(DS_MODEL_PERSISTENCE_THRESHOLD, ge=0)
+    stage3_max_live_parameters: int = Field(DS_MAX_LIVE_PARAMETERS, ge=0)
+    sub_group_size: PositiveInt = DS_SUB_GROUP_SIZE
+    zero_hpz_partition_size: PositiveInt = Field(1, description="ZeRO++ hpZ secondary partition size (1 = off)")
+    zero_quantized_weights: bool = Field(False, description="ZeRO++ qwZ")
+    zero_quantized_gradients: bool = Field(False, description="ZeRO++ qgZ")
+    offload_optimizer: OffloadDevice = OffloadDevice.none
+    offload_param: OffloadDevice = OffloadDevice.none
+
+    def overlap_comm_for(self, stage: ZeroStage) -> bool:
+        if self.overlap_comm is None:
+            return stage is ZeroStage.zero3
+        return self.overlap_comm
+
+
+class HardwareSpec(Frozen):
+    """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml."""
+
+    name: str
+    source: str = Field(description="datasheet / measurement the numbers come from")
+    memory_gib: float = Field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")
+    bf16_tflops: float = Field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")
+    fp16_tflops: float = Field(gt=0, description="dense fp16 tensor TFLOPS")
+    fp32_tflops: float = Field(gt=0, description="dense fp32 (non-tensor) TFLOPS")
+    hbm_bandwidth_tbps: float = Field(gt=0, description="memory bandwidth, TB/s")
+    supports_bf16: bool
+    gpus_per_node: PositiveInt
+    intra_node_fabric: Literal["nvlink", "pcie", "xgmi"]
+    intra_node_busbw_gbps: float = Field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
+    nic_gbps_per_gpu: float = Field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
+    host_link_gbps: float = Field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
+    default_mfu: float = Field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
+    cuda_context_gib: float = Field(ge=0, description="CUDA context + kernels per process, GiB")
+    nccl_gib: float = Field(ge=0, description="NCCL communicator buffers per process, GiB")
