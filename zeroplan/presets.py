@@ -13,7 +13,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from zeroplan.errors import PresetNotFoundError, SpecError
@@ -71,23 +70,30 @@ def read_text(path: Path) -> str:
         raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+@functools.cache
+def _loader() -> type:
+    """A SafeLoader subclass that rejects duplicate keys instead of silently keeping the last one.
 
+    Built on first use so that commands which read no YAML never import yaml.
+    """
+    import yaml
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, (list, dict)):
-            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
 
+    def construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return UniqueKeyLoader
 
 MAX_YAML_ALIASES = 100  # a real config needs few anchors; many is a 'billion laughs' bomb
 
@@ -96,8 +102,10 @@ def parse_yaml(text: str, origin: str) -> Any:
     """Safe-load YAML, rejecting duplicate keys and alias bombs, errors as one SpecError line."""
     if text.count("*") > MAX_YAML_ALIASES and "&" in text:
         raise SpecError(f"{origin}: too many YAML aliases (more than {MAX_YAML_ALIASES})")
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 class Frozen(BaseModel):
     """Base for every input: immutable, unknown keys are errors that name the key."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # schemas built on first use: fast start-up
 
 
 class ZeroStage(IntEnum):
