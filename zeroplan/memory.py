@@ -8,6 +8,7 @@ docs/formulas.md and reference/deepspeed.md section 4.4.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from pydantic import Field
@@ -24,22 +25,25 @@ class Phase(str, Enum):
     step = "step"  # alive only in the optimizer step, after activations are freed
 
 
-class Term(Frozen):
+# Results are frozen slotted dataclasses, not pydantic models: a sweep builds hundreds of thousands.
+@dataclass(frozen=True, slots=True)
+class Term:
     """One named line of memory with where its size comes from."""
 
     name: str
-    bytes: int = Field(ge=0)
+    bytes: int
     phase: Phase = Phase.always
     source: str = ""
 
 
-class ModelStates(Frozen):
+@dataclass(frozen=True, slots=True)
+class ModelStates:
     """The ZeRO paper's three model-state terms on one GPU (and what offload moved to the CPU)."""
 
     parameters: int
     gradients: int
     optimizer_states: int
-    cpu_bytes: int = Field(0, description="this GPU's share of model states held in CPU memory")
+    cpu_bytes: int = 0  # this GPU's share of model states held in CPU memory
 
     @property
     def total(self) -> int:
@@ -115,33 +119,23 @@ class Overheads(Frozen):
     fragmentation_fraction: float = Field(FRAGMENTATION_FRACTION, ge=0, le=1)
 
 
-class StageEstimate(Frozen):
-    """One stage (with its offload choice) on one GPU."""
+@dataclass(frozen=True, slots=True)
+class StageEstimate:
+    """One stage (with its offload choice) on one GPU. Build it with `estimate_stage`."""
 
     stage: ZeroStage
     offload_optimizer: OffloadDevice
     offload_param: OffloadDevice
     states: ModelStates
-    activations: int = Field(ge=0, description="activation bytes of one micro-step (alive in the backward phase)")
+    activations: int  # bytes of one micro-step's activations (alive in the backward phase)
     buffers: tuple[Term, ...]
     overhead: tuple[Term, ...]
     cpu_terms: tuple[Term, ...]
-    nvme_bytes_per_node: int = 0
     gpus_per_node: int
-    usable_bytes: int | None = Field(None, description="GPU capacity as software sees it; None without hardware")
-
-    def _phase_bytes(self, phase: Phase) -> int:
-        return sum(t.bytes for t in self.buffers if t.phase is phase)
-
-    @property
-    def backward_bytes(self) -> int:
-        """Allocated bytes at the end of forward / start of backward (activations alive)."""
-        return self.states.total + self._phase_bytes(Phase.always) + self._phase_bytes(Phase.backward) + self.activations
-
-    @property
-    def step_bytes(self) -> int:
-        """Allocated bytes in the optimizer step (activations freed)."""
-        return self.states.total + self._phase_bytes(Phase.always) + self._phase_bytes(Phase.step)
+    backward_bytes: int  # allocated at the end of forward / start of backward (activations alive)
+    step_bytes: int  # allocated in the optimizer step (activations freed)
+    nvme_bytes_per_node: int = 0
+    usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
 
     @property
     def peak_phase(self) -> Phase:
@@ -149,7 +143,8 @@ class StageEstimate(Frozen):
 
     @property
     def buffers_at_peak(self) -> int:
-        return self._phase_bytes(Phase.always) + self._phase_bytes(self.peak_phase)
+        alive = (Phase.always, self.peak_phase)
+        return sum(t.bytes for t in self.buffers if t.phase in alive)
 
     @property
     def activations_at_peak(self) -> int:
@@ -187,6 +182,19 @@ class StageEstimate(Frozen):
             "overhead": self.overhead_bytes,
             "total": self.total,
         }
+
+
+def phase_totals(states: ModelStates, buffers: tuple[Term, ...], activation_bytes: int) -> tuple[int, int]:
+    """(backward, step) allocated bytes:
+
+        backward = model states + always-alive buffers + backward buffers + activations
+        step     = model states + always-alive buffers + step buffers
+    """
+    by_phase = {Phase.always: 0, Phase.backward: 0, Phase.step: 0}
+    for t in buffers:
+        by_phase[t.phase] += t.bytes
+    base = states.parameters + states.gradients + states.optimizer_states + by_phase[Phase.always]
+    return base + by_phase[Phase.backward] + activation_bytes, base + by_phase[Phase.step]
 
 
 def overhead_terms(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[Term, ...]:
@@ -259,19 +267,19 @@ def estimate_stage(
         dp=dp,
         knobs=knobs,
     )
-    draft = StageEstimate(
+    backward, step = phase_totals(states, buffers, activation_bytes)
+    return StageEstimate(
         stage=stage,
         offload_optimizer=knobs.offload_optimizer,
         offload_param=knobs.offload_param,
         states=states,
         activations=activation_bytes,
         buffers=buffers,
-        overhead=(),
+        overhead=() if overheads is None else overhead_terms(max(backward, step), overheads, par.gpus),
         cpu_terms=cpu_offload_terms(states, model.num_params, recipe, dp, knobs),
-        nvme_bytes_per_node=nvme_bytes(model.num_params, recipe, stage, dp, knobs) * par.gpus_per_node,
         gpus_per_node=par.gpus_per_node,
+        backward_bytes=backward,
+        step_bytes=step,
+        nvme_bytes_per_node=nvme_bytes(model.num_params, recipe, stage, dp, knobs) * par.gpus_per_node,
         usable_bytes=usable_bytes,
     )
-    if overheads is None:
-        return draft
-    return draft.model_copy(update={"overhead": overhead_terms(draft.total, overheads, par.gpus)})
