@@ -94,45 +94,129 @@ def run(fn):
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path.")]
 ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9.")]
+LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
 GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
 NodesOpt = Annotated[str, typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over.")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict.")]
+StageOpt = Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")]
+PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Byte recipe precision.")]
+OptimizerOpt = Annotated[Optimizer, typer.Option("--optimizer", help="Optimizer (sets the optimizer-state bytes).")]
+Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param).")]
+SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
+MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
+GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
+CheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation checkpointing.")]
+AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
+OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
+OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]
+KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given.")]
+OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
+GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
+FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+DEFAULT_HARDWARE = "h100-sxm-80gb"
+
+
+def _scenario_args(values: dict):
+    """The ScenarioArgs out of a command's locals()."""
+    from dataclasses import fields
+
+    from zeroplan.commands import ScenarioArgs
+
+    names = {f.name for f in fields(ScenarioArgs)}
+    return ScenarioArgs(**{k: v for k, v in values.items() if k in names})
 
 
 @app.command()
 def estimate(
     model: ModelOpt = None,
     params: ParamsOpt = None,
-    largest_layer: Annotated[Optional[str], typer.Option(help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")] = None,
+    largest_layer: LargestOpt = None,
     gpus: GpusOpt = "8",
     nodes: NodesOpt = "1",
-    stage: Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")] = None,
-    precision: Annotated[Precision, typer.Option(help="Byte recipe precision.")] = Precision.bf16_mixed,
-    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer (sets the optimizer-state bytes).")] = Optimizer.adamw,
-    fp32_grad_accum: Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param).")] = False,
-    offload_optimizer: Annotated[OffloadDevice, typer.Option(help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")] = OffloadDevice.none,
-    offload_param: Annotated[OffloadDevice, typer.Option(help="Parameter offload (ZeRO-3 only).")] = OffloadDevice.none,
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    stage: StageOpt = None,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    fp32_grad_accum: Fp32AccumOpt = False,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    grad_accum: GradAccumOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+    offload_optimizer: OffloadOptOpt = OffloadDevice.none,
+    offload_param: OffloadParamOpt = OffloadDevice.none,
+    reduce_bucket_size: KnobOpt = None,
+    overlap_comm: OverlapOpt = None,
+    prefetch_bucket_size: KnobOpt = None,
+    max_live_parameters: KnobOpt = None,
+    param_persistence_threshold: KnobOpt = None,
+    sub_group_size: KnobOpt = None,
+    hpz_partition_size: KnobOpt = None,
+    cuda_context_gib: GibOpt = None,
+    nccl_gib: GibOpt = None,
+    fragmentation: FragOpt = None,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per-GPU memory under each ZeRO stage: model states, buffers, activations, overhead."""
-    from zeroplan import commands, views
+    args = _scenario_args(locals())
 
     def go() -> None:
-        request = commands.EstimateArgs(
-            model=model, params=params, largest_layer=largest_layer, gpus=gpus, nodes=nodes, stage=stage,
-            precision=precision, optimizer=optimizer, fp32_grad_accum=fp32_grad_accum,
-            offload_optimizer=offload_optimizer, offload_param=offload_param, buffer_factor=buffer_factor,
-        )
+        from zeroplan import commands, views
+
         if method is Method.deepspeed:
-            result = commands.deepspeed_estimate(request)
+            result = commands.deepspeed_estimate(args, buffer_factor)
             _show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
         else:
-            result = commands.estimate(request)
+            result = commands.estimate(args, stage)
             _show(lambda: views.estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
+
+    run(go)
+
+
+@app.command()
+def capacity(
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    largest_layer: LargestOpt = None,
+    gpus: GpusOpt = "8",
+    nodes: NodesOpt = "1",
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+    offload_optimizer: OffloadOptOpt = OffloadDevice.none,
+    offload_param: OffloadParamOpt = OffloadDevice.none,
+    units: UnitsOpt = Unit.gib,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per stage: the largest micro-batch that fits, the fewest GPUs, and the largest model (scaled in depth)."""
+    args = _scenario_args(locals())
+
+    def go() -> None:
+        from zeroplan import commands
+
+        result = commands.capacity(args)
+        _show(lambda: result, lambda: render.capacity_renderables(result, units), fmt)
+
+    run(go)
+
+
+@app.command("hardware")
+def list_hardware(fmt: FormatOpt = Format.table) -> None:
+    """List the hardware presets: capacity, TFLOPS, fabric, sources."""
+    from zeroplan import commands
+
+    def go() -> None:
+        data = commands.hardware_output()
+        _show(lambda: data, lambda: [render.hardware_table(data["hardware"])], fmt)
 
     run(go)
 

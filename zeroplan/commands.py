@@ -11,10 +11,13 @@ from typing import Callable
 from zeroplan import presets
 from zeroplan.dscompat import DeepSpeedEstimate, estimate_deepspeed
 from zeroplan.errors import ZeroplanError
-from zeroplan.estimate import Estimate, estimate_memory, summarize_model
+from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, summarize_model
 from zeroplan.memory import ModelSummary
 from zeroplan.spec import (
     Architecture,
+    Attention,
+    Checkpointing,
+    HardwareSpec,
     DeepSpeedKnobs,
     OffloadDevice,
     Optimizer,
@@ -27,21 +30,46 @@ from zeroplan.units import Unit
 
 
 @dataclass(frozen=True)
-class EstimateArgs:
-    """The estimate command's options, as typed on the command line."""
+class ScenarioArgs:
+    """The options that describe one planned run, as typed on the command line (numbers still text)."""
 
     model: str | None = None
     params: str | None = None
     largest_layer: str | None = None
     gpus: str = "8"
     nodes: str = "1"
-    stage: int | None = None
+    hardware: str = "none"
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
     fp32_grad_accum: bool = False
+    seq_len: str = "2048"
+    micro_batch: str = "1"
+    grad_accum: str = "1"
+    checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.flash
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
-    buffer_factor: float = 1.5
+    reduce_bucket_size: str | None = None
+    overlap_comm: bool | None = None
+    prefetch_bucket_size: str | None = None
+    max_live_parameters: str | None = None
+    param_persistence_threshold: str | None = None
+    sub_group_size: str | None = None
+    hpz_partition_size: str | None = None
+    cuda_context_gib: float | None = None
+    nccl_gib: float | None = None
+    fragmentation: float | None = None
+
+
+# CLI option -> DeepSpeedKnobs field, for the knobs given as element counts.
+KNOB_OPTIONS = {
+    "reduce_bucket_size": "reduce_bucket_size",
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "param_persistence_threshold": "stage3_param_persistence_threshold",
+    "sub_group_size": "sub_group_size",
+    "hpz_partition_size": "zero_hpz_partition_size",
+}
 
 
 def _count(text: str, what: str) -> int:
@@ -82,22 +110,88 @@ def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
     return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
 
 
-def estimate(args: EstimateArgs) -> Estimate:
+def knobs_from(args: ScenarioArgs) -> DeepSpeedKnobs:
+    values = {field: _count(getattr(args, opt), "--" + opt.replace("_", "-"))
+              for opt, field in KNOB_OPTIONS.items() if getattr(args, opt) is not None}
+    if args.overlap_comm is not None:
+        values["overlap_comm"] = args.overlap_comm
+    return DeepSpeedKnobs(offload_optimizer=args.offload_optimizer, offload_param=args.offload_param, **values)
+
+
+def _fraction(value: float | None, what: str, upper: float) -> float | None:
+    if value is not None and not 0 <= value <= upper:  # also rejects NaN
+        raise ZeroplanError(f"{what} {value} must be between 0 and {upper:g}")
+    return value
+
+
+def setup_from(args: ScenarioArgs) -> TrainingSetup:
+    return TrainingSetup(
+        precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
+        seq_len=_count(args.seq_len, "--seq-len"), micro_batch=_count(args.micro_batch, "--micro-batch"),
+        grad_accum=_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+    )
+
+
+def hardware_from(ref: str) -> HardwareSpec | None:
+    return None if ref == "none" else presets.load_hardware(ref)
+
+
+def scenario(args: ScenarioArgs) -> Scenario:
+    """Resolve presets and parse every number of one planned run."""
     par = _parallelism(args.gpus, args.nodes)
-    knobs = DeepSpeedKnobs(offload_optimizer=args.offload_optimizer, offload_param=args.offload_param)
-    summary, _arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
-    setup = TrainingSetup(precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum)
-    notes = ("activations, CUDA context/NCCL and fragmentation not modelled yet: shown as 0; fits is null",)
-    return estimate_memory(summary, setup, par, knobs, stages=_stages(args.stage), assumptions=notes)
+    knobs = knobs_from(args)
+    summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
+    hw = hardware_from(args.hardware)
+    overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
+                              _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
+                              _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    return Scenario(model=summary, arch=arch, setup=setup_from(args), parallelism=par, knobs=knobs,
+                    hardware=hw, overheads=overheads)
 
 
-def deepspeed_estimate(args: EstimateArgs) -> DeepSpeedEstimate:
+def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
+    return estimate_memory(scenario(args), stages=_stages(stage))
+
+
+def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
     par = _parallelism(args.gpus, args.nodes)
     summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
-    if not args.buffer_factor > 0 or args.buffer_factor != args.buffer_factor or args.buffer_factor == float("inf"):
-        raise ZeroplanError(f"--buffer-factor {args.buffer_factor} must be a positive finite number")
+    if not 0 < buffer_factor < float("inf"):
+        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
     return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
-                              args.buffer_factor)
+                              buffer_factor)
+
+
+def capacity(args: ScenarioArgs) -> dict:
+    """Per stage: largest micro-batch, fewest GPUs, largest model. Plain data (it is also the JSON)."""
+    from zeroplan.capacity import MAX_GPUS, MAX_MICRO_BATCH, max_micro_batch, max_model, min_gpus
+
+    scn = scenario(args)
+    if scn.hardware is None:
+        raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
+    stages = []
+    for stage in ZeroStage:
+        fewest = min_gpus(scn, stage)
+        largest = max_model(scn, stage)
+        stages.append({
+            "stage": int(stage),
+            "max_micro_batch": max_micro_batch(scn, stage),
+            "min_gpus": fewest.gpus if fewest else None,
+            "min_nodes": fewest.nodes if fewest else None,
+            "max_model_params": largest.num_params if largest else None,
+            "max_model_layers": largest.num_layers if largest and scn.arch else None,
+        })
+    return {
+        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
+        "setup": scn.setup.model_dump(mode="json"),
+        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
+        "stages": stages,
+    }
+
+
+def hardware_output() -> dict:
+    return {"hardware": [hw.model_dump(mode="json") for hw in presets.all_hardware()]}
 
 
 def models_output() -> tuple[dict, Callable]:

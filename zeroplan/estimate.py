@@ -81,48 +81,102 @@ def overheads_for(hardware: HardwareSpec | None, fragmentation_fraction: float |
     return Overheads(cuda_context_bytes=int(ctx * GIB), nccl_bytes=int(nccl * GIB), **extra)
 
 
-class Estimate(Frozen):
-    """Everything `zeroplan estimate` reports: inputs as resolved, one StageEstimate per stage, assumptions."""
+class Scenario(Frozen):
+    """One planned run: the model, the setup, the cluster, DeepSpeed's knobs. The stage is chosen per evaluation."""
 
     model: ModelSummary
-    recipe: Recipe
-    setup: TrainingSetup
-    parallelism: Parallelism
-    knobs: DeepSpeedKnobs
+    arch: Architecture | None = None
+    setup: TrainingSetup = TrainingSetup()
+    parallelism: Parallelism = Parallelism()
+    knobs: DeepSpeedKnobs = DeepSpeedKnobs()
     hardware: HardwareSpec | None = None
+    overheads: Overheads | None = None
+
+    @property
+    def usable_bytes(self) -> int | None:
+        return int(self.hardware.memory_gib * GIB) if self.hardware else None
+
+    @property
+    def recipe(self) -> Recipe:
+        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
+
+
+def activations_for(arch: Architecture | None, setup: TrainingSetup):
+    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
+    if arch is None:
+        return None
+    from zeroplan.activations import activation_bytes
+
+    return activation_bytes(arch, setup)
+
+
+def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
+    """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+    if activation_bytes is None:
+        acts = activations_for(scn.arch, scn.setup)
+        activation_bytes = acts.total_bytes if acts is not None else 0
+    return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
+                          activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+
+
+class Estimate(Frozen):
+    """Everything `zeroplan estimate` reports: the scenario, one StageEstimate per stage, assumptions."""
+
+    scenario: Scenario
+    recipe: Recipe
     activations: object | None = Field(None, description="the ActivationEstimate breakdown, when modelled")
     stages: tuple[StageEstimate, ...]
     assumptions: tuple[str, ...] = ()
 
+    @property
+    def model(self) -> ModelSummary:
+        return self.scenario.model
 
-def estimate_memory(
-    model: ModelSummary,
-    setup: TrainingSetup,
-    par: Parallelism,
-    knobs: DeepSpeedKnobs,
-    *,
-    stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
-    hardware: HardwareSpec | None = None,
-    overheads: Overheads | None = None,
-    activation_bytes: int = 0,
-    activations: object | None = None,
-    assumptions: tuple[str, ...] = (),
-) -> Estimate:
-    """Per-GPU peak memory for each requested stage (see memory.estimate_stage)."""
-    recipe = make_recipe(setup.precision, setup.optimizer, setup.fp32_grad_accum)
-    usable = int(hardware.memory_gib * GIB) if hardware else None
-    results = tuple(
-        estimate_stage(model, recipe, stage, par, stage_knobs(knobs, stage),
-                       activation_bytes=activation_bytes, overheads=overheads, usable_bytes=usable)
-        for stage in stages
-    )
-    notes = [f"byte recipe {recipe.describe()}", f"sharded over the data-parallel degree N_d = {par.dp} (no TP/PP)"]
+    @property
+    def setup(self) -> TrainingSetup:
+        return self.scenario.setup
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return self.scenario.parallelism
+
+    @property
+    def knobs(self) -> DeepSpeedKnobs:
+        return self.scenario.knobs
+
+    @property
+    def hardware(self) -> HardwareSpec | None:
+        return self.scenario.hardware
+
+
+def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
+    """The assumptions every estimate of `scn` rests on, in words."""
+    knobs, model = scn.knobs, scn.model
+    notes = [f"byte recipe {recipe.describe()}",
+             f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:
         notes.append("parameter offload applies to ZeRO-3 only")
     if knobs.offload_optimizer is not OffloadDevice.none:
         notes.append("optimizer offload applies to ZeRO-1/2 (CPU) and ZeRO-3 (CPU or NVMe) only")
+    if scn.arch is None:
+        notes.append("activations not modelled for a bare parameter count: give --model for them")
     notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
-    return Estimate(model=model, recipe=recipe, setup=setup, parallelism=par, knobs=knobs, hardware=hardware,
-                    activations=activations, stages=results, assumptions=tuple(notes) + assumptions)
+    if scn.overheads is None:
+        notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    return notes
+
+
+def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
+                    assumptions: tuple[str, ...] = ()) -> Estimate:
+    """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
+    recipe = scn.recipe
+    acts = activations_for(scn.arch, scn.setup)
+    act_bytes = acts.total_bytes if acts is not None else 0
+    results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
+    notes = scenario_notes(scn, recipe)
+    if acts is not None:
+        notes += list(acts.assumptions)
+    return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,
+                    assumptions=tuple(notes) + assumptions)

@@ -149,3 +149,34 @@ def models_table(rows: list[dict]) -> Table:
         table.add_row(r["name"], r["family"], f"{r['num_params']:,}", f"{r['num_active_params']:,}",
                       f"{r['largest_layer_params']:,}", r["source"])
     return table
+
+
+def hardware_table(rows: list[dict]) -> Table:
+    """The hardware presets, one row each."""
+    table = Table(title="hardware presets", title_justify="left")
+    for col in ("name", "GiB", "bf16 TFLOPS", "HBM TB/s", "per node", "fabric", "busbw GB/s", "NIC GB/s/GPU"):
+        table.add_column(col, justify="left" if col in ("name", "fabric") else "right")
+    for r in rows:
+        table.add_row(r["name"], f"{r['memory_gib']:g}", f"{r['bf16_tflops']:g}", f"{r['hbm_bandwidth_tbps']:g}",
+                      str(r["gpus_per_node"]), r["intra_node_fabric"], f"{r['intra_node_busbw_gbps']:g}",
+                      f"{r['nic_gbps_per_gpu']:g}")
+    return table
+
+
+def capacity_renderables(data: dict, unit: Unit) -> list:
+    """The capacity answers per stage."""
+    title = (f"{data['model']['name']} on {data['hardware']}: {data['gpus']} GPU(s), "
+             f"seq {data['setup']['seq_len']}, micro-batch {data['setup']['micro_batch']}")
+    table = Table(title=title, title_justify="left")
+    for col in ("stage", "largest micro-batch", "fewest GPUs", "largest model (params)"):
+        table.add_column(col, justify="right")
+    cap = data["search"]
+    for s in data["stages"]:
+        mb = s["max_micro_batch"]
+        mb_text = "none fits" if mb == 0 else (f">= {mb}" if mb == cap["max_micro_batch"] else str(mb))
+        gpus = "more than %d" % cap["max_gpus"] if s["min_gpus"] is None else f"{s['min_gpus']} ({s['min_nodes']} node(s))"
+        model = "-" if s["max_model_params"] is None else f"{s['max_model_params'] / 1e9:,.2f} B"
+        table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model)
+    note = Text("largest model: the same architecture with more or fewer layers (embeddings and width fixed), "
+                f"at micro-batch {data['setup']['micro_batch']} on {data['gpus']} GPU(s)", style="dim")
+    return [table, note]
