@@ -25,6 +25,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+PIPE_WIDTH = 110  # console width when stdout is not a terminal
 MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
 
 
@@ -43,8 +44,11 @@ class Method(str, Enum):
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    no_color = bool(os.environ.get("NO_COLOR")) or not (sys.stderr if stderr else sys.stdout).isatty()
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False)
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    no_color = bool(os.environ.get("NO_COLOR")) or not tty
+    # Off a terminal rich assumes 80 columns; the stage tables need more to stay readable in logs.
+    width = None if tty else PIPE_WIDTH
+    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
 
 
 def parse_count(text: str, what: str = "count") -> int:

@@ -175,7 +175,7 @@ def capacity(args: ScenarioArgs) -> dict:
         largest = max_model(scn, stage)
         stages.append({
             "stage": int(stage),
-            "max_micro_batch": max_micro_batch(scn, stage),
+            "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
             "min_gpus": fewest.gpus if fewest else None,
             "min_nodes": fewest.nodes if fewest else None,
             "max_model_params": largest.num_params if largest else None,

@@ -32,9 +32,9 @@ def _stage_label(s: StageEstimate) -> str:
 def _fits_text(s: StageEstimate, unit: Unit) -> Text:
     if s.fits is None:
         return Text("n/a (no hardware)", style="dim")
-    style = "bold green" if s.fits else "bold red"
-    word = "fits" if s.fits else "does not fit"
-    return Text(f"{word}, {format_bytes(s.headroom_bytes, unit)} free", style=style)
+    if s.fits:
+        return Text(f"fits, {format_bytes(s.headroom_bytes, unit)} free", style="bold green")
+    return Text(f"no: {format_bytes(-s.headroom_bytes, unit)} over", style="bold red")
 
 
 def estimate_table(est: Estimate, unit: Unit) -> Table:
@@ -43,7 +43,7 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
     if est.hardware:
         title += f" x {est.hardware.name} ({est.hardware.memory_gib:g} GiB)"
     table = Table(title=title, title_justify="left")
-    table.add_column(f"per GPU ({unit.label})")
+    table.add_column(f"per GPU ({unit.label})", no_wrap=True)
     for s in est.stages:
         table.add_column(_stage_label(s), justify="right")
     views = [s.gpu_bytes() for s in est.stages]
@@ -71,13 +71,14 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
 def buffers_table(est: Estimate, unit: Unit) -> Table | None:
     """Every engine buffer and overhead line per stage, with its phase and source."""
     names: dict[str, str] = {}
-    for s in est.stages:
-        for t in (*s.buffers, *s.overhead):
-            names.setdefault(t.name, t.phase.value)
+    for group in ("buffers", "overhead"):
+        for s in est.stages:
+            for t in getattr(s, group):
+                names.setdefault(t.name, t.phase.value)
     if not names:
         return None
     table = Table(title="buffers and overhead", title_justify="left", show_edge=False)
-    table.add_column("term")
+    table.add_column("term", no_wrap=True)
     for s in est.stages:
         table.add_column(_stage_label(s), justify="right")
     table.add_column("alive", style="dim")
@@ -173,7 +174,7 @@ def capacity_renderables(data: dict, unit: Unit) -> list:
     cap = data["search"]
     for s in data["stages"]:
         mb = s["max_micro_batch"]
-        mb_text = "none fits" if mb == 0 else (f">= {mb}" if mb == cap["max_micro_batch"] else str(mb))
+        mb_text = "n/a (bare count)" if mb is None else "none fits" if mb == 0 else (f">= {mb}" if mb == cap["max_micro_batch"] else str(mb))
         gpus = "more than %d" % cap["max_gpus"] if s["min_gpus"] is None else f"{s['min_gpus']} ({s['min_nodes']} node(s))"
         model = "-" if s["max_model_params"] is None else f"{s['max_model_params'] / 1e9:,.2f} B"
         table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model)
