@@ -175,11 +175,12 @@ def test_offload_null_section_is_none():
         ({"bf16": {"enabled": True}}, Precision.bf16_mixed),
         ({"bfloat16": {"enabled": True}}, Precision.bf16_mixed),
         ({"bf16": {"enabled": False}, "bfloat16": {"enabled": True}}, Precision.fp32),  # bf16 wins, as in DeepSpeed
+        ({"bf16": None, "bfloat16": {"enabled": True}}, Precision.bf16_mixed),  # a null bf16 falls back
         ({"bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}},
          Precision.bf16_true),
         ({"fp16": {"enabled": False}}, Precision.fp32),
     ],
-    ids=["fp16", "bf16", "bfloat16-alias", "bf16-over-alias", "pure-bf16", "fp32"],
+    ids=["fp16", "bf16", "bfloat16-alias", "bf16-over-alias", "null-bf16", "pure-bf16", "fp32"],
 )  # fmt: skip
 def test_precision(data, precision):
     assert parse_ds_config(data).precision is precision

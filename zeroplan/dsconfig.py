@@ -155,7 +155,8 @@ class _Reader:
     def read(self, data: Mapping, source: JsonSource | None) -> DeepSpeedConfig:
         zero = self.zero_section(data)
         self.stage = self.read_stage(zero)
-        bf16_section = "bf16" if "bf16" in data or "bfloat16" not in data else "bfloat16"
+        # precision_config.get_bfloat16_config: "bf16" unless it is absent or null, then "bfloat16"
+        bf16_section = "bfloat16" if data.get("bf16") is None and "bfloat16" in data else "bf16"
         bf16 = self.mapping(data, bf16_section)
         return DeepSpeedConfig(
             origin=self.origin,

@@ -186,7 +186,7 @@ def find_deprecated_keys(data: Mapping) -> tuple[DeprecatedKey, ...]:
         note = None if isinstance(zero, bool) else "read only with the boolean zero_optimization format; ignored here"
         found.append(DeprecatedKey(key="allgather_size", replacement="zero_optimization.allgather_bucket_size", note=note))
     if "bfloat16" in data:
-        ignored = "bf16 is also given, so DeepSpeed ignores this section" if "bf16" in data else None
+        ignored = "bf16 is also given, so DeepSpeed ignores this section" if data.get("bf16") is not None else None
         found.append(DeprecatedKey(key="bfloat16", replacement="bf16", note=ignored))
     if isinstance(zero, Mapping):
         for old, new in ZERO_DEPRECATED.items():
