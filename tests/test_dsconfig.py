@@ -195,6 +195,12 @@ def test_dtypes():
     assert (default.effective_communication_data_type, default.effective_grad_accum_dtype) == ("fp16", "fp16")
 
 
+def test_setup_fields_leave_out_unresolved_precision():
+    assert "precision" not in parse_ds_config({"bf16": {"enabled": "auto"}}).setup_fields()
+    resolved = parse_ds_config({"bf16": {"enabled": "auto"}}, setup=TrainingSetup(precision=Precision.bf16_mixed))
+    assert resolved.setup_fields()["precision"] is Precision.bf16_mixed
+
+
 def test_setup_fields_pin_batch():
     config = parse_ds_config({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8})
     assert config.setup_fields() == {"precision": Precision.fp32, "micro_batch": 4, "grad_accum": 8,

@@ -113,8 +113,14 @@ class DeepSpeedConfig(Frozen):
         return self.key_lines.get(key) if key else None
 
     def setup_fields(self) -> dict[str, object]:
-        """The TrainingSetup fields this config pins (precision always: no fp16/bf16 section means fp32)."""
-        fields: dict[str, object] = {"precision": self.precision}
+        """The TrainingSetup fields this config pins; precision unless an fp16/bf16 "auto" is unresolved.
+
+        No fp16/bf16 section pins fp32, DeepSpeed's default.
+        """
+        unknown = {f"{section}.enabled" for section in ("fp16", "bf16", "bfloat16")}
+        fields: dict[str, object] = {}
+        if not any(auto.key in unknown and not auto.resolved for auto in self.autos):
+            fields["precision"] = self.precision
         if self.train_micro_batch_size_per_gpu is not None:
             fields["micro_batch"] = self.train_micro_batch_size_per_gpu
         if self.gradient_accumulation_steps is not None:
@@ -188,7 +194,8 @@ class _Reader:
     def whole(self, value: object, path: str, minimum: int = 0) -> int:
         """A whole number: an int, or a float that equals one (5e8). Never a bool, NaN or infinity."""
         if isinstance(value, str) and _is_number(value):
-            raise self.error(path, f"expected a number, got the string {_show(value)} (in YAML write 5.0e+8, not 5e8)")
+            hint = "drop the quotes; YAML reads 5e8 as a string, write 5.0e+8"
+            raise self.error(path, f"expected a number, got the string {_show(value)} ({hint})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(path, f"expected a whole number, got {_show(value)}")
         if isinstance(value, float):
