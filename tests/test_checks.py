@@ -14,13 +14,11 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.findings import Finding, Rule, RunContext
 from zeroplan.jsonsource import scan_json_text
 from zeroplan.presets import parse_json
-from zeroplan.spec import HardwareSpec, Parallelism, TrainingSetup
+from zeroplan.presets import load_hardware
+from zeroplan.spec import Parallelism, TrainingSetup
 
-HW = dict(source="test", bf16_tflops=0.0, fp16_tflops=125.0, fp32_tflops=15.7, hbm_bandwidth_tbps=0.9,
-          gpus_per_node=8, intra_node_fabric="nvlink", intra_node_busbw_gbps=130.0, nic_gbps_per_gpu=12.5,
-          host_link_gbps=16.0, default_mfu=0.4, cuda_context_gib=1.0, nccl_gib=0.5, memory_gib=32.0)  # fmt: skip
-V100 = HardwareSpec(name="v100-sxm2-32gb", supports_bf16=False, **HW)
-H100 = HardwareSpec(name="h100-sxm", supports_bf16=True, **HW | {"bf16_tflops": 989.0})
+V100 = load_hardware("v100-sxm-32gb")
+H100 = load_hardware("h100-sxm-80gb")
 RUN8 = RunContext(parallelism=Parallelism(gpus=8), hardware=H100)
 GOOD = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "bf16": {"enabled": True},
         "optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"},
@@ -115,7 +113,7 @@ def test_precision_conflict():
 def test_bf16_unsupported_on_v100():
     run = RunContext(parallelism=Parallelism(gpus=8), hardware=V100)
     (finding,) = fired(GOOD, "bf16-unsupported", run)
-    assert "v100-sxm2-32gb has no bf16 support" in finding.message
+    assert "v100-sxm-32gb has no bf16 support" in finding.message
     fp16 = {k: v for k, v in GOOD.items() if k != "bf16"} | {"fp16": {"enabled": True}}
     assert fired(fp16, "bf16-unsupported", run) == []
     assert fired(GOOD, "bf16-unsupported") == []  # H100
