@@ -9,9 +9,20 @@ from zeroplan.presets import _registry, all_hardware, load_hardware
 from zeroplan.spec import HardwareSpec
 
 REQUIRED = {
-    "h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb", "h200-141gb", "a100-sxm-40gb", "a100-sxm-80gb",
-    "a100-pcie-80gb", "b200-180gb", "l40s-48gb", "l4-24gb", "rtx4090-24gb", "v100-sxm-32gb", "mi300x-192gb",
-}  # fmt: skip
+    "h100-sxm-80gb",
+    "h100-pcie-80gb",
+    "h100-nvl-94gb",
+    "h200-141gb",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "b200-180gb",
+    "l40s-48gb",
+    "l4-24gb",
+    "rtx4090-24gb",
+    "v100-sxm-32gb",
+    "mi300x-192gb",
+}
 
 PRESETS = sorted(_registry("hardware").items())
 IDS = [name for name, _ in PRESETS]
