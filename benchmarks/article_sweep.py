@@ -8,8 +8,9 @@ sequence 2048, bf16 mixed precision, flash attention, no activation checkpointin
 from __future__ import annotations
 
 from benchmarks.cases import GEMMA2_9B, GEMMA2_9B_ARCH
+from zeroplan.perf import estimate_throughput, throughput_by_stage
 from zeroplan.presets import load_hardware
-from zeroplan.spec import DeepSpeedKnobs, Parallelism, Topology, TrainingSetup
+from zeroplan.spec import DeepSpeedKnobs, Parallelism, Topology, TrainingSetup, ZeroStage
 from zeroplan.sweep import find_overhead_crossing, sweep_global_batch
 
 ARTICLE_THRESHOLD_PCT = 11.0  # "with a batch size above 512 the ZeRO-3 loss stays within 11%"
@@ -20,6 +21,9 @@ PAR = Parallelism(gpus=8, nodes=1)
 SETUP = TrainingSetup(seq_len=2048)
 DEFAULTS = DeepSpeedKnobs()  # DeepSpeed defaults: overlap_comm on for stage 3 only, prefetch on
 NO_OVERLAP = DeepSpeedKnobs(overlap_comm=False, stage3_prefetch_bucket_size=0)
+LADDER_ZEROPP = DeepSpeedKnobs(
+    overlap_comm=True, zero_quantized_weights=True, zero_quantized_gradients=True, zero_hpz_partition_size=8
+)
 
 
 def sweep(knobs: DeepSpeedKnobs, cap: int | None):
@@ -100,6 +104,34 @@ def ladder(micro_batch: int, global_batch: int) -> None:
         print(f"  {label:<55} ZeRO-3 overhead {p.overhead_pct():5.1f}%")
 
 
+TOPOLOGIES = (
+    ("h100-sxm-80gb", Parallelism(gpus=8), Topology.nvlink),
+    ("h100-sxm-80gb", Parallelism(gpus=8), Topology.pcie),
+    ("h100-sxm-80gb", Parallelism(gpus=32, nodes=4), Topology.multinode),
+    ("a100-sxm-80gb", Parallelism(gpus=8), Topology.nvlink),
+    ("a100-sxm-80gb", Parallelism(gpus=32, nodes=4), Topology.multinode),
+)
+
+
+def topology_table(micro_batch: int, grad_accum: int) -> None:
+    knobs = DeepSpeedKnobs(overlap_comm=True)
+    setup = SETUP.model_copy(update={"micro_batch": micro_batch, "grad_accum": grad_accum})
+    print(f"\nC. Topology, Gemma2-9B, micro-batch {micro_batch} x GA {grad_accum}, overlap_comm true for every stage")
+    print(f"{'hardware':>14} {'topology':>9} {'GPUs':>5} | overhead vs ZeRO-0 (%) z1 / z2 / z3 | ZeRO-3 tok/s/GPU")
+    for name, par, topology in TOPOLOGIES:
+        stages = throughput_by_stage(GEMMA2_9B, GEMMA2_9B_ARCH, load_hardware(name), setup, par, knobs, topology)
+        cells = " / ".join(f"{t.overhead_vs_zero0_pct:5.1f}" for t in stages[1:])
+        print(f"{name:>14} {topology.value:>9} {par.gpus:>5} | {cells:>33} | {stages[3].tokens_per_s_per_gpu:16.0f}")
+    slow = load_hardware("a100-sxm-80gb").model_copy(update={"nic_gbps_per_gpu": 12.5 / 8})
+    par = Parallelism(gpus=32, nodes=4)
+    for label, zknobs in (("ZeRO-3", knobs), ("ZeRO++ (qwZ+qgZ+hpZ 8)", LADDER_ZEROPP)):
+        t = estimate_throughput(GEMMA2_9B, GEMMA2_9B_ARCH, slow, setup, par, ZeroStage.zero3, zknobs)
+        print(
+            f"  A100 x32 on one 100 Gb/s NIC per node, {label}: {t.tokens_per_s_per_gpu:.0f} tok/s/GPU, "
+            f"overhead {t.overhead_vs_zero0_pct:.1f}%"
+        )
+
+
 def main() -> None:
     print(
         f"{HW.name} x{PAR.gpus} ({HW.intra_node_busbw_gbps:g} GB/s busbw, MFU {HW.default_mfu:.0%}), Gemma2-9B, "
@@ -110,6 +142,8 @@ def main() -> None:
     stage_table(DEFAULTS, micro_batch=2, global_batch=512)
     for mbs in (1, 2):
         ladder(micro_batch=mbs, global_batch=512)
+    for mbs in (1, 4):
+        topology_table(micro_batch=mbs, grad_accum=8)
 
 
 if __name__ == "__main__":
