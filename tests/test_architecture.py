@@ -8,7 +8,12 @@ import typer.main
 
 from zeroplan.cli import app
 
-PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views"]
+# Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
+PURE = [
+    "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
+    "perf", "sweep", "collectives", "flops", "schedule",
+    "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
+]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -326,13 +323,3 @@ def test_mfu_override_scales_compute() -> None:
 def test_assumptions_name_the_model_choices() -> None:
     text = " ".join(run(3).assumptions)
     assert "40% of dense peak" in text and "360 GB/s" in text and "not modelled" in text
-
-
-def test_pure_modules_import_no_io_libraries() -> None:
-    code = (
-        "import sys, zeroplan.perf, zeroplan.sweep, zeroplan.collectives, zeroplan.flops; "
-        "print(sorted({'rich', 'typer', 'yaml'} & set(sys.modules)))"
-    )
-    root = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
-    assert out.stdout.strip() == "[]"

@@ -6,14 +6,13 @@ import os
 import sys
 from decimal import Decimal, InvalidOperation
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 from pydantic import ValidationError
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, ZeroStage
+from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision
 from zeroplan.units import Unit
 
 app = typer.Typer(

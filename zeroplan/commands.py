@@ -26,7 +26,6 @@ from zeroplan.spec import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.units import Unit
 
 
 @dataclass(frozen=True)
