@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Union
 
 from pydantic import Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -19,6 +19,7 @@ from zeroplan.families.rmsnorm import (
     MixtralConfig,
     Phi3Config,
     Qwen2Config,
+    RMSNormDecoderConfig,
 )
 from zeroplan.families.t5 import T5Config
 from zeroplan.spec import Architecture, Frozen
@@ -105,6 +106,7 @@ __all__ = [
     "OPTConfig",
     "Phi3Config",
     "Qwen2Config",
+    "RMSNormDecoderConfig",
     "T5Config",
     "parse_family_config",
 ]
