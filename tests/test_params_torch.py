@@ -6,21 +6,24 @@ meta device, so no weights are allocated. Ground truth is the installed transfor
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-import torch  # noqa: E402
-from transformers import T5Config as HFT5Config  # noqa: E402
-from transformers import T5ForConditionalGeneration  # noqa: E402
-
-from validation.count_params import TorchCount, build_on_meta, compare, count_with_torch  # noqa: E402
-from zeroplan.families import ModelSpec, parse_family_config  # noqa: E402
-from zeroplan.params import count_params  # noqa: E402
-from zeroplan.presets import preset_names  # noqa: E402
+from zeroplan.families import ModelSpec, parse_family_config
+from zeroplan.params import count_params
+from zeroplan.presets import preset_names
 
 pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def validation():
+    """validation/count_params.py, imported only when these tests run (torch takes seconds to import)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return importlib.import_module("validation.count_params")
+
 
 # Tiny shapes keep the builds fast; each variant switches on one family option or leaves a key out.
 LLAMA_TINY = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
@@ -43,7 +46,9 @@ VARIANTS = {
     },
     "opt-remove-final-norm": {"model_type": "opt", "num_hidden_layers": 1, "_remove_final_layer_norm": True},
     "bloom-defaults": {"model_type": "bloom"},
-    "bloom-aliases": {"model_type": "bloom", "vocab_size": 100, "n_embed": 64, "num_hidden_layers": 3, "num_attention_heads": 4},
+    "bloom-aliases": {
+        "model_type": "bloom", "vocab_size": 100, "n_embed": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+    },
     "falcon-defaults": {"model_type": "falcon", "num_hidden_layers": 2},
     "falcon-new-architecture": {
         "model_type": "falcon", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
@@ -66,7 +71,10 @@ VARIANTS = {
     "mistral-defaults": {"model_type": "mistral", "num_hidden_layers": 1},
     "mistral-head_dim": {"model_type": "mistral", **LLAMA_TINY, "num_key_value_heads": 1, "head_dim": 32},
     "mixtral-defaults": {"model_type": "mixtral", "num_hidden_layers": 1},
-    "mixtral-4-of-16": {"model_type": "mixtral", **LLAMA_TINY, "num_key_value_heads": 2, "num_local_experts": 16, "num_experts_per_tok": 4},
+    "mixtral-4-of-16": {
+        "model_type": "mixtral", **LLAMA_TINY, "num_key_value_heads": 2, "num_local_experts": 16,
+        "num_experts_per_tok": 4,
+    },
     "qwen2-defaults": {"model_type": "qwen2", "num_hidden_layers": 1},
     "qwen2-tied-gqa": {"model_type": "qwen2", **LLAMA_TINY, "num_key_value_heads": 2, "tie_word_embeddings": True},
     "gemma2-defaults": {"model_type": "gemma2", "num_hidden_layers": 2},
@@ -85,39 +93,42 @@ VARIANTS = {
 }
 
 
-def _ours(config: dict) -> TorchCount:
+def _ours(config: dict) -> tuple[int, int, int, int]:
     counted = count_params(parse_family_config(config, strict=False))
-    return TorchCount(
-        counted.num_params, counted.largest_layer_params, counted.num_embedding_params, counted.num_active_params
-    )
+    return (counted.num_params, counted.largest_layer_params, counted.num_embedding_params, counted.num_active_params)
 
 
 @pytest.mark.parametrize("name", preset_names("models"))
-def test_preset_counts_equal_transformers(name: str) -> None:
-    ours, theirs = compare(name)
+def test_preset_counts_equal_transformers(validation, name: str) -> None:
+    ours, theirs = validation.compare(name)
     assert ours == theirs
 
 
 @pytest.mark.parametrize("config", VARIANTS.values(), ids=VARIANTS.keys())
-def test_variant_counts_equal_transformers(config: dict) -> None:
+def test_variant_counts_equal_transformers(validation, config: dict) -> None:
     # HF mode: keys zeroplan does not model (pad_token_id) go to transformers and are ignored here.
     spec = ModelSpec(name="variant", source="test", config=parse_family_config(config, strict=False))
     hf_only = {k: v for k, v in config.items() if k not in type(spec.config).hf_keys()}
-    model = build_on_meta(spec, **hf_only)
-    assert _ours(config) == count_with_torch(model)
+    model = validation.build_on_meta(spec, **hf_only)
+    assert _ours(config) == validation.count_with_torch(model)
 
 
-def test_t5_v1_1_checkpoint_keeps_its_own_lm_head(tmp_path) -> None:
+def test_t5_v1_1_checkpoint_keeps_its_own_lm_head(validation, tmp_path) -> None:
     """tie_word_embeddings: false (T5 v1.1, Flan-T5) -> a separate lm_head, as a loaded checkpoint has it.
 
     transformers >= 5 ties T5's lm_head in `from_config` whatever the flag says (the flag now only
     turns off the decoder-output scaling), but `from_pretrained` keeps a checkpoint's own lm_head.
     """
-    config = {"model_type": "t5", "vocab_size": 100, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2,
-              "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    config = {
+        "model_type": "t5", "vocab_size": 100, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2,
+        "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False,
+    }
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
     hf_keys = {k: v for k, v in config.items() if k != "model_type"}
-    model = T5ForConditionalGeneration(HFT5Config(**hf_keys))
+    model = T5ForConditionalGeneration(T5Config(**hf_keys))
     model.lm_head.weight = torch.nn.Parameter(torch.randn(100, 32))  # what a v1.1 checkpoint stores
     model.save_pretrained(tmp_path)
     loaded = T5ForConditionalGeneration.from_pretrained(tmp_path)
-    assert _ours(config) == count_with_torch(loaded)
+    assert _ours(config) == validation.count_with_torch(loaded)
