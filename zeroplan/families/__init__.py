@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Union, get_args
 
 from pydantic import Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -41,7 +41,7 @@ _FAMILY_CLASSES = (
 
 # model_type -> family config class; the HF model_type is the only discriminator.
 FAMILIES: dict[str, type[FamilyConfig]] = {
-    cls.model_fields["model_type"].annotation.__args__[0]: cls for cls in _FAMILY_CLASSES
+    get_args(cls.model_fields["model_type"].annotation)[0]: cls for cls in _FAMILY_CLASSES
 }
 
 AnyFamilyConfig = Annotated[Union[_FAMILY_CLASSES], Field(discriminator="model_type")]  # noqa: UP007
@@ -64,16 +64,15 @@ class ModelSpec(Frozen):
 
 
 def _model_type_error(data: dict) -> ValidationError:
-    supported = ", ".join(sorted(FAMILIES))
+    context = {"supported": ", ".join(sorted(FAMILIES))}
     if "model_type" in data:
-        value = data["model_type"]
-        message = f"{value!r} is not a supported model_type; supported: {supported}"
+        value, template = data["model_type"], "{model_type} is not a supported model_type; supported: {supported}"
+        context["model_type"] = repr(value)
     else:
-        value, message = data, f"model_type is missing; supported: {supported}"
-    error = PydanticCustomError("model_type", message.replace("{", "(").replace("}", ")"))
-    return ValidationError.from_exception_data(
-        "FamilyConfig", [InitErrorDetails(type=error, loc=("model_type",), input=value)]
-    )
+        value, template = data, "model_type is missing; supported: {supported}"
+    error = PydanticCustomError("model_type", template, context)
+    details = InitErrorDetails(type=error, loc=("model_type",), input=value)
+    return ValidationError.from_exception_data("FamilyConfig", [details])
 
 
 def parse_family_config(data: dict, *, strict: bool) -> FamilyConfig:
