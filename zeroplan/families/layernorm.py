@@ -7,7 +7,7 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
@@ -18,6 +18,22 @@ GPT2_MLP_RATIO = 4  # GPT2MLP inner width when n_inner is None (modeling_gpt2.py
 BLOOM_MLP_RATIO = 4  # BloomMLP: dense_h_to_4h is 4 * hidden_size wide, no config key
 FALCON_MLP_RATIO = 4  # FalconConfig: ffn_hidden_size defaults to 4 * hidden_size
 OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding keeps 2 extra rows (padding offset, fairseq legacy)
+
+
+def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) -> Architecture:
+    """A LayerNorm decoder with a plain (ungated) MLP; one K/V head per query head unless given."""
+    fields.setdefault("num_key_value_heads", heads)
+    return Architecture(
+        family=config.model_type,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        head_dim=hidden // heads,
+        vocab_size=config.vocab_size,
+        gated_mlp=False,
+        norm="layernorm",
+        tie_word_embeddings=config.tie_word_embeddings,
+        **fields,
+    )
 
 
 class GPT2Config(FamilyConfig):
@@ -45,18 +61,12 @@ class GPT2Config(FamilyConfig):
         return self.n_inner or GPT2_MLP_RATIO * self.n_embd
 
     def architecture(self) -> Architecture:
-        return Architecture(
-            family=self.model_type,
-            hidden_size=self.n_embd,
+        return _architecture(
+            self,
+            self.n_embd,
+            self.n_head,
             num_layers=self.n_layer,
-            num_attention_heads=self.n_head,
-            num_key_value_heads=self.n_head,
-            head_dim=self.n_embd // self.n_head,
             intermediate_size=self.inner_size,
-            vocab_size=self.vocab_size,
-            gated_mlp=False,
-            norm="layernorm",
-            tie_word_embeddings=self.tie_word_embeddings,
             learned_positions=self.n_positions,
             dropout=self.resid_pdrop,
             attention_dropout=self.attn_pdrop,
@@ -85,19 +95,13 @@ class GPTNeoXConfig(FamilyConfig):
         return self
 
     def architecture(self) -> Architecture:
-        return Architecture(
-            family=self.model_type,
-            hidden_size=self.hidden_size,
+        return _architecture(
+            self,
+            self.hidden_size,
+            self.num_attention_heads,
             num_layers=self.num_hidden_layers,
-            num_attention_heads=self.num_attention_heads,
-            num_key_value_heads=self.num_attention_heads,
-            head_dim=self.hidden_size // self.num_attention_heads,
             intermediate_size=self.intermediate_size,
-            vocab_size=self.vocab_size,
-            gated_mlp=False,
-            norm="layernorm",
             parallel_attn=self.use_parallel_residual,
-            tie_word_embeddings=self.tie_word_embeddings,
             dropout=self.hidden_dropout,
             attention_dropout=self.attention_dropout,
         )
@@ -133,18 +137,12 @@ class OPTConfig(FamilyConfig):
         return self.word_embed_proj_dim or self.hidden_size
 
     def architecture(self) -> Architecture:
-        return Architecture(
-            family=self.model_type,
-            hidden_size=self.hidden_size,
+        return _architecture(
+            self,
+            self.hidden_size,
+            self.num_attention_heads,
             num_layers=self.num_hidden_layers,
-            num_attention_heads=self.num_attention_heads,
-            num_key_value_heads=self.num_attention_heads,
-            head_dim=self.hidden_size // self.num_attention_heads,
             intermediate_size=self.ffn_dim,
-            vocab_size=self.vocab_size,
-            gated_mlp=False,
-            norm="layernorm",
-            tie_word_embeddings=self.tie_word_embeddings,
             learned_positions=self.max_position_embeddings + OPT_POSITION_OFFSET,
             dropout=self.dropout,
             attention_dropout=self.attention_dropout,
@@ -178,19 +176,13 @@ class BloomConfig(FamilyConfig):
         return self
 
     def architecture(self) -> Architecture:
-        hidden, heads = self.resolved("hidden_size"), self.resolved("n_head")
-        return Architecture(
-            family=self.model_type,
-            hidden_size=hidden,
+        hidden = self.resolved("hidden_size")
+        return _architecture(
+            self,
+            hidden,
+            self.resolved("n_head"),
             num_layers=self.resolved("n_layer"),
-            num_attention_heads=heads,
-            num_key_value_heads=heads,
-            head_dim=hidden // heads,
             intermediate_size=BLOOM_MLP_RATIO * hidden,
-            vocab_size=self.vocab_size,
-            gated_mlp=False,
-            norm="layernorm",
-            tie_word_embeddings=self.tie_word_embeddings,
             dropout=self.hidden_dropout,
             attention_dropout=self.attention_dropout,
         )
@@ -244,20 +236,15 @@ class FalconConfig(FamilyConfig):
 
     def architecture(self) -> Architecture:
         hidden = self.resolved("hidden_size")
-        return Architecture(
-            family=self.model_type,
-            hidden_size=hidden,
-            num_layers=self.num_hidden_layers,
-            num_attention_heads=self.num_attention_heads,
+        return _architecture(
+            self,
+            hidden,
+            self.num_attention_heads,
             num_key_value_heads=self.kv_heads,
-            head_dim=hidden // self.num_attention_heads,
+            num_layers=self.num_hidden_layers,
             intermediate_size=self.ffn_hidden_size or FALCON_MLP_RATIO * hidden,
-            vocab_size=self.vocab_size,
-            gated_mlp=False,
-            norm="layernorm",
             norms_per_layer=self.norms_per_layer,
             parallel_attn=self.new_decoder_architecture or self.parallel_attn,
-            tie_word_embeddings=self.tie_word_embeddings,
             dropout=self.hidden_dropout,
             attention_dropout=self.attention_dropout,
         )
