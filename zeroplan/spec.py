@@ -98,6 +98,9 @@ class Architecture(Frozen):
     tie_word_embeddings: bool
     learned_positions: int = Field(0, ge=0, description="rows of a learned position table (GPT-2, OPT)")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="dropout probability in training")
+    attention_dropout: float = Field(
+        0.0, ge=0.0, le=1.0, description="dropout probability on the attention probabilities in training"
+    )
     attn_logit_softcapping: float | None = None
     final_logit_softcapping: float | None = None
     sliding_window: int | None = None
