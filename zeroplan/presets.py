@@ -125,11 +125,11 @@ def parse_json(text: str, origin: str) -> Any:
         raise SpecError(f"{origin}: JSON nested too deeply") from None
 
 
-def validation_message(origin: str, exc: ValidationError) -> str:
+def validation_message(origin: str, exc: ValidationError, prefix: str = "") -> str:
     """One line per pydantic error: 'origin: dotted.path: reason', joined by '; '."""
     parts = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"])) or "(top level)"
         reason = err["msg"].removeprefix("Value error, ")
         parts.append(f"{path}: {reason}")
     return f"{origin}: " + "; ".join(parts)
@@ -162,7 +162,10 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
             return ModelSpec(name=hf_name, source=origin, config=config)
         body = dict(data)
         config_data = _require_mapping(body.pop("config", None), f"{origin}: config")
-        config = parse_family_config(config_data, strict=True)
+        try:
+            config = parse_family_config(config_data, strict=True)
+        except ValidationError as exc:
+            raise SpecError(validation_message(origin, exc, prefix="config")) from None
         return ModelSpec(config=config, **body)
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc)) from None

@@ -143,12 +143,13 @@ def deepspeed_tables(ds: DeepSpeedEstimate) -> list:
 
 def models_table(rows: list[dict]) -> Table:
     """The model presets, one row each."""
-    table = Table(title="model presets", title_justify="left")
-    for col in ("name", "family", "params", "active", "largest layer", "source"):
-        table.add_column(col, justify="right" if col in ("params", "active", "largest layer") else "left", overflow="fold")
+    table = Table(title="model presets (sources: zeroplan models -f json)", title_justify="left")
+    for col in ("name", "family", "params", "active", "largest layer", "source states"):
+        table.add_column(col, justify="left" if col in ("name", "family") else "right")
     for r in rows:
+        ref = r["reference_params"]
         table.add_row(r["name"], r["family"], f"{r['num_params']:,}", f"{r['num_active_params']:,}",
-                      f"{r['largest_layer_params']:,}", r["source"])
+                      f"{r['largest_layer_params']:,}", "-" if ref is None else f"{ref:,}")
     return table
 
 
