@@ -107,7 +107,7 @@ def test_strict_mode_rejects_an_unknown_key_by_name() -> None:
 
 def test_yaml_spec_with_unknown_config_key_is_one_spec_error_line() -> None:
     data = {"name": "x", "source": "s", "config": {"model_type": "llama", "rope_theta": 500000.0}}
-    with pytest.raises(SpecError, match=r"^x\.yaml: rope_theta: Extra inputs are not permitted$"):
+    with pytest.raises(SpecError, match=r"^x\.yaml: config\.rope_theta: Extra inputs are not permitted$"):
         model_from_data(data, "x.yaml")
 
 
