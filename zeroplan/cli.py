@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from decimal import Decimal, InvalidOperation
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Callable, Optional
@@ -26,7 +25,6 @@ app = typer.Typer(
 )
 
 PIPE_WIDTH = 110  # console width when stdout is not a terminal
-MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
 
 
 class Format(str, Enum):
@@ -49,24 +47,6 @@ def _console(stderr: bool = False):
     # Off a terminal rich assumes 80 columns; the stage tables need more to stay readable in logs.
     width = None if tty else PIPE_WIDTH
     return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
-
-
-def parse_count(text: str, what: str = "count") -> int:
-    """A positive whole number from '9e9', '7_000_000_000' or '124439808'; ZeroplanError otherwise."""
-    cleaned = text.strip().replace("_", "").replace(",", "")
-    try:
-        value = Decimal(cleaned)
-    except InvalidOperation:
-        raise ZeroplanError(f"{what} {text!r} is not a number") from None
-    if not value.is_finite():
-        raise ZeroplanError(f"{what} {text!r} is not finite")
-    if value != value.to_integral_value():
-        raise ZeroplanError(f"{what} {text!r} is not a whole number")
-    if value <= 0:
-        raise ZeroplanError(f"{what} {text!r} must be positive")
-    if value > MAX_COUNT:
-        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
-    return int(value)
 
 
 def _emit(data: dict, fmt: Format) -> None:

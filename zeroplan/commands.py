@@ -25,6 +25,7 @@ from zeroplan.spec import (
     Precision,
     TrainingSetup,
     ZeroStage,
+    parse_count,
 )
 from zeroplan.units import Unit
 
@@ -72,12 +73,6 @@ KNOB_OPTIONS = {
 }
 
 
-def _count(text: str, what: str) -> int:
-    from zeroplan.cli import parse_count
-
-    return parse_count(text, what)
-
-
 def resolve_model(model: str | None, params: str | None, largest_layer: str | None,
                   knobs: DeepSpeedKnobs) -> tuple[ModelSummary, Architecture | None]:
     """A ModelSummary (and the architecture, when known) from --model or --params."""
@@ -85,9 +80,9 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
         raise ZeroplanError("give either --model or --params, not both")
     if not model and not params:
         raise ZeroplanError("give --model NAME|PATH or --params N (e.g. --params 9e9)")
-    override = _count(largest_layer, "--largest-layer") if largest_layer else None
+    override = parse_count(largest_layer, "--largest-layer") if largest_layer else None
     if params:
-        num = _count(params, "--params")
+        num = parse_count(params, "--params")
         if override is not None and override > num:
             raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
         return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
@@ -103,7 +98,7 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
 
 
 def _parallelism(gpus: str, nodes: str) -> Parallelism:
-    return Parallelism(gpus=_count(gpus, "--gpus"), nodes=_count(nodes, "--nodes"))
+    return Parallelism(gpus=parse_count(gpus, "--gpus"), nodes=parse_count(nodes, "--nodes"))
 
 
 def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
@@ -111,7 +106,7 @@ def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
 
 
 def knobs_from(args: ScenarioArgs) -> DeepSpeedKnobs:
-    values = {field: _count(getattr(args, opt), "--" + opt.replace("_", "-"))
+    values = {field: parse_count(getattr(args, opt), "--" + opt.replace("_", "-"))
               for opt, field in KNOB_OPTIONS.items() if getattr(args, opt) is not None}
     if args.overlap_comm is not None:
         values["overlap_comm"] = args.overlap_comm
@@ -127,8 +122,8 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
     return TrainingSetup(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
-        seq_len=_count(args.seq_len, "--seq-len"), micro_batch=_count(args.micro_batch, "--micro-batch"),
-        grad_accum=_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+        seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
+        grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
     )
 
 
