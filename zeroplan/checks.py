@@ -56,9 +56,10 @@ def run_checks(
 
 
 def _locate(finding: Finding, config: DeepSpeedConfig) -> Finding:
-    return finding.model_copy(
-        update={"file": finding.file or config.origin, "line": finding.line or config.line_of(finding.key)}
-    )
+    """The config's file unless the rule named another; a key's line only from the file it is in."""
+    file = finding.file or config.origin
+    line = finding.line or (config.line_of(finding.key) if file == config.origin else None)
+    return finding.model_copy(update={"file": file, "line": line})
 
 
 def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:

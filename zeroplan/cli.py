@@ -11,7 +11,7 @@ from typing import Annotated, Callable, Optional
 import typer
 from pydantic import ValidationError
 
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, ZeroStage
 from zeroplan.units import Unit
 
@@ -62,12 +62,12 @@ def _emit(data: dict, fmt: Format) -> None:
 
 
 def run(fn):
-    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1."""
+    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1 (UsageError: 2)."""
     try:
         return fn()
     except ZeroplanError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])

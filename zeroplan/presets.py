@@ -149,7 +149,8 @@ def _unknown(kind: str, name: str) -> PresetNotFoundError:
     return PresetNotFoundError(f"unknown {kind.rstrip('s') if kind != 'hardware' else 'hardware'} preset {name!r}{hint}")
 
 
-def _looks_like_path(ref: str) -> bool:
+def looks_like_path(ref: str) -> bool:
+    """A reference that names a file (has a path separator or a config suffix), not a preset."""
     return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
 
 
@@ -180,7 +181,7 @@ def load_model(ref: str) -> ModelSpec:
     """A model by preset name, YAML spec path or HF config.json path."""
     if (path := _registry("models").get(ref)) is not None:
         return load_model_file(path)
-    if _looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or Path(ref).is_file():
         return load_model_file(Path(ref))
     raise _unknown("models", ref)
 
@@ -198,7 +199,7 @@ def load_hardware(ref: str) -> HardwareSpec:
     """A hardware profile by preset name or YAML path."""
     if (path := _registry("hardware").get(ref)) is not None:
         return load_hardware_file(path)
-    if _looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or Path(ref).is_file():
         return load_hardware_file(Path(ref))
     raise _unknown("hardware", ref)
 
