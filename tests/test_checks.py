@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from zeroplan.checks import RULES, RULES_BY_ID, check_rule_ids, count_by_severity, failed, run_checks
-from zeroplan.checks_config import derive_batch
+from zeroplan.dsbatch import derive_batch
 from zeroplan.dsconfig import parse_ds_config
 from zeroplan.errors import ZeroplanError
 from zeroplan.findings import Finding, Rule, RunContext
