@@ -34,6 +34,7 @@ class RunContext(Frozen):
 
     parallelism: Parallelism | None = None
     hardware: HardwareSpec | None = None
+    min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold; None: the rule's default")
 
     @property
     def dp_world(self) -> int | None:
