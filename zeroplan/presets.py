@@ -115,6 +115,31 @@ def parse_yaml(text: str, origin: str) -> Any:
         raise SpecError(f"{origin}: YAML nested too deeply") from None
 
 
+def yaml_key_lines(text: str) -> dict[str, int]:
+    """1-based line of every mapping key in a YAML text, by dotted path through mappings; {} if it does not parse.
+
+    Call after parse_yaml accepted the text (aliases are bounded there); a shared node is walked once.
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    stack, seen = [(root, "")], set()
+    while stack:
+        node, prefix = stack.pop()
+        if not isinstance(node, yaml.MappingNode) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines.setdefault(prefix + key.value, key.start_mark.line + 1)
+                stack.append((value, f"{prefix}{key.value}."))
+    return lines
+
+
 def parse_json(text: str, origin: str) -> Any:
     """Parse JSON, errors as one SpecError line."""
     try:
