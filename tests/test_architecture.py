@@ -8,7 +8,8 @@ import typer.main
 
 from zeroplan.cli import app
 
-PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views"]
+PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views", "plan", "checks_memory",
+        "checks_fabric", "dsbatch"]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
 
@@ -33,7 +34,7 @@ FROZEN = {
         "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
-        "--method", "--buffer-factor",
+        "--method", "--buffer-factor", "--deepspeed-config",
     },
     "capacity": SCENARIO,
     "models": {"--format", "-f"},

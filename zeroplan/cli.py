@@ -102,18 +102,29 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format
 DEFAULT_HARDWARE = "h100-sxm-80gb"
 
 
-def _scenario_args(values: dict):
-    """The ScenarioArgs out of a command's locals()."""
+DsConfigOpt = Annotated[Optional[str], typer.Option("--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.')]
+
+
+def _given(ctx: typer.Context) -> frozenset[str]:
+    """The parameters typed on the command line (or set from the environment), not left at their defaults."""
+    # By name: recent typer vendors its own click, whose ParameterSource is not click.core's.
+    sources = {name: ctx.get_parameter_source(name) for name in ctx.params}
+    return frozenset(name for name, src in sources.items() if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"))
+
+
+def _scenario_args(values: dict, ctx: typer.Context):
+    """The ScenarioArgs out of a command's locals(), with the options the user gave."""
     from dataclasses import fields
 
     from zeroplan.commands import ScenarioArgs
 
-    names = {f.name for f in fields(ScenarioArgs)}
-    return ScenarioArgs(**{k: v for k, v in values.items() if k in names})
+    names = {f.name for f in fields(ScenarioArgs)} - {"given"}
+    return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=_given(ctx))
 
 
 @app.command()
 def estimate(
+    ctx: typer.Context,
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -141,13 +152,14 @@ def estimate(
     cuda_context_gib: GibOpt = None,
     nccl_gib: GibOpt = None,
     fragmentation: FragOpt = None,
+    deepspeed_config: DsConfigOpt = None,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Per-GPU memory under each ZeRO stage: model states, buffers, activations, overhead."""
-    args = _scenario_args(locals())
+    """Per-GPU memory under each ZeRO stage (a --deepspeed-config's stage): model states, buffers, activations, overhead."""
+    args = _scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan import commands, views
@@ -164,6 +176,7 @@ def estimate(
 
 @app.command()
 def capacity(
+    ctx: typer.Context,
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -182,7 +195,7 @@ def capacity(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per stage: the largest micro-batch that fits, the fewest GPUs, and the largest model (scaled in depth)."""
-    args = _scenario_args(locals())
+    args = _scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan import commands
