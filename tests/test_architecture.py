@@ -9,7 +9,7 @@ import typer.main
 from zeroplan.cli import app
 
 PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views", "plan", "checks_memory",
-        "checks_fabric", "dsbatch"]
+        "checks_fabric", "checkformats", "dsbatch"]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
 
@@ -37,6 +37,9 @@ FROZEN = {
         "--method", "--buffer-factor", "--deepspeed-config",
     },
     "capacity": SCENARIO,
+    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
+        "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
+    },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from zeroplan.dsconfig import parse_ds_config
 from zeroplan.errors import SpecError
-from zeroplan.plan import Plan, conflicts
+from zeroplan.plan import Plan, merge_setup
 from zeroplan.planfiles import load_plan
 from zeroplan.presets import bundled_config_dir, yaml_key_lines
 from zeroplan.spec import Attention, OffloadDevice, Precision, Topology, ZeroStage
@@ -21,7 +21,7 @@ def plan(**changes) -> Plan:
 
 def test_minimal_plan_takes_defaults():
     p = plan()
-    assert (p.nodes, p.grad_accum, p.train_batch_size) == (1, 1, 8)
+    assert (p.nodes, p.batch()) == (1, (1, 1))
     assert p.setup().precision is Precision.bf16_mixed and p.setup().attention is Attention.flash
     assert p.ignore == () and p.min_headroom_pct is None
 
@@ -46,8 +46,10 @@ def test_counts_read_like_the_params_option(written):
         ({"largest_layer": 8e9}, "largest_layer (8,000,000,000) is larger than params (7,000,000,000)"),
         ({"training": {"train_batch_size": 100}}, "train_batch_size (100) is not a whole multiple of "
          "train_micro_batch_size_per_gpu x gpus (1 x 8 = 8)"),
-        ({"training": {"train_batch_size": 64, "gradient_accumulation_steps": 4}},
+        ({"training": {"train_batch_size": 64, "gradient_accumulation_steps": 4, "train_micro_batch_size_per_gpu": 1}},
          "train_batch_size (64) != train_micro_batch_size_per_gpu (1) x gradient_accumulation_steps (4) x gpus (8) = 32"),
+        ({"training": {"train_batch_size": 512, "gradient_accumulation_steps": 3}},
+         "train_batch_size (512) is not a whole multiple of gradient_accumulation_steps x gpus (3 x 8 = 24)"),
         ({"training": {"attn_implementation": "flash"}}, "attn_implementation"),
         ({"training": {"seq_length": 4096}}, "seq_length"),
         ({"hardwre": "h100-sxm-80gb"}, "hardwre"),
@@ -60,13 +62,14 @@ def test_invalid_plans_name_the_problem(changes, needle):
     assert needle in str(info.value)
 
 
-def test_global_batch_derives_accumulation_and_back():
+def test_global_batch_derives_accumulation_or_micro_batch():
     p = plan(training={"train_batch_size": 512, "train_micro_batch_size_per_gpu": 2})
-    assert (p.grad_accum, p.setup().micro_batch, p.setup().grad_accum) == (32, 2, 32)
-    q = plan(training={"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 32})
-    assert q.train_batch_size == 512
+    assert (p.batch(), p.setup().micro_batch, p.setup().grad_accum) == ((2, 32), 2, 32)
+    assert plan(training={"train_batch_size": 512, "gradient_accumulation_steps": 32}).batch() == (2, 32)
+    assert plan(training={"train_batch_size": 512}).batch() == (1, 64)
+    assert plan(training={"train_batch_size": 512}).batch(open_micro=4) == (4, 16)  # the config's micro-batch
     both = plan(training={"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 32, "train_batch_size": 512})
-    assert both.grad_accum == 32
+    assert both.batch(open_micro=8, open_gas=1) == (2, 32)
 
 
 @pytest.mark.parametrize(("impl", "attention"), [("eager", Attention.eager), ("sdpa", Attention.flash),
@@ -88,10 +91,14 @@ def test_topology(changes, fabric, topology):
 # --- conflicts with the DeepSpeed config --------------------------------------------------------------
 
 
+def merged(p, data):
+    return merge_setup(p, parse_ds_config(data, origin="ds.json"))
+
+
 def test_conflicts_name_both_values():
     p = plan(training={"train_micro_batch_size_per_gpu": 2, "train_batch_size": 512, "precision": "bf16-true"})
-    config = parse_ds_config({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}}, origin="ds.json")
-    assert conflicts(p, config) == [
+    _, problems = merged(p, {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}})
+    assert problems == [
         "training.train_micro_batch_size_per_gpu is 2 but ds.json gives 4",
         "training.gradient_accumulation_steps is 32 (derived) but ds.json gives 1 (derived by DeepSpeed)",
         "training.train_batch_size is 512 but ds.json gives 32 (derived by DeepSpeed)",
@@ -99,20 +106,35 @@ def test_conflicts_name_both_values():
     ]
 
 
-def test_no_conflict_with_auto_or_unstated_values():
+def test_open_values_come_from_the_config_and_autos_from_the_plan():
     p = plan(training={"train_micro_batch_size_per_gpu": 2, "precision": "fp16-mixed"})
-    autos = {"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", "fp16": {"enabled": "auto"}}
-    assert conflicts(p, parse_ds_config(autos)) == []
-    assert conflicts(plan(), parse_ds_config({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}})) == []
-    agreeing = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": True}}
-    assert conflicts(p, parse_ds_config(agreeing)) == []
+    setup, problems = merged(p, {"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
+                                 "gradient_accumulation_steps": 4, "fp16": {"enabled": "auto"}})  # fmt: skip
+    assert problems == [] and (setup.micro_batch, setup.grad_accum, setup.precision) == (2, 4, Precision.fp16_mixed)
+    setup, problems = merged(plan(), {"train_batch_size": 64, "gradient_accumulation_steps": 2, "bf16": {"enabled": True}})
+    assert problems == [] and (setup.micro_batch, setup.grad_accum, setup.precision) == (4, 2, Precision.bf16_mixed)
+    setup, problems = merged(plan(training={"gradient_accumulation_steps": 4}), {"train_micro_batch_size_per_gpu": 2,
+                                                                               "gradient_accumulation_steps": "auto"})
+    assert problems == [] and (setup.micro_batch, setup.grad_accum) == (2, 4)
 
 
-def test_plan_default_micro_batch_counts_once_the_plan_states_a_batch():
-    p = plan(training={"gradient_accumulation_steps": 4})
-    problems = conflicts(p, parse_ds_config({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4}))
-    assert problems == ["training.train_micro_batch_size_per_gpu is 1 (default) but ds_config.json gives 2",
-                        "training.train_batch_size is 32 (derived) but ds_config.json gives 64 (derived by DeepSpeed)"]
+def test_deepspeed_derives_what_the_config_leaves_out():
+    # Only the micro-batch given: DeepSpeed runs accumulation 1, whatever the plan meant.
+    _, problems = merged(plan(training={"gradient_accumulation_steps": 4}), {"train_micro_batch_size_per_gpu": 2})
+    assert problems == ["training.gradient_accumulation_steps is 4 but ds.json gives 1 (derived by DeepSpeed)",
+                        "training.train_batch_size is 64 (derived) but ds.json gives 16 (derived by DeepSpeed)"]
+
+
+def test_global_batch_the_configs_micro_batch_cannot_reach():
+    _, problems = merged(plan(training={"train_batch_size": 512}), {"train_micro_batch_size_per_gpu": 3, "train_batch_size": "auto"})
+    assert problems == ["training.train_batch_size (512) is not a whole multiple of train_micro_batch_size_per_gpu x gpus "
+                        "(3 x 8, the micro-batch ds.json gives)"]  # fmt: skip
+
+
+def test_a_plan_default_disagreeing_with_the_config_is_named_as_such():
+    _, problems = merged(plan(training={"train_batch_size": 64}), {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2})
+    assert problems == ["training.gradient_accumulation_steps is 1 (derived) but ds.json gives 2",
+                        "training.train_batch_size is 64 but ds.json gives 128 (derived by DeepSpeed)"]  # fmt: skip
 
 
 # --- loading files ---------------------------------------------------------------------------------------

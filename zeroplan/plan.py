@@ -42,6 +42,7 @@ def _count(value: Any) -> Any:
 
 
 Count = Annotated[PositiveInt, BeforeValidator(_count)]
+MICRO, GAS, TBS = BATCH_KEYS  # train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size
 
 # Hugging Face `attn_implementation` values; all but eager keep no score matrices (zeroplan's `flash`).
 AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
@@ -62,12 +63,6 @@ class Training(Frozen):
     @property
     def attention(self) -> Attention:
         return Attention.eager if self.attn_implementation == "eager" else Attention.flash
-
-    @property
-    def states_batch(self) -> bool:
-        """Whether the plan says anything about the batch (else the DeepSpeed config's values are taken)."""
-        keys = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"}
-        return bool(keys & self.model_fields_set)
 
 
 class PlanOverheads(Frozen):
@@ -104,42 +99,50 @@ class Plan(Frozen):
         Parallelism(gpus=self.gpus, nodes=self.nodes)  # gpus (12) is not a multiple of nodes (5)
         if self.topology is Topology.multinode and self.nodes == 1:
             raise ValueError("topology multinode needs nodes > 1")
-        self.grad_accum  # noqa: B018 - raises on a global batch that does not divide
+        self._check_batch()
         return self
+
+    def _check_batch(self) -> None:
+        """A train_batch_size no whole micro-batch and accumulation reach is an error whatever the config says."""
+        t, dp = self.training, self.parallelism.dp
+        total = t.train_batch_size
+        micro, gas = self.batch()
+        if total is None or micro * gas * dp == total:
+            return
+        if {MICRO, GAS} <= t.model_fields_set:
+            raise ValueError(f"train_batch_size ({total}) != train_micro_batch_size_per_gpu ({micro}) x "
+                             f"gradient_accumulation_steps ({gas}) x gpus ({dp}) = {micro * gas * dp}")  # fmt: skip
+        key, known = (GAS, gas) if GAS in t.model_fields_set else (MICRO, micro)
+        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x gpus ({known} x {dp} = {known * dp})")
 
     @property
     def parallelism(self) -> Parallelism:
         return Parallelism(gpus=self.gpus, nodes=self.nodes)
 
-    @property
-    def grad_accum(self) -> int:
-        """gradient_accumulation_steps, derived from train_batch_size / (micro-batch x GPUs) when only that is given.
+    def batch(self, open_micro: int | None = None, open_gas: int | None = None) -> tuple[int, int]:
+        """(micro-batch, accumulation): what the plan states or implies, else open_micro/open_gas (the config's), else 1.
 
-        DeepSpeed's identity: train_batch_size = micro_batch x grad_accum x dp_world (runtime/config.py).
+        DeepSpeed's identity, train_batch_size = micro x accumulation x dp_world, fills the one that a stated
+        train_batch_size implies (floor division, like DeepSpeed; the checks report a remainder).
         """
-        t = self.training
-        micro, gas, total = t.train_micro_batch_size_per_gpu, t.gradient_accumulation_steps, t.train_batch_size
-        if total is None:
-            return gas or 1
-        per_step = micro * self.gpus
-        if gas is not None and total != per_step * gas:
-            raise ValueError(f"train_batch_size ({total}) != train_micro_batch_size_per_gpu ({micro}) x "
-                             f"gradient_accumulation_steps ({gas}) x gpus ({self.gpus}) = {per_step * gas}")  # fmt: skip
-        if total % per_step:
-            raise ValueError(f"train_batch_size ({total}) is not a whole multiple of train_micro_batch_size_per_gpu "
-                             f"x gpus ({micro} x {self.gpus} = {per_step})")  # fmt: skip
-        return total // per_step
+        t, dp = self.training, self.parallelism.dp
+        stated, total = t.model_fields_set, t.train_batch_size
+        micro = t.train_micro_batch_size_per_gpu if MICRO in stated else None
+        gas = t.gradient_accumulation_steps
+        if micro is None and total and gas:
+            micro = total // (gas * dp)
+        micro = micro or open_micro or 1
+        if gas is None and total:
+            gas = total // (micro * dp)
+        return micro, gas or open_gas or 1
 
-    @property
-    def train_batch_size(self) -> int:
-        return self.training.train_micro_batch_size_per_gpu * self.grad_accum * self.gpus
-
-    def setup(self) -> TrainingSetup:
-        """The training setup the plan states, with defaults for what it does not."""
+    def setup(self, micro_batch: int | None = None, grad_accum: int | None = None) -> TrainingSetup:
+        """The training setup the plan states (defaults for the rest), with the batch given if any."""
         t = self.training
+        micro, gas = self.batch()
         return TrainingSetup(
-            precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=t.train_micro_batch_size_per_gpu,
-            grad_accum=self.grad_accum, checkpointing=t.checkpointing, attention=t.attention,
+            precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=micro_batch or micro,
+            grad_accum=grad_accum or gas, checkpointing=t.checkpointing, attention=t.attention,
         )  # fmt: skip
 
     def topology_for(self, intra_node_fabric: str | None) -> Topology:
@@ -151,33 +154,50 @@ class Plan(Frozen):
         return Topology.nvlink
 
 
-def conflicts(plan: Plan, config: DeepSpeedConfig) -> list[str]:
-    """Values the plan states that the DeepSpeed config sets differently (Hugging Face refuses these too).
+def _deepspeed_batch(config: DeepSpeedConfig, dp: int) -> dict[str, tuple[int, bool]]:
+    """key -> (value, derived by DeepSpeed) for each batch value the config states or DeepSpeed derives from it."""
+    given = {key: getattr(config, key) for key in BATCH_KEYS if getattr(config, key) is not None}
+    triple = config.batch(dp)
+    if triple is None:
+        return {key: (value, False) for key, value in given.items()}
+    derived = dict(zip(BATCH_KEYS, (triple.micro_batch, triple.grad_acc, triple.train_batch)))
+    return {key: (value, key not in given) for key, value in derived.items()}
 
-    `config` is read without the plan's setup, so its `"auto"` values are still open. A plan that states
-    any batch key is compared on all three (its defaults and derived values included) with the batch
-    DeepSpeed would run; a stated precision with the one fp16/bf16 give.
+
+def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, list[str]]:
+    """The setup the run has, and every stated value that disagrees with it (Hugging Face refuses those too).
+
+    The plan's values first; what it leaves open from the DeepSpeed config (as given, or derived by
+    DeepSpeed's batch rule), else the defaults. `config` is read without the plan's setup, so its
+    `"auto"` values are still open.
     """
-    out: list[str] = []
-    t = plan.training
-    if t.states_batch:
-        ours = dict(zip(BATCH_KEYS, (t.train_micro_batch_size_per_gpu, plan.grad_accum, plan.train_batch_size)))
-        given = {key: getattr(config, key) for key in BATCH_KEYS}
-        derived = config.batch(plan.gpus)
-        theirs = dict(zip(BATCH_KEYS, (derived.micro_batch, derived.grad_acc, derived.train_batch))) if derived else given
-        for key, value in ours.items():
-            if theirs[key] is not None and theirs[key] != value:
-                how = "" if given[key] is not None else " (derived by DeepSpeed)"
-                out.append(f"training.{key} is {value}{_how(t, key)} but {config.origin} gives {theirs[key]}{how}")
-    pinned = config.setup_fields().get("precision")
-    if "precision" in t.model_fields_set and pinned is not None and pinned is not t.precision:
-        out.append(f"training.precision is {t.precision.value} but {config.origin} makes DeepSpeed run {pinned.value}")
-    return out
+    t, dp, origin = plan.training, plan.parallelism.dp, config.origin
+    theirs = _deepspeed_batch(config, dp)
+    micro, gas = plan.batch(theirs.get(MICRO, (None,))[0], theirs.get(GAS, (None,))[0])
+    ours = {MICRO: micro, GAS: gas, TBS: micro * gas * dp}
+    problems = []
+    uneven = t.train_batch_size is not None and t.train_batch_size != ours[TBS]
+    if uneven:
+        problems.append(f"training.train_batch_size ({t.train_batch_size}) is not a whole multiple of "
+                        f"{MICRO} x gpus ({micro} x {dp}, the micro-batch {origin} gives)")  # fmt: skip
+    for key, (value, derived) in theirs.items():
+        if value != ours[key] and not (key == TBS and uneven):
+            how = " (derived by DeepSpeed)" if derived else ""
+            problems.append(f"training.{key} is {ours[key]}{_how(t, key)} but {origin} gives {value}{how}")
+    pinned = config.setup_fields()
+    precision = pinned.get("precision")
+    if "precision" in t.model_fields_set and precision is not None and precision is not t.precision:
+        problems.append(f"training.precision is {t.precision.value} but {origin} makes DeepSpeed run {precision.value}")
+    update = {"fp32_grad_accum": pinned["fp32_grad_accum"]}
+    if precision is not None and "precision" not in t.model_fields_set:
+        update["precision"] = precision
+    return plan.setup(micro, gas).model_copy(update=update), problems
 
 
 def _how(training: Training, key: str) -> str:
-    """'' for a value the plan states, else ' (default)' or ' (derived)'."""
-    if key in training.model_fields_set:
+    """'' for a value the plan states, else ' (derived)' or ' (default)'."""
+    stated = training.model_fields_set
+    if key in stated:
         return ""
-    derived = key == "train_batch_size" or (key == "gradient_accumulation_steps" and training.train_batch_size)
+    derived = key == TBS or (key == GAS and TBS in stated) or (key == MICRO and {TBS, GAS} <= stated)
     return " (derived)" if derived else " (default)"

@@ -22,7 +22,7 @@ from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.estimate import Scenario, overheads_for, small_param_numel
 from zeroplan.findings import RunContext
 from zeroplan.jsonsource import JsonSource, scan_json_text
-from zeroplan.plan import Plan, conflicts
+from zeroplan.plan import Plan, merge_setup
 from zeroplan.spec import DeepSpeedKnobs, Topology, TrainingSetup
 
 
@@ -125,10 +125,9 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
     hidden, dp = (arch.hidden_size if arch else None), plan.parallelism.dp
     ds = _deepspeed_source(plan, origin, base, plan_lines)
-    stated = ds.parse(hidden_size=hidden, dp_world=dp)
-    if problems := conflicts(plan, stated):
+    setup, problems = merge_setup(plan, ds.parse(hidden_size=hidden, dp_world=dp))
+    if problems:
         raise SpecError("; ".join(problems))
-    setup = plan.setup().model_copy(update=stated.setup_fields(dp))
     config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup)
     extra = plan.overheads
     scenario = Scenario(
