@@ -16,7 +16,7 @@ from zeroplan.cli_options import (  # the option types the signatures below name
     OffloadParamOpt, OptimizerOpt, OverlapOpt, ParamsOpt, PrecisionOpt, SeqLenOpt, StageOpt, UnitsOpt,
 )  # fmt: skip
 from zeroplan.errors import UsageError, ZeroplanError
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, ZeroStage
+from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, parse_count  # noqa: F401 - importable here too
 from zeroplan.units import Unit
 
 app = typer.Typer(
