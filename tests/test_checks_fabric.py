@@ -3,7 +3,7 @@
 import pytest
 
 from zeroplan.checks import run_checks
-from zeroplan.checks_fabric import FabricEvidence
+from zeroplan.checks_fabric import SLOW_FABRIC_WARN_PCT, FabricEvidence
 from zeroplan.dsconfig import parse_ds_config
 from zeroplan.findings import RunContext
 from zeroplan.spec import Parallelism, Topology
@@ -29,6 +29,12 @@ def test_overhead_in_the_message_or_said_to_be_unmodelled():
     assert "not yet modelled" in fired(Topology.multinode)[0].message
     (finding,) = fired(Topology.multinode, overhead=34.4)
     assert "predicted step time +34% vs ZeRO-0" in finding.message and "not yet modelled" not in finding.message
+
+
+def test_a_small_predicted_overhead_is_only_info():
+    (finding,) = fired(Topology.multinode, overhead=SLOW_FABRIC_WARN_PCT - 9)
+    assert finding.severity == "info" and f"under the {SLOW_FABRIC_WARN_PCT:g}% worth a warning" in finding.message
+    assert fired(Topology.multinode, overhead=SLOW_FABRIC_WARN_PCT)[0].severity == "warning"
 
 
 def test_pcie_fires_whatever_hpz_says():
