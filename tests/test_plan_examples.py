@@ -5,6 +5,7 @@ plans name model presets (gemma2-9b, ...); where a preset is not installed, the 
 the same plan is checked with the model replaced by its parameter count, which already fixes the verdict.
 """
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -69,15 +70,17 @@ def test_example_verdict_with_a_parameter_count(name, tmp_path):
     assert (report.exit_code, _errors_and_warnings(report.results[0])) == (code, rules)
 
 
-def _missing_presets() -> list[str]:
+def _missing() -> list[str]:
+    """What the full check of the examples needs and this checkout lacks: model presets, the activation model."""
     wanted = {load(name)["model"] for name in EXPECTED}
-    return sorted(wanted - set(presets.preset_names("models")))
+    missing = [f"model preset {name}" for name in sorted(wanted - set(presets.preset_names("models")))]
+    if importlib.util.find_spec("zeroplan.activations") is None:
+        missing.append("zeroplan.activations")
+    return missing
 
 
-needs_presets = pytest.mark.skipif(
-    bool(_missing_presets()),
-    reason=f"model presets {', '.join(_missing_presets())} are not on this branch yet (the families work adds them)",
-)
+# INTEGRATION(families, activations): delete this skip once both are on main.
+needs_presets = pytest.mark.skipif(bool(_missing()), reason=f"not on this branch yet: {', '.join(_missing())}")
 
 
 @needs_presets
