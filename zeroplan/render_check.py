@@ -5,7 +5,7 @@ No arithmetic beyond formatting; cli.py owns the Console.
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.padding import Padding
 from rich.text import Text
 
 from zeroplan.checkformats import summary_line, where
@@ -28,18 +28,15 @@ def run_text(result: PlanResult) -> str:
 
 
 def plan_renderables(report: CheckReport, result: PlanResult) -> list:
+    """'PASS file', what was checked, then per finding 'severity rule where key' over its message."""
     verdict = Text("FAIL", style="bold red") if report.plan_failed(result) else Text("PASS", style="bold green")
-    parts: list = [verdict + Text(f" {result.file}", style="bold") + Text(f"  {run_text(result)}".rstrip())]
-    if result.findings:
-        table = Table.grid(padding=(0, 1))
-        table.add_column(no_wrap=True)
-        table.add_column(no_wrap=True)
-        table.add_column(overflow="fold")
-        for f in result.findings:
-            key = f" {f.key}" if f.key else ""
-            table.add_row(Text(f"  {f.severity}", style=SEVERITY_STYLES[f.severity]), f.rule,
-                          Text(f"{where(f)}{key}", style="dim") + Text(f"\n{f.message}"))  # fmt: skip
-        parts.append(table)
+    parts: list = [verdict + Text(f" {result.file}", style="bold")]
+    if summary := run_text(result):
+        parts.append(Padding(Text(summary, style="dim"), (0, 0, 0, 5), expand=False))
+    for f in result.findings:
+        key = f" {f.key}" if f.key else ""
+        head = Text(f"  {f.severity:<7} ", style=SEVERITY_STYLES[f.severity]) + Text(f.rule) + Text(f"  {where(f)}{key}", style="dim")
+        parts += [head, Padding(Text(f.message), (0, 0, 0, 10), expand=False)]
     return parts
 
 
