@@ -216,3 +216,15 @@ def test_yaml_key_lines():
     assert yaml_key_lines("a: 1\nb:\n  c: 2\n  d:\n    e: [1, {f: 2}]\n") == {"a": 1, "b": 2, "b.c": 3, "b.d": 4, "b.d.e": 5}
     assert yaml_key_lines("a: [") == {}
 
+
+
+def test_docs_list_every_plan_key():
+    from pathlib import Path
+
+    from zeroplan.plan import PlanOverheads, Training
+
+    docs = (Path(__file__).parent.parent / "docs" / "checks.md").read_text(encoding="utf-8")
+    keys = [*(set(Plan.model_fields) - {"training", "overheads"}), *(f"training.{k}" for k in Training.model_fields),
+            *(f"overheads.{k}" for k in PlanOverheads.model_fields)]  # fmt: skip
+    table = docs[docs.index("| key | required | meaning |"):docs.index("**Plan and DeepSpeed config together.**")]
+    assert [k for k in keys if f"`{k}`" not in table] == []
