@@ -197,3 +197,12 @@ def test_bare_config_errors_are_plain_errors(runner, plans):
     assert res.exit_code == 1 and "missing.json: no such file" in res.stderr and "Traceback" not in res.output
     res = check(runner, "--deepspeed-config", "missing.json")
     assert res.exit_code == 1 and "give either model" in res.stderr
+
+
+def test_github_annotation_escapes_as_the_actions_toolkit_does():
+    from zeroplan.checkformats import github_annotation
+    from zeroplan.findings import Finding
+
+    finding = Finding(rule="r", severity="info", message="100% done\nnext", file="a,b:c.json", line=3)
+    assert github_annotation(finding, "plan.yaml") == (
+        "::notice file=a%2Cb%3Ac.json,line=3,title=zeroplan r::100%25 done%0Anext (plan plan.yaml)")  # fmt: skip
