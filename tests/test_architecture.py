@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-import click
 import typer.main
 
 from zeroplan.cli import app
@@ -13,6 +12,7 @@ PURE = [
     "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
     "perf", "sweep", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
+    "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
 ]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
@@ -23,7 +23,7 @@ def test_pure_modules_import_no_heavy_dependency():
     assert out.stdout.strip() == "[]"
 
 
-def _options(command: click.Command) -> set[str]:
+def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors click: no import)
     return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
 
 
@@ -38,9 +38,12 @@ FROZEN = {
         "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
-        "--method", "--buffer-factor",
+        "--method", "--buffer-factor", "--deepspeed-config",
     },
     "capacity": SCENARIO,
+    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
+        "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
+    },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }

@@ -119,3 +119,57 @@ def test_python_dash_m_works():
     out = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--params", "1e9", "-f", "json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["model"]["num_params"] == 10**9
+
+
+# --- estimate --deepspeed-config ------------------------------------------------------------------------
+
+HF_ZERO3 = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3, "reduce_bucket_size": 2e8,
+            "offload_optimizer": {"device": "cpu"}}}  # fmt: skip
+
+
+@pytest.fixture
+def ds_file(tmp_path):
+    def write(data, name="ds.json"):
+        path = tmp_path / name
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+def test_estimate_takes_stage_knobs_and_autos_from_the_config(runner, ds_file):
+    path = ds_file(HF_ZERO3)
+    data = json.loads(invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", path, "--micro-batch", "4", "-f", "json").stdout)
+    assert [s["stage"] for s in data["stages"]] == [3]
+    assert data["deepspeed_knobs"]["reduce_bucket_size"] == 200_000_000
+    assert data["deepspeed_knobs"]["offload_optimizer"] == "cpu"
+    assert data["setup"]["micro_batch"] == 4  # "auto" takes the command line's value
+    assert any(a.startswith(f"DeepSpeed config {path}: ZeRO-3") for a in data["assumptions"])
+    assert '"auto" train_batch_size = 32 (dp_world * micro_batch * grad_accum = 8 * 4 * 1)' in data["assumptions"]
+
+
+def test_estimate_options_given_override_the_config(runner, ds_file):
+    path = ds_file({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8, "fp16": {"enabled": True},
+                    "zero_optimization": {"stage": 2, "reduce_bucket_size": 2e8, "offload_optimizer": {"device": "cpu"}}})  # fmt: skip
+    from_file = json.loads(invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", path, "-f", "json").stdout)
+    assert (from_file["setup"]["micro_batch"], from_file["setup"]["grad_accum"], from_file["setup"]["precision"]) == (2, 8, "fp16-mixed")
+    assert from_file["deepspeed_knobs"]["offload_optimizer"] == "cpu"
+    res = invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", path, "--micro-batch", "1", "--stage", "1",
+                 "--reduce-bucket-size", "1e6", "--offload-optimizer", "none", "--precision", "bf16-mixed", "-f", "json")
+    data = json.loads(res.stdout)
+    assert [s["stage"] for s in data["stages"]] == [1]
+    assert (data["setup"]["micro_batch"], data["setup"]["grad_accum"], data["setup"]["precision"]) == (1, 8, "bf16-mixed")
+    assert data["deepspeed_knobs"]["reduce_bucket_size"] == 1_000_000 and data["deepspeed_knobs"]["offload_optimizer"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(None, "no such file"), ("{", "invalid JSON"), ('{"zero_optimization": {"stage": 7}}', "must be 0, 1, 2 or 3")],
+)
+def test_estimate_bad_config_is_one_line_exit_1(runner, tmp_path, content, needle):
+    path = tmp_path / "ds.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    res = invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", str(path))
+    assert res.exit_code == 1 and needle in res.stderr and "Traceback" not in res.output

@@ -306,3 +306,18 @@ def test_bfloat16_section_deprecated():
 
 def test_elastic_checkpoint_below_stage3_is_not_deprecated():
     assert find_deprecated_keys({"zero_optimization": {"stage": 2, "elastic_checkpoint": True}}) == ()
+
+
+def test_setup_fields_with_dp_world_take_the_batch_deepspeed_derives():
+    only_total = parse_ds_config({"train_batch_size": 64, "gradient_accumulation_steps": 2})
+    assert only_total.setup_fields(8)["micro_batch"] == 4 and only_total.setup_fields(8)["grad_accum"] == 2
+    assert "micro_batch" not in only_total.setup_fields()  # no world: only what the file states
+    assert "micro_batch" not in parse_ds_config({"train_batch_size": 4}).setup_fields(8)  # floors to 0
+
+
+def test_batch_waits_for_open_autos():
+    config = parse_ds_config({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2})
+    assert config.batch(8) is None
+    resolved = parse_ds_config({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2},
+                               setup=TrainingSetup(micro_batch=2, grad_accum=3), dp_world=8)  # fmt: skip
+    assert (resolved.batch(8).train_batch, resolved.batch(8).grad_acc) == (48, 3)

@@ -1,14 +1,10 @@
 """`zeroplan check`: the rule registry and the runner. Pure: no I/O.
 
-Rules live by concept (checks_config.py: the DeepSpeed config itself). A rule that needs a
-calculator result declares it in `Rule.needs` and takes it as a keyword argument; the runner passes
-what the caller supplies in `evidence` and skips the rule when something it needs is missing. To add
-the memory rules later:
-
-    def check_fits(config, run, *, memory: MemoryEstimate) -> Iterator[Finding]: ...
-    MEMORY_RULES = (Rule("does-not-fit", "error", "...", "...", check_fits, needs=("memory",)),)
-    RULES = CONFIG_RULES + MEMORY_RULES
-    run_checks(config, run, evidence={"memory": estimate})
+Rules live by concept: checks_config.py (the DeepSpeed config itself), checks_memory.py (the memory
+estimate of the configured stage), checks_fabric.py (ZeRO-3's communication on the plan's fabric).
+A rule that needs a calculator result declares it in `Rule.needs` and takes it as a keyword argument;
+the runner passes what the caller supplies in `evidence` ("memory": a StageEstimate, "throughput": a
+FabricEvidence; checkrun.py computes both) and skips the rule when something it needs is missing.
 """
 
 from __future__ import annotations
@@ -17,11 +13,13 @@ import difflib
 from collections.abc import Iterable, Mapping
 
 from zeroplan.checks_config import CONFIG_RULES
+from zeroplan.checks_fabric import FABRIC_RULES
+from zeroplan.checks_memory import MEMORY_RULES
 from zeroplan.dsconfig import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
 from zeroplan.findings import SEVERITIES, Finding, Rule, RunContext
 
-RULES: tuple[Rule, ...] = CONFIG_RULES
+RULES: tuple[Rule, ...] = CONFIG_RULES + MEMORY_RULES + FABRIC_RULES
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
 
@@ -56,9 +54,10 @@ def run_checks(
 
 
 def _locate(finding: Finding, config: DeepSpeedConfig) -> Finding:
-    return finding.model_copy(
-        update={"file": finding.file or config.origin, "line": finding.line or config.line_of(finding.key)}
-    )
+    """The config's file unless the rule named another; a key's line only from the file it is in."""
+    file = finding.file or config.origin
+    line = finding.line or (config.line_of(finding.key) if file == config.origin else None)
+    return finding.model_copy(update={"file": file, "line": line})
 
 
 def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:

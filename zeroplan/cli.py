@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from decimal import Decimal, InvalidOperation
-from enum import Enum
+from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 from pydantic import ValidationError
 
-from zeroplan.errors import ZeroplanError
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision
+from zeroplan.cli_options import (  # the option types the signatures below name
+    DEFAULT_HARDWARE, AttentionOpt, CheckFormat, CheckpointingOpt, DsConfigOpt, Format, FormatOpt, Fp32AccumOpt, FragOpt,
+    GibOpt, GpusOpt, GradAccumOpt, HardwareOpt, KnobOpt, LargestOpt, Method, MicroBatchOpt, ModelOpt, NodesOpt, OffloadOptOpt,
+    OffloadParamOpt, OptimizerOpt, OverlapOpt, ParamsOpt, PrecisionOpt, SeqLenOpt, StageOpt, UnitsOpt,
+)  # fmt: skip
+from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, parse_count  # noqa: F401 - importable here too
 from zeroplan.units import Unit
 
 app = typer.Typer(
@@ -25,19 +29,6 @@ app = typer.Typer(
 )
 
 PIPE_WIDTH = 110  # console width when stdout is not a terminal
-MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-    markdown = "markdown"
-
-
-class Method(str, Enum):
-    zeroplan = "zeroplan"
-    deepspeed = "deepspeed"
 
 
 def _console(stderr: bool = False):
@@ -48,24 +39,6 @@ def _console(stderr: bool = False):
     # Off a terminal rich assumes 80 columns; the stage tables need more to stay readable in logs.
     width = None if tty else PIPE_WIDTH
     return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
-
-
-def parse_count(text: str, what: str = "count") -> int:
-    """A positive whole number from '9e9', '7_000_000_000' or '124439808'; ZeroplanError otherwise."""
-    cleaned = text.strip().replace("_", "").replace(",", "")
-    try:
-        value = Decimal(cleaned)
-    except InvalidOperation:
-        raise ZeroplanError(f"{what} {text!r} is not a number") from None
-    if not value.is_finite():
-        raise ZeroplanError(f"{what} {text!r} is not finite")
-    if value != value.to_integral_value():
-        raise ZeroplanError(f"{what} {text!r} is not a whole number")
-    if value <= 0:
-        raise ZeroplanError(f"{what} {text!r} must be positive")
-    if value > MAX_COUNT:
-        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
-    return int(value)
 
 
 def _emit(data: dict, fmt: Format) -> None:
@@ -81,12 +54,12 @@ def _emit(data: dict, fmt: Format) -> None:
 
 
 def run(fn):
-    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1."""
+    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1 (UsageError: 2)."""
     try:
         return fn()
     except ZeroplanError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
@@ -95,44 +68,26 @@ def run(fn):
         raise typer.Exit(1) from None
 
 
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path.")]
-ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9.")]
-LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
-GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
-NodesOpt = Annotated[str, typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over.")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict.")]
-StageOpt = Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")]
-PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Byte recipe precision.")]
-OptimizerOpt = Annotated[Optimizer, typer.Option("--optimizer", help="Optimizer (sets the optimizer-state bytes).")]
-Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param).")]
-SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
-MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
-GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
-CheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation checkpointing.")]
-AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
-OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
-OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]
-KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given.")]
-OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
-GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
-FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
-UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-DEFAULT_HARDWARE = "h100-sxm-80gb"
+def _given(ctx: typer.Context) -> frozenset[str]:
+    """The parameters typed on the command line (or set from the environment), not left at their defaults."""
+    # By name: recent typer vendors its own click, whose ParameterSource is not click.core's.
+    sources = {name: ctx.get_parameter_source(name) for name in ctx.params}
+    return frozenset(name for name, src in sources.items() if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"))
 
 
-def _scenario_args(values: dict):
-    """The ScenarioArgs out of a command's locals()."""
+def _scenario_args(values: dict, ctx: typer.Context):
+    """The ScenarioArgs out of a command's locals(), with the options the user gave."""
     from dataclasses import fields
 
     from zeroplan.commands import ScenarioArgs
 
-    names = {f.name for f in fields(ScenarioArgs)}
-    return ScenarioArgs(**{k: v for k, v in values.items() if k in names})
+    names = {f.name for f in fields(ScenarioArgs)} - {"given"}
+    return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=_given(ctx))
 
 
 @app.command()
 def estimate(
+    ctx: typer.Context,
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -160,13 +115,14 @@ def estimate(
     cuda_context_gib: GibOpt = None,
     nccl_gib: GibOpt = None,
     fragmentation: FragOpt = None,
+    deepspeed_config: DsConfigOpt = None,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Per-GPU memory under each ZeRO stage: model states, buffers, activations, overhead."""
-    args = _scenario_args(locals())
+    """Per-GPU memory under each ZeRO stage (a --deepspeed-config's stage): model states, buffers, activations, overhead."""
+    args = _scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan import commands, views
@@ -183,6 +139,7 @@ def estimate(
 
 @app.command()
 def capacity(
+    ctx: typer.Context,
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -201,7 +158,7 @@ def capacity(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per stage: the largest micro-batch that fits, the fewest GPUs, and the largest model (scaled in depth)."""
-    args = _scenario_args(locals())
+    args = _scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan import commands
@@ -210,6 +167,89 @@ def capacity(
         _show(lambda: result, lambda: render.capacity_renderables(result, units), fmt)
 
     run(go)
+
+
+@app.command()
+def check(
+    ctx: typer.Context,
+    plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
+    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
+    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    largest_layer: LargestOpt = None,
+    gpus: GpusOpt = "8",
+    nodes: NodesOpt = "1",
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    grad_accum: GradAccumOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+) -> None:
+    """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
+    args = _scenario_args(locals(), ctx)
+
+    def go() -> None:
+        from zeroplan import checkrun
+
+        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
+        if deepspeed_config:
+            report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
+        else:
+            report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
+        _emit_check(report, fmt, output)
+        raise typer.Exit(report.exit_code)
+
+    run(go)
+
+
+def _emit_check(report, fmt: CheckFormat, output: Path | None) -> None:
+    """The report on stdout (text through rich), or written to --output."""
+    if fmt is CheckFormat.text:
+        from zeroplan.render_check import check_renderables
+
+        console = _console()
+        for part in check_renderables(report):
+            console.print(part)
+        return
+    from zeroplan import checkformats
+
+    if fmt is CheckFormat.json:
+        import json
+
+        text = json.dumps(checkformats.check_view(report), indent=2) + "\n"
+    else:
+        text = checkformats.github_report(report) if fmt is CheckFormat.github else checkformats.junit_report(report)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _write_atomically(output, text)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write beside the target, then rename over it: a reader never sees half a report."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise
 
 
 @app.command("hardware")

@@ -6,12 +6,14 @@ Raises ZeroplanError for bad input; never prints or exits (cli.py does).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from zeroplan import presets
 from zeroplan.dscompat import DeepSpeedEstimate, estimate_deepspeed
+from zeroplan.dsconfig import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
-from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, summarize_model
+from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, small_param_numel, summarize_model
 from zeroplan.memory import ModelSummary
 from zeroplan.spec import (
     Architecture,
@@ -25,6 +27,7 @@ from zeroplan.spec import (
     Precision,
     TrainingSetup,
     ZeroStage,
+    parse_count,
 )
 
 
@@ -58,6 +61,8 @@ class ScenarioArgs:
     cuda_context_gib: float | None = None
     nccl_gib: float | None = None
     fragmentation: float | None = None
+    deepspeed_config: str | None = None
+    given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 
 # CLI option -> DeepSpeedKnobs field, for the knobs given as element counts.
@@ -71,12 +76,6 @@ KNOB_OPTIONS = {
 }
 
 
-def _count(text: str, what: str) -> int:
-    from zeroplan.cli import parse_count
-
-    return parse_count(text, what)
-
-
 def resolve_model(model: str | None, params: str | None, largest_layer: str | None,
                   knobs: DeepSpeedKnobs) -> tuple[ModelSummary, Architecture | None]:
     """A ModelSummary (and the architecture, when known) from --model or --params."""
@@ -84,9 +83,9 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
         raise ZeroplanError("give either --model or --params, not both")
     if not model and not params:
         raise ZeroplanError("give --model NAME|PATH or --params N (e.g. --params 9e9)")
-    override = _count(largest_layer, "--largest-layer") if largest_layer else None
+    override = parse_count(largest_layer, "--largest-layer") if largest_layer else None
     if params:
-        num = _count(params, "--params")
+        num = parse_count(params, "--params")
         if override is not None and override > num:
             raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
         return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
@@ -102,19 +101,23 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
 
 
 def _parallelism(gpus: str, nodes: str) -> Parallelism:
-    return Parallelism(gpus=_count(gpus, "--gpus"), nodes=_count(nodes, "--nodes"))
+    return Parallelism(gpus=parse_count(gpus, "--gpus"), nodes=parse_count(nodes, "--nodes"))
 
 
 def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
     return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
 
 
-def knobs_from(args: ScenarioArgs) -> DeepSpeedKnobs:
-    values = {field: _count(getattr(args, opt), "--" + opt.replace("_", "-"))
+def knobs_from(args: ScenarioArgs, base: DeepSpeedKnobs | None = None) -> DeepSpeedKnobs:
+    """The knobs the command line gives, over `base` (a DeepSpeed config's knobs) or DeepSpeed's defaults."""
+    values = {field: parse_count(getattr(args, opt), "--" + opt.replace("_", "-"))
               for opt, field in KNOB_OPTIONS.items() if getattr(args, opt) is not None}
     if args.overlap_comm is not None:
         values["overlap_comm"] = args.overlap_comm
-    return DeepSpeedKnobs(offload_optimizer=args.offload_optimizer, offload_param=args.offload_param, **values)
+    for opt in ("offload_optimizer", "offload_param"):
+        if base is None or opt in args.given:
+            values[opt] = getattr(args, opt)
+    return DeepSpeedKnobs(**{**(base.model_dump() if base else {}), **values})
 
 
 def _fraction(value: float | None, what: str, upper: float) -> float | None:
@@ -126,8 +129,8 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
     return TrainingSetup(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
-        seq_len=_count(args.seq_len, "--seq-len"), micro_batch=_count(args.micro_batch, "--micro-batch"),
-        grad_accum=_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+        seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
+        grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
     )
 
 
@@ -137,19 +140,54 @@ def hardware_from(ref: str) -> HardwareSpec | None:
 
 def scenario(args: ScenarioArgs) -> Scenario:
     """Resolve presets and parse every number of one planned run."""
+    return scenario_and_config(args)[0]
+
+
+def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
+    """The run, and the --deepspeed-config it reads (None without one)."""
     par = _parallelism(args.gpus, args.nodes)
     knobs = knobs_from(args)
     summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
     hw = hardware_from(args.hardware)
+    setup, config = setup_from(args), None
+    if args.deepspeed_config:
+        config, setup = _with_config(args, arch, par.dp, setup)
+        knobs = knobs_from(args, config.knobs)
+        summary = summary.model_copy(update={"small_param_numel": small_param_numel(arch, knobs)})
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
-    return Scenario(model=summary, arch=arch, setup=setup_from(args), parallelism=par, knobs=knobs,
-                    hardware=hw, overheads=overheads)
+    scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads)
+    return scn, config
+
+
+def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
+                 setup: TrainingSetup) -> tuple[DeepSpeedConfig, TrainingSetup]:  # fmt: skip
+    """The config's batch and precision fill what the command line leaves at its defaults; its "auto" values resolve to the result."""
+    from zeroplan.planfiles import read_deepspeed_config
+
+    ds = read_deepspeed_config(Path(args.deepspeed_config))
+    hidden = arch.hidden_size if arch else None
+    pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
+    setup = setup.model_copy(update={k: v for k, v in pinned.items() if k not in args.given})
+    return ds.parse(hidden_size=hidden, dp_world=dp, setup=setup), setup
+
+
+def config_notes(config: DeepSpeedConfig) -> tuple[str, ...]:
+    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"."""
+    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {config.precision.value}, batch, offload and "
+             "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
+    notes += [f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]
+    return tuple(notes)
 
 
 def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
-    return estimate_memory(scenario(args), stages=_stages(stage))
+    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage."""
+    scn, config = scenario_and_config(args)
+    if config is None:
+        return estimate_memory(scn, stages=_stages(stage))
+    stages = _stages(stage) if stage is not None else (config.stage,)
+    return estimate_memory(scn, stages=stages, assumptions=config_notes(config))
 
 
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from zeroplan.dsbatch import BATCH_KEYS, BatchTriple, derive_batch
 from zeroplan.dskeys import DeprecatedKey, UnknownKey, find_deprecated_keys, find_unknown_keys
 from zeroplan.errors import SpecError
 from zeroplan.hfauto import HIDDEN_SIZE_KEYS, AutoValue, batch_auto, deepspeed_default, hidden_size_auto, precision_auto
@@ -112,19 +113,33 @@ class DeepSpeedConfig(Frozen):
     def line_of(self, key: str | None) -> int | None:
         return self.key_lines.get(key) if key else None
 
-    def setup_fields(self) -> dict[str, object]:
+    def batch(self, dp_world: int) -> BatchTriple | None:
+        """The batch DeepSpeed runs on dp_world ranks, missing values derived by its rule (dsbatch.derive_batch).
+
+        None while a batch `"auto"` is still open, or when neither train_batch_size nor the micro-batch is given.
+        """
+        if any(auto.key in BATCH_KEYS and auto.value is None for auto in self.autos):
+            return None
+        return derive_batch(self.train_batch_size, self.train_micro_batch_size_per_gpu,
+                            self.gradient_accumulation_steps, dp_world)  # fmt: skip
+
+    def setup_fields(self, dp_world: int | None = None) -> dict[str, object]:
         """The TrainingSetup fields this config pins; precision unless an fp16/bf16 "auto" is unresolved.
 
-        No fp16/bf16 section pins fp32, DeepSpeed's default.
+        No fp16/bf16 section pins fp32, DeepSpeed's default. With dp_world, the micro-batch and accumulation
+        DeepSpeed derives count as pinned too (unless they floor to 0: the batch-identity rule reports that).
         """
         unknown = {f"{section}.enabled" for section in ("fp16", "bf16", "bfloat16")}
         fields: dict[str, object] = {}
         if not any(auto.key in unknown and not auto.resolved for auto in self.autos):
             fields["precision"] = self.precision
+        derived = self.batch(dp_world) if dp_world else None
+        if derived is not None and derived.micro_batch > 0 and derived.grad_acc > 0:
+            fields.update(micro_batch=derived.micro_batch, grad_accum=derived.grad_acc)
         if self.train_micro_batch_size_per_gpu is not None:
-            fields["micro_batch"] = self.train_micro_batch_size_per_gpu
+            fields.setdefault("micro_batch", self.train_micro_batch_size_per_gpu)
         if self.gradient_accumulation_steps is not None:
-            fields["grad_accum"] = self.gradient_accumulation_steps
+            fields.setdefault("grad_accum", self.gradient_accumulation_steps)
         fields["fp32_grad_accum"] = self.effective_grad_accum_dtype == "fp32" and self.model_dtype != "fp32"
         return fields
 

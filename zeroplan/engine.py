@@ -11,6 +11,7 @@ from zeroplan.recipes import FP32_BYTES, Recipe
 from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, ZeroStage
 
 BUCKET_BUFFERS_WITH_OVERLAP = 2  # stage 1-2 IPG bucket is double-buffered when overlap_comm (stage_1_and_2.py)
+HPZ_TERM = "hpZ secondary partition"  # named: checks_memory tells this deliberate ZeRO++ trade from other buffers
 OFFLOAD_STAGING_BYTES = 2  # stage 1-2 CPU offload: temp_grad_buffer_for_gpu_offload, largest param x 2 B
 
 
@@ -128,7 +129,7 @@ def hpz_secondary(num_params: int, recipe: Recipe, knobs: DeepSpeedKnobs) -> Ter
     if knobs.zero_hpz_partition_size <= 1:
         return None
     return Term(
-        name="hpZ secondary partition",
+        name=HPZ_TERM,
         bytes=shard_numel(num_params, knobs.zero_hpz_partition_size) * recipe.param_bytes,
         phase=Phase.always,
         source="ZeRO++ (arXiv:2306.10209) hpZ: zero_hpz_partition_size",

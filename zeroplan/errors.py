@@ -11,3 +11,7 @@ class SpecError(ZeroplanError):
 
 class PresetNotFoundError(ZeroplanError):
     """A preset name that is not in the registry; the message lists close matches."""
+
+
+class UsageError(ZeroplanError):
+    """The command line itself is wrong (an unknown rule id, clashing options); the CLI exits 2, as click does."""

@@ -40,18 +40,22 @@ def norm_param_numel(arch: Architecture) -> int:
     return norms * per_norm
 
 
+def small_param_numel(arch: Architecture | None, knobs: DeepSpeedKnobs) -> int:
+    """Elements ZeRO-3 keeps whole on every GPU: the norms, when the hidden size is under the persistence threshold."""
+    if arch is not None and arch.hidden_size <= knobs.stage3_param_persistence_threshold:
+        return norm_param_numel(arch)
+    return 0
+
+
 def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, knobs: DeepSpeedKnobs) -> ModelSummary:
     """The counts the memory model reads, from an exact ParamCount and its architecture."""
-    small = 0
-    if arch is not None and arch.hidden_size <= knobs.stage3_param_persistence_threshold:
-        small = norm_param_numel(arch)
     return ModelSummary(
         name=name,
         num_params=counts.num_params,
         largest_layer_params=counts.largest_layer_params,
         num_embedding_params=counts.num_embedding_params,
         num_active_params=counts.num_active_params,
-        small_param_numel=small,
+        small_param_numel=small_param_numel(arch, knobs),
     )
 
 

@@ -1,6 +1,6 @@
 """The vocabulary of `zeroplan check`: a Finding, the run a config is checked against, a Rule.
 
-Rule modules (checks_config.py, later the calculator-backed ones) define their rules with these;
+Rule modules (checks_config.py, checks_memory.py, checks_fabric.py) define their rules with these;
 checks.py gathers them into the registry and runs them. Pure: no I/O.
 """
 
@@ -34,6 +34,7 @@ class RunContext(Frozen):
 
     parallelism: Parallelism | None = None
     hardware: HardwareSpec | None = None
+    min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold; None: the rule's default")
 
     @property
     def dp_world(self) -> int | None:

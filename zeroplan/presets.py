@@ -128,6 +128,31 @@ def parse_yaml(text: str, origin: str) -> Any:
         raise SpecError(f"{origin}: YAML nested too deeply") from None
 
 
+def yaml_key_lines(text: str) -> dict[str, int]:
+    """1-based line of every mapping key in a YAML text, by dotted path through mappings; {} if it does not parse.
+
+    Call after parse_yaml accepted the text (aliases are bounded there); a shared node is walked once.
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    stack, seen = [(root, "")], set()
+    while stack:
+        node, prefix = stack.pop()
+        if not isinstance(node, yaml.MappingNode) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines.setdefault(prefix + key.value, key.start_mark.line + 1)
+                stack.append((value, f"{prefix}{key.value}."))
+    return lines
+
+
 def parse_json(text: str, origin: str) -> Any:
     """Parse JSON, errors as one SpecError line."""
     try:
@@ -162,7 +187,8 @@ def _unknown(kind: str, name: str) -> PresetNotFoundError:
     return PresetNotFoundError(f"unknown {kind.rstrip('s') if kind != 'hardware' else 'hardware'} preset {name!r}{hint}")
 
 
-def _looks_like_path(ref: str) -> bool:
+def looks_like_path(ref: str) -> bool:
+    """A reference that names a file (has a path separator or a config suffix), not a preset."""
     return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
 
 
@@ -198,7 +224,7 @@ def load_model(ref: str) -> ModelSpec:
     """A model by preset name, YAML spec path or HF config.json path."""
     if (path := _registry("models").get(ref)) is not None:
         return load_model_file(path)
-    if _looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or Path(ref).is_file():
         return load_model_file(Path(ref))
     raise _unknown("models", ref)
 
@@ -216,7 +242,7 @@ def load_hardware(ref: str) -> HardwareSpec:
     """A hardware profile by preset name or YAML path."""
     if (path := _registry("hardware").get(ref)) is not None:
         return load_hardware_file(path)
-    if _looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or Path(ref).is_file():
         return load_hardware_file(Path(ref))
     raise _unknown("hardware", ref)
 

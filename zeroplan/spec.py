@@ -5,10 +5,33 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from enum import Enum, IntEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from zeroplan.errors import ZeroplanError
+
+MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """A positive whole number from '9e9', '7_000_000_000' or '124439808'; ZeroplanError otherwise."""
+    cleaned = text.strip().replace("_", "").replace(",", "")
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation:
+        raise ZeroplanError(f"{what} {text!r} is not a number") from None
+    if not value.is_finite():
+        raise ZeroplanError(f"{what} {text!r} is not finite")
+    if value != value.to_integral_value():
+        raise ZeroplanError(f"{what} {text!r} is not a whole number")
+    if value <= 0:
+        raise ZeroplanError(f"{what} {text!r} must be positive")
+    if value > MAX_COUNT:
+        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
+    return int(value)
 
 
 class Frozen(BaseModel):

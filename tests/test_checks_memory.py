@@ -1,0 +1,116 @@
+"""Memory rules: does-not-fit, low-headroom, buffers-exceed-states, each fired and quiet, on estimates from the calculator."""
+
+import pytest
+
+from zeroplan.checks import run_checks
+from zeroplan.checks_memory import LOW_HEADROOM_PCT, buffers_alive, terms_at_peak
+from zeroplan.dsconfig import parse_ds_config
+from zeroplan.estimate import Scenario, evaluate, overheads_for
+from zeroplan.findings import RunContext
+from zeroplan.memory import ModelSummary
+from zeroplan.presets import load_hardware
+from zeroplan.spec import DeepSpeedKnobs, Parallelism, ZeroStage
+from zeroplan.units import GIB
+
+H100 = load_hardware("h100-sxm-80gb")
+
+
+def scenario(num_params: float, gpus: int = 8, hardware=H100, **knobs) -> Scenario:
+    return Scenario(model=ModelSummary(name="m", num_params=int(num_params)), parallelism=Parallelism(gpus=gpus),
+                    knobs=DeepSpeedKnobs(**knobs), hardware=hardware, overheads=overheads_for(hardware, None, None, None))  # fmt: skip
+
+
+def fired(rule, scn, stage, *, min_headroom_pct=None, **zero):
+    config = parse_ds_config({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": int(stage), **zero}}, origin="ds.json")  # fmt: skip
+    run = RunContext(parallelism=scn.parallelism, hardware=scn.hardware, min_headroom_pct=min_headroom_pct)
+    found = run_checks(config, run, evidence={"memory": evaluate(scn, stage)})
+    return [f for f in found if f.rule == rule]
+
+
+# --- does-not-fit ----------------------------------------------------------------------------------------
+
+
+def test_does_not_fit_gives_peak_usable_and_biggest_term():
+    # 9e9 x 16 B = 144 GB of model states at ZeRO-0: optimizer states alone are 108 GB.
+    (finding,) = fired("does-not-fit", scenario(9e9), ZeroStage.zero0)
+    est = evaluate(scenario(9e9), ZeroStage.zero0)
+    assert finding.severity == "error" and finding.key == "zero_optimization.stage"
+    assert finding.message.startswith(f"does not fit at ZeRO-0: peak {est.total / GIB:,.2f} GiB per GPU (step phase) "
+                                      "> usable 79.65 GiB on h100-sxm-80gb")  # fmt: skip
+    assert f"{-est.headroom_bytes / GIB:,.2f} GiB over; biggest term: optimizer states 100.58 GiB" in finding.message
+    assert (finding.file, finding.line) == ("ds.json", None)
+
+
+def test_fits_is_quiet_and_no_hardware_says_nothing():
+    assert fired("does-not-fit", scenario(9e9), ZeroStage.zero3) == []
+    assert fired("does-not-fit", scenario(9e9, hardware=None), ZeroStage.zero0) == []
+
+
+def test_terms_at_peak_sum_to_the_peak():
+    est = evaluate(scenario(9e9), ZeroStage.zero2)
+    assert sum(size for _, size in terms_at_peak(est)) == est.total
+
+
+# --- low-headroom ------------------------------------------------------------------------------------------
+
+
+def tight(free_fraction: float):
+    """H100 shrunk so that ZeRO-3 of 7e9 leaves free_fraction of it free."""
+    need = evaluate(scenario(7e9), ZeroStage.zero3).total
+    return H100.model_copy(update={"memory_gib": need / (1 - free_fraction) / GIB})
+
+
+def test_low_headroom_fires_under_the_default_threshold():
+    (finding,) = fired("low-headroom", scenario(7e9, hardware=tight(0.02)), ZeroStage.zero3)
+    assert finding.severity == "warning"
+    assert "with only" in finding.message and "(2.0% of" in finding.message
+    assert f"under the {LOW_HEADROOM_PCT:g}% headroom threshold" in finding.message
+    assert fired("low-headroom", scenario(7e9, hardware=tight(0.08)), ZeroStage.zero3) == []
+
+
+def test_low_headroom_threshold_from_the_plan():
+    scn = scenario(7e9)  # about 75 % free on a real H100
+    assert fired("low-headroom", scn, ZeroStage.zero3) == []
+    (finding,) = fired("low-headroom", scn, ZeroStage.zero3, min_headroom_pct=90)
+    assert "under the 90% headroom threshold" in finding.message
+    assert fired("low-headroom", scn, ZeroStage.zero3, min_headroom_pct=0) == []
+
+
+def test_low_headroom_is_quiet_when_it_does_not_fit():
+    assert fired("low-headroom", scenario(9e9), ZeroStage.zero0) == []  # does-not-fit says it
+
+
+# --- buffers-exceed-states ----------------------------------------------------------------------------------
+
+
+def test_buffers_exceed_states_on_a_small_model():
+    # 125M params, ZeRO-2 on 8 GPUs: states 2 + 2/8 + 12/8 B/param = 0.44 GiB; the default 5e8-element bucket is 0.93 GiB.
+    (finding,) = fired("buffers-exceed-states", scenario(125e6), ZeroStage.zero2)
+    assert finding.severity == "warning" and finding.key == "zero_optimization.reduce_bucket_size"
+    assert "biggest: reduce bucket 0.93 GiB" in finding.message and "exceed the model states (0.44 GiB)" in finding.message
+
+
+def test_buffers_quiet_on_a_big_model_or_with_small_buckets():
+    assert fired("buffers-exceed-states", scenario(9e9), ZeroStage.zero2) == []
+    assert fired("buffers-exceed-states", scenario(125e6, reduce_bucket_size=10**7), ZeroStage.zero2,
+                 reduce_bucket_size=10**7) == []  # fmt: skip
+
+
+def test_buffers_at_stage0_point_at_the_allreduce_bucket():
+    (finding,) = fired("buffers-exceed-states", scenario(50e6), ZeroStage.zero0)
+    assert finding.key == "zero_optimization.allgather_bucket_size" and "all-reduce bucket" in finding.message
+
+
+def test_hpz_secondary_copy_is_not_counted_as_a_buffer():
+    # 70e9 on 64 GPUs with hpZ 8: the secondary partition (2 Psi / 8) alone equals the model states (16 Psi / 64).
+    scn = scenario(70e9, gpus=64, zero_hpz_partition_size=8)
+    est = evaluate(scn, ZeroStage.zero3)
+    assert sum(t.bytes for t in est.buffers) > est.states.total > buffers_alive(est)
+    assert fired("buffers-exceed-states", scn, ZeroStage.zero3, zero_hpz_partition_size=8) == []
+
+
+@pytest.mark.parametrize("rule", ["does-not-fit", "low-headroom", "buffers-exceed-states"])
+def test_memory_rules_need_the_estimate(rule):
+    config = parse_ds_config({"train_micro_batch_size_per_gpu": 1})
+    assert [f for f in run_checks(config, RunContext()) if f.rule == rule] == []
