@@ -10,6 +10,8 @@ from zeroplan.cli import app
 
 PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views"]
 HEAVY = ["rich", "typer", "yaml", "torch"]
+PURE += ["policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories",
+         "advisor", "dsemit"]
 
 
 def test_pure_modules_import_no_heavy_dependency():
