@@ -11,7 +11,7 @@ from zeroplan.cli import app
 PURE = ["spec", "units", "recipes", "memory", "engine", "estimate", "dscompat", "views"]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 PURE += ["policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories",
-         "advisor", "dsemit"]
+         "advisor", "dsemit", "views_advice"]
 
 
 def test_pure_modules_import_no_heavy_dependency():
@@ -38,6 +38,14 @@ FROZEN = {
         "--method", "--buffer-factor",
     },
     "capacity": SCENARIO,
+    # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
+    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
+        "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
+    },
+    "throughput": SCENARIO - {"--units"} | {
+        "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
+        "--topology", "--mfu", "--sweep", "--max-micro-batch",
+    },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }

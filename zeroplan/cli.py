@@ -263,6 +263,10 @@ def list_models(fmt: FormatOpt = Format.table) -> None:
     run(go)
 
 
+# advise and throughput live in cli_advise.py (cli.py stays near its size budget); importing it registers them.
+from zeroplan import cli_advise  # noqa: E402, F401
+
+
 def main() -> None:
     """Console-script entry point."""
     # pydantic scans installed entry points for plugins on first validation (~20 ms); the CLI uses none.

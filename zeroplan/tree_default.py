@@ -136,10 +136,13 @@ def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
                 Change(kind="none", description=reason))
     stage, par, ckpt = best
     how = "" if ckpt is Checkpointing.none else f" with {ckpt.value} checkpointing"
-    reason = f"ZeRO-{int(stage)}{how} fits on {par.gpus} GPUs ({par.nodes} node(s)): the smallest change"
+    nodes = "1 node" if par.nodes == 1 else f"{par.nodes} nodes"
+    description = f"ZeRO-{int(stage)}{how} fits on {par.gpus} GPUs ({nodes})"
     return (Step(rule="gpus.min", question=question, observed=par.gpus, threshold=given.gpus, unit="gpus",
-                 source="zeroplan.capacity.min_gpus (whole nodes past one)", outcome="change", reason=reason),
-            Change(kind="gpus", description=reason, stage=stage, gpus=par.gpus, nodes=par.nodes, checkpointing=ckpt))
+                 source="zeroplan.capacity.min_gpus (whole nodes past one)", outcome="change",
+                 reason=f"{description}: the smallest change"),
+            Change(kind="gpus", description=description, stage=stage, gpus=par.gpus, nodes=par.nodes,
+                   checkpointing=ckpt))
 
 
 def default_tree(ctx: Context) -> tuple[list[Step], Recommendation]:
