@@ -5,6 +5,7 @@ Scenarios are bare parameter counts (activations 0) on real hardware presets; th
 stand-in activation model (monkeypatched), so no test depends on activation numbers.
 """
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -380,3 +381,28 @@ def test_never_recommends_what_the_calculator_says_does_not_fit(num_params, layo
         assert rec.stage is None and rec.plan is None
     for alt in advice.alternatives:
         assert alt.peak_bytes <= budget_bytes(alt.usable_bytes, headroom)
+
+
+# --- documentation ------------------------------------------------------------------------------------------
+
+ALL_RULES = {
+    "precision.fp16", "article.zero0-fits", "article.zero2-fits", "article.nvlink", "article.batch-512", "guard.fits",
+    *FITS, "ckpt.unmodelled", "ckpt.selective", "ckpt.full", *OFFLOADS, "gpus.min", "batch.micro", "zero3.overhead",
+    "advice.pcie-zero2", "correct.onebit-adam", "advice.embedding-heavy", "advice.long-sequence", "correct.grad-accum",
+}
+
+
+def test_every_rule_is_documented_with_its_source():
+    doc = (Path(__file__).parent.parent / "docs" / "advisor.md").read_text()
+    assert [rule for rule in sorted(ALL_RULES) if f"`{rule}`" not in doc] == []
+
+
+def test_the_rule_ids_in_the_code_are_the_documented_ones():
+    import re
+
+    code = "".join((Path(__file__).parent.parent / "zeroplan" / name).read_text()
+                   for name in ("advisor.py", "tree_article.py", "tree_default.py", "advisories.py"))
+    prefixes = "article|guard|precision|fit|ckpt|offload|gpus|batch|zero3|advice|correct"
+    literal = set(re.findall(rf'"((?:{prefixes})\.[a-z0-9-]+)"', code))
+    built = {*FITS, "ckpt.selective", "ckpt.full"}  # f"fit.zero{stage}", f"ckpt.{level}"
+    assert literal | built == ALL_RULES
