@@ -141,7 +141,7 @@ def test_advise_table_key_lines(runner):
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
     assert "recommendation (default policy): 30B params on 8 x h100-sxm-80gb, nvlink, global batch 512" in lines[0]
-    assert any("ZeRO-3, micro-batch 64 x accumulation 1 x 8 GPUs" in line for line in lines)
+    assert any("ZeRO-3, micro-batch 64 x accumulation 1 x 8 GPUs, overlap_comm on" in line for line in lines)
     assert any("[fit.zero2] Does ZeRO-2 fit at micro-batch 1? no" in line for line in lines)
     assert any("[zero3.overhead]" in line for line in lines)
     assert any(line.startswith("alternatives that fit") for line in lines)

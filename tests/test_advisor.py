@@ -63,8 +63,8 @@ def rec_key(advice):
     ("num_params", "rules", "expected"),
     [
         pytest.param(1e9, ("fit.zero0", "batch.micro"), (True, ZeroStage.zero0, NONE, NONE), id="zero0"),
-        pytest.param(9e9, FITS[:2] + ("batch.micro",), (True, ZeroStage.zero1, NONE, NONE), id="zero1"),
-        pytest.param(18e9, FITS[:3] + ("batch.micro",), (True, ZeroStage.zero2, NONE, NONE), id="zero2"),
+        pytest.param(9e9, FITS[:2] + ("overlap.comm", "batch.micro"), (True, ZeroStage.zero1, NONE, NONE), id="zero1"),
+        pytest.param(18e9, FITS[:3] + ("overlap.comm", "batch.micro"), (True, ZeroStage.zero2, NONE, NONE), id="zero2"),
         pytest.param(30e9, FITS + ("batch.micro", "zero3.overhead"), (True, ZeroStage.zero3, NONE, NONE), id="zero3"),
         pytest.param(50e9, FITS + ("ckpt.unmodelled", OFFLOADS[0], "batch.micro", "zero3.overhead"),
                      (True, ZeroStage.zero3, CPU, NONE), id="optimizer-offload"),
@@ -80,6 +80,18 @@ def test_default_tree_branches(num_params, rules, expected):
     assert rec_key(advice) == expected
 
 
+def test_overlap_comm_only_when_its_second_bucket_fits():
+    tight = advise(bare(13e9), DEFAULT, global_batch=512)
+    assert tight.rules == FITS[:2] + ("overlap.comm", "batch.micro")
+    step = tight.trace[2]
+    assert step.outcome == "no" and step.observed > step.threshold and "second reduce bucket" in step.reason
+    assert tight.recommendation.knobs.overlap_comm is False and tight.recommendation.plan.overlap_comm is False
+    roomy = advise(bare(9e9), DEFAULT, global_batch=512)
+    assert roomy.trace[2].outcome == "yes" and roomy.recommendation.knobs.overlap_comm is True
+    assert advise(bare(1e9), DEFAULT, global_batch=512).recommendation.knobs.overlap_comm is False  # stage 0
+    assert advise(bare(30e9), DEFAULT, global_batch=512).recommendation.knobs.overlap_comm is True  # stage 3 default
+
+
 def test_offload_to_nvme_when_the_host_cannot_hold_the_states():
     policy = with_overrides(DEFAULT, {"host_memory_gib_per_node": 1000}, "test")
     advice = advise(bare(200e9), policy, global_batch=512)
@@ -92,7 +104,7 @@ def test_offload_to_nvme_when_the_host_cannot_hold_the_states():
 def test_without_zero1_the_default_tree_goes_to_zero2():
     policy = with_overrides(DEFAULT, {"consider_zero1": False}, "test")
     advice = advise(bare(9e9), policy, global_batch=512)
-    assert advice.rules == ("fit.zero0", "fit.zero2", "batch.micro")
+    assert advice.rules == ("fit.zero0", "fit.zero2", "overlap.comm", "batch.micro")
     assert advice.recommendation.stage is ZeroStage.zero2
     assert advice.alternatives[0].stage is ZeroStage.zero2  # the recommendation first, whatever the order
 
@@ -177,10 +189,11 @@ def _levels(none, selective, full):
 @pytest.mark.parametrize(
     ("per_seq", "rules", "stage", "ckpt", "offload"),
     [
-        pytest.param((10, 5, 1), FITS[:2] + ("batch.micro",), ZeroStage.zero1, Checkpointing.none, NONE, id="no-ckpt"),
-        pytest.param((90, 20, 5), FITS + ("ckpt.selective", "batch.micro"), ZeroStage.zero1, Checkpointing.selective,
-                     NONE, id="selective"),
-        pytest.param((90, 60, 30), FITS + ("ckpt.selective", "ckpt.full", "batch.micro"), ZeroStage.zero2,
+        pytest.param((10, 5, 1), FITS[:2] + ("overlap.comm", "batch.micro"), ZeroStage.zero1, Checkpointing.none, NONE,
+                     id="no-ckpt"),
+        pytest.param((90, 20, 5), FITS + ("ckpt.selective", "overlap.comm", "batch.micro"), ZeroStage.zero1,
+                     Checkpointing.selective, NONE, id="selective"),
+        pytest.param((90, 60, 30), FITS + ("ckpt.selective", "ckpt.full", "overlap.comm", "batch.micro"), ZeroStage.zero2,
                      Checkpointing.full, NONE, id="full"),
         pytest.param((90, 90, 60), FITS + ("ckpt.selective", "ckpt.full", OFFLOADS[0], "batch.micro", "zero3.overhead"),
                      ZeroStage.zero3, Checkpointing.full, CPU, id="offload-and-full-ckpt"),
@@ -387,7 +400,8 @@ def test_never_recommends_what_the_calculator_says_does_not_fit(num_params, layo
 
 ALL_RULES = {
     "precision.fp16", "article.zero0-fits", "article.zero2-fits", "article.nvlink", "article.batch-512", "guard.fits",
-    *FITS, "ckpt.unmodelled", "ckpt.selective", "ckpt.full", *OFFLOADS, "gpus.min", "batch.micro", "zero3.overhead",
+    *FITS, "ckpt.unmodelled", "ckpt.selective", "ckpt.full", *OFFLOADS, "gpus.min", "overlap.comm", "batch.micro",
+    "zero3.overhead",
     "advice.pcie-zero2", "correct.onebit-adam", "advice.embedding-heavy", "advice.long-sequence", "correct.grad-accum",
 }
 
@@ -402,7 +416,7 @@ def test_the_rule_ids_in_the_code_are_the_documented_ones():
 
     code = "".join((Path(__file__).parent.parent / "zeroplan" / name).read_text()
                    for name in ("advisor.py", "tree_article.py", "tree_default.py", "advisories.py"))
-    prefixes = "article|guard|precision|fit|ckpt|offload|gpus|batch|zero3|advice|correct"
+    prefixes = "article|guard|precision|fit|ckpt|offload|gpus|overlap|batch|zero3|advice|correct"
     literal = set(re.findall(rf'"((?:{prefixes})\.[a-z0-9-]+)"', code))
     built = {*FITS, "ckpt.selective", "ckpt.full"}  # f"fit.zero{stage}", f"ckpt.{level}"
     assert literal | built == ALL_RULES

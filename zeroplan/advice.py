@@ -49,6 +49,7 @@ class Plan(Frozen):
     offload_optimizer: OffloadDevice
     offload_param: OffloadDevice
     checkpointing: Checkpointing
+    overlap_comm: bool
     micro_batch: int
     grad_accum: int
     peak_bytes: int

@@ -1,7 +1,6 @@
 """The stage advisor: a policy's decision tree over the calculator -> Advice(recommendation, trace, ...).
 
-`advise` plans a scenario at micro-batch 1 on the precision the hardware runs, with overlap_comm on (the emitted
-config sets it), and follows the policy's tree: the article's as written (tree_article.py) or zeroplan's
+`advise` plans a scenario at micro-batch 1 on the precision the hardware runs and follows the policy's tree: the article's as written (tree_article.py) or zeroplan's
 default (tree_default.py). Neither recommends what `estimate.evaluate` says does not fit; "nothing fits" is a
 Recommendation with fits false and, in the default tree, the smallest change that would fit. Every rule and its
 source: docs/advisor.md. Pure and deterministic: imports neither rich, typer nor yaml and does no I/O.
@@ -38,12 +37,11 @@ def _precision(scn: Scenario) -> tuple[list[Step], Scenario]:
 
 
 def planned_scenario(scn: Scenario) -> tuple[list[Step], Scenario]:
-    """The scenario the trees evaluate: micro-batch 1 and accumulation 1 (the trees size them), overlap_comm on
-    unless given, and the precision the hardware runs."""
+    """The scenario the trees evaluate: micro-batch 1 and accumulation 1 (the trees size them) on the precision the
+    hardware runs."""
     steps, scn = _precision(scn)
     setup = scn.setup.model_copy(update={"micro_batch": 1, "grad_accum": 1})
-    knobs = scn.knobs if scn.knobs.overlap_comm is not None else scn.knobs.model_copy(update={"overlap_comm": True})
-    return steps, scn.model_copy(update={"setup": setup, "knobs": knobs})
+    return steps, scn.model_copy(update={"setup": setup})
 
 
 def _global_batch(scn: Scenario, global_batch: int | None) -> int:
@@ -73,8 +71,8 @@ def advise(scn: Scenario, policy: AdvisorPolicy = DEFAULT, topology: Topology | 
     ctx = Context(scn=planned, policy=policy, topology=topology, global_batch=batch, mfu=mfu)
     steps, rec = TREES[policy.tree](ctx)
     notes = scenario_notes(planned, planned.recipe) + [
-        "overlap_comm on for every stage, as the emitted DeepSpeed config sets it (docs/throughput.md: ZeRO-2 "
-        "without it is slower than ZeRO-3)",
+        "fit questions with DeepSpeed's overlap_comm default (on for stage 3 only); the default tree turns it on "
+        "for ZeRO-1/2 when its second reduce bucket fits (rule overlap.comm), as it hides the gradient reduction",
         "fit questions at micro-batch 1; step times per zeroplan.perf at each plan's micro-batch",
     ]
     return Advice(

@@ -19,7 +19,8 @@ ZEROPP_SOURCE = "ZeRO++ (reference/deepspeed.md 5g): qwZ INT8 weights, qgZ INT4 
 
 def _zeropp_overhead(ctx: Context, plan: Plan) -> float:
     """Predicted ZeRO-3 overhead with qwZ + qgZ + hpZ over the GPUs of one node."""
-    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch)
+    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch,
+                    plan.overlap_comm)
     knobs = scn.knobs.model_copy(update={"zero_quantized_weights": True, "zero_quantized_gradients": True,
                                          "zero_hpz_partition_size": scn.parallelism.gpus_per_node})
     return throughput(ctx, scn.model_copy(update={"knobs": knobs}), plan.stage).overhead_vs_zero0_pct
@@ -78,7 +79,8 @@ def _long_sequence(ctx: Context, plan: Plan) -> Step | None:
 def _grad_accum(ctx: Context, plan: Plan) -> Step | None:
     if plan.stage is not ZeroStage.zero3:
         return None
-    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, 1)
+    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, 1,
+                    plan.overlap_comm)
     at_one = throughput(ctx, scn, plan.stage).overhead_vs_zero0_pct
     return Step(rule="correct.grad-accum", question=f"Accumulate >= {ctx.policy.article_zero3_min_grad_accum} "
                 "micro-steps to amortize ZeRO-3?", observed=plan.grad_accum,

@@ -80,10 +80,15 @@ class Context:
 
 
 def candidate(ctx: Context, stage: ZeroStage, rung: tuple[OffloadDevice, OffloadDevice], ckpt: Checkpointing,
-              micro_batch: int = 1) -> Scenario:
-    """The planned scenario with this offload, checkpointing and micro-batch (accumulation fills the global batch)."""
+              micro_batch: int = 1, overlap: bool | None = None) -> Scenario:
+    """The planned scenario with this offload, checkpointing and micro-batch (accumulation fills the global batch).
+
+    overlap: overlap_comm; None = the scenario's, else DeepSpeed's default for the stage (on for stage 3 only).
+    """
     scn = ctx.scn
-    knobs = stage_knobs(scn.knobs.model_copy(update={"offload_optimizer": rung[0], "offload_param": rung[1]}), stage)
+    overlap = scn.knobs.overlap_comm_for(stage) if overlap is None else overlap
+    update = {"offload_optimizer": rung[0], "offload_param": rung[1], "overlap_comm": overlap}
+    knobs = stage_knobs(scn.knobs.model_copy(update=update), stage)
     setup = scn.setup.model_copy(update={"checkpointing": ckpt, "micro_batch": micro_batch,
                                          "grad_accum": max(1, ctx.per_gpu // micro_batch)})
     return scn.model_copy(update={"knobs": knobs, "setup": setup})
@@ -115,12 +120,26 @@ def lightest_fit(ctx: Context, stage: ZeroStage, rung) -> tuple[Checkpointing | 
     return None, est
 
 
-def largest_micro_batch(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing) -> tuple[int, int]:
+def overlap_choice(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing) -> tuple[bool, StageEstimate | None]:
+    """overlap_comm as planned, and the estimate that decided it (None when nothing was weighed).
+
+    Given in the scenario: kept. Stages 0 and 3: DeepSpeed's default (off, on). Stages 1-2: on when its second
+    reduce bucket (reference/deepspeed.md 4.4) still fits at micro-batch 1, since without it the gradient
+    reduction is exposed (docs/throughput.md); else off, DeepSpeed's default.
+    """
+    if ctx.scn.knobs.overlap_comm is not None or stage in (ZeroStage.zero0, ZeroStage.zero3):
+        return ctx.scn.knobs.overlap_comm_for(stage), None
+    est = evaluate(candidate(ctx, stage, rung, ckpt, overlap=True), stage)
+    return fits(ctx, est), est
+
+
+def largest_micro_batch(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing,
+                        overlap: bool | None = None) -> tuple[int, int]:
     """(largest micro-batch that fits, up to the sequences per GPU; the largest divisor of them up to it).
 
     The divisor keeps DeepSpeed's identity train_batch_size = micro_batch x grad_accum x dp exact.
     """
-    fitting = max_micro_batch(candidate(ctx, stage, rung, ckpt), stage, limit=ctx.per_gpu,
+    fitting = max_micro_batch(candidate(ctx, stage, rung, ckpt, overlap=overlap), stage, limit=ctx.per_gpu,
                               free_fraction=ctx.policy.min_headroom_fraction)
     chosen = max(d for d in range(1, max(fitting, 1) + 1) if ctx.per_gpu % d == 0)
     return fitting, chosen
@@ -131,13 +150,14 @@ def throughput(ctx: Context, scn: Scenario, stage: ZeroStage) -> Throughput:
                                scn.knobs, ctx.topology, ctx.mfu)
 
 
-def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_batch: int) -> Plan:
+def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_batch: int,
+              overlap: bool | None = None) -> Plan:
     """Memory and speed of one configuration at its micro-batch."""
-    scn = candidate(ctx, stage, rung, ckpt, micro_batch)
+    scn = candidate(ctx, stage, rung, ckpt, micro_batch, overlap)
     est, speed = evaluate(scn, stage), throughput(ctx, scn, stage)
     return Plan(
         stage=stage, offload_optimizer=scn.knobs.offload_optimizer, offload_param=scn.knobs.offload_param,
-        checkpointing=ckpt, micro_batch=micro_batch, grad_accum=scn.setup.grad_accum, peak_bytes=est.total,
+        checkpointing=ckpt, overlap_comm=scn.knobs.overlap_comm, micro_batch=micro_batch, grad_accum=scn.setup.grad_accum, peak_bytes=est.total,
         usable_bytes=est.usable_bytes, headroom_bytes=est.headroom_bytes, cpu_bytes_per_node=est.cpu_bytes_per_node,
         nvme_bytes_per_node=est.nvme_bytes_per_node, step_time_s=speed.step_time_s,
         tokens_per_s_per_gpu=speed.tokens_per_s_per_gpu, mfu=speed.mfu,
@@ -152,14 +172,16 @@ def preference(plan: Plan) -> tuple[int, int, int]:
 
 
 def alternatives(ctx: Context, chosen: Plan | None) -> tuple[Plan, ...]:
-    """Every stage x offload that fits (at its least checkpointing and largest micro-batch), `chosen` first,
-    then in the default tree's order of preference."""
+    """Every stage x offload that fits (at its least checkpointing, overlap_comm as overlap_choice says, and its
+    largest micro-batch), `chosen` first, then in the default tree's order of preference."""
     plans = []
     for rung in RUNGS:
         for stage in rung_stages(rung):
             ckpt, _ = lightest_fit(ctx, stage, rung)
             if ckpt is not None:
-                plans.append(make_plan(ctx, stage, rung, ckpt, largest_micro_batch(ctx, stage, rung, ckpt)[1]))
+                overlap, _ = overlap_choice(ctx, stage, rung, ckpt)
+                micro = largest_micro_batch(ctx, stage, rung, ckpt, overlap)[1]
+                plans.append(make_plan(ctx, stage, rung, ckpt, micro, overlap))
     plans.sort(key=preference)
     if chosen is None:
         return tuple(plans)

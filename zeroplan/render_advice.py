@@ -51,7 +51,8 @@ def recommendation_panel(advice: Advice, unit: Unit) -> Panel:
             lines.append(Text(f"smallest change: {rec.change.description}", style="yellow"))
         return Panel(Group(*lines), title=title, title_align="left", border_style="red")
     plan = rec.plan
-    lines = [Text(describe(plan) + f" x {rec.gpus} GPUs", style="bold green")]
+    overlap = "on" if plan.overlap_comm else "off"
+    lines = [Text(describe(plan) + f" x {rec.gpus} GPUs, overlap_comm {overlap}", style="bold green")]
     if rec.summary != describe(plan):
         lines.append(Text(f"{advice.policy.name}: {rec.summary}"))
     lines += [

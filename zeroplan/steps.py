@@ -46,7 +46,8 @@ def describe(plan: Plan) -> str:
 
 
 def recommend(ctx: Context, plan: Plan, summary: str) -> Recommendation:
-    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch)
+    scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch,
+                    plan.overlap_comm)
     return Recommendation(
         fits=True, stage=plan.stage, offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param,
         checkpointing=plan.checkpointing, micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,

@@ -2,15 +2,26 @@
 
 Stages in increasing order of communication (0, 1, 2, 3) at micro-batch 1; when none fits, activation
 checkpointing (selective, then full); then offload (optimizer to CPU, parameters to CPU, both to NVMe); then
-the fewest GPUs that would fit, as the smallest change. A configuration found, the micro-batch grows to the
-largest that fits and divides the sequences per GPU; ZeRO-3 gets a step with its predicted overhead.
+the fewest GPUs that would fit, as the smallest change. A configuration found: ZeRO-1/2 get overlap_comm when
+its second reduce bucket fits, the micro-batch grows to the largest that fits and divides the sequences per
+GPU, and ZeRO-3 gets a step with its predicted overhead.
 Pure: imports neither rich, typer nor yaml and does no I/O.
 """
 
 from __future__ import annotations
 
 from zeroplan.advice import Change, Plan, Recommendation, Step
-from zeroplan.candidates import RUNGS, Context, candidate, fit_at, fits, largest_micro_batch, make_plan, rung_stages
+from zeroplan.candidates import (
+    RUNGS,
+    Context,
+    candidate,
+    fit_at,
+    fits,
+    largest_micro_batch,
+    make_plan,
+    overlap_choice,
+    rung_stages,
+)
 from zeroplan.capacity import min_gpus
 from zeroplan.memory import StageEstimate
 from zeroplan.spec import Checkpointing, Topology, ZeroStage
@@ -89,8 +100,19 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
     return None
 
 
-def _batch_step(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing) -> tuple[Step, int]:
-    fitting, chosen = largest_micro_batch(ctx, stage, rung, ckpt)
+def _overlap_step(ctx: Context, stage: ZeroStage, est: StageEstimate) -> Step:
+    ok = fits(ctx, est)
+    return Step(rule="overlap.comm", question=f"Does ZeRO-{int(stage)} still fit with overlap_comm on?",
+                observed=est.total, threshold=ctx.budget, unit="bytes",
+                source="reference/deepspeed.md 4.4: overlap_comm doubles the reduce bucket in stages 1-2; "
+                "docs/throughput.md: without it the gradient reduction is exposed",
+                outcome="yes" if ok else "no",
+                reason="overlap_comm on: the gradient reduction hides under the backward" if ok else
+                f"overlap_comm off, DeepSpeed's default: its second reduce bucket is {short_reason(ctx, est)}")
+
+
+def _batch_step(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, overlap: bool) -> tuple[Step, int]:
+    fitting, chosen = largest_micro_batch(ctx, stage, rung, ckpt, overlap)
     memory = (f"{fitting} fit in memory" if ctx.activations_modelled
               else "activations not modelled, so memory does not limit it")
     why = ("ZeRO-3 re-gathers parameters every micro-step: sequences per micro-step amortize that, accumulation "
@@ -153,9 +175,12 @@ def default_tree(ctx: Context) -> tuple[list[Step], Recommendation]:
         steps.append(step)
         return steps, nothing(ctx, f"nothing fits on {ctx.scn.parallelism.gpus} GPUs", change)
     stage, rung, ckpt = found
-    step, micro = _batch_step(ctx, stage, rung, ckpt)
+    overlap, est = overlap_choice(ctx, stage, rung, ckpt)
+    if est is not None:
+        steps.append(_overlap_step(ctx, stage, est))
+    step, micro = _batch_step(ctx, stage, rung, ckpt, overlap)
     steps.append(step)
-    plan = make_plan(ctx, stage, rung, ckpt, micro)
+    plan = make_plan(ctx, stage, rung, ckpt, micro, overlap)
     if stage is ZeroStage.zero3:
         steps.append(_overhead_step(ctx, plan))
     return steps, recommend(ctx, plan, describe(plan))
