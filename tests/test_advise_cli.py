@@ -232,3 +232,23 @@ def test_throughput_table_and_errors(runner):
     assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--mfu", "1.5"), "mfu (1.5) must be in (0, 1]")
     assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--sweep", "12"),
                           "global batch (12) is not a multiple of the data-parallel degree (8)")
+
+
+def test_emit_says_when_checkpointing_is_the_training_scripts(runner, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from zeroplan import estimate
+    from zeroplan.spec import Architecture, Checkpointing
+
+    arch = Architecture(family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                        head_dim=128, intermediate_size=14336, vocab_size=128256, gated_mlp=True, norm="rmsnorm",
+                        tie_word_embeddings=False)
+    per_seq = {Checkpointing.none: 90 * 2**30, Checkpointing.selective: 90 * 2**30, Checkpointing.full: 2**30}
+    monkeypatch.setattr(commands, "resolve_model", lambda *a: (ModelSummary(name="m", num_params=9 * 10**9), arch))
+    monkeypatch.setattr(estimate, "activations_for", lambda arch, setup: SimpleNamespace(
+        total_bytes=per_seq[setup.checkpointing] * setup.micro_batch, assumptions=()))
+    path = tmp_path / "ds.json"
+    res = invoke(runner, "advise", "--emit-deepspeed", str(path), "-f", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["recommendation"]["checkpointing"] == "full"
+    assert "turn on full activation checkpointing in the training script" in res.stderr

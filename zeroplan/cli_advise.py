@@ -131,7 +131,8 @@ def advise(
         _show(lambda: views_advice.advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
             write_new_file(target, commands_advise.deepspeed_config_text(result), force)
-            _console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation", soft_wrap=True)
+            note = commands_advise.emit_note(result)
+            _console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}", soft_wrap=True)
 
     run(go)
 

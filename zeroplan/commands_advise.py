@@ -77,6 +77,15 @@ def deepspeed_config_text(advice: Advice) -> str:
     return json.dumps(deepspeed_config(advice), indent=2) + "\n"
 
 
+def emit_note(advice: Advice) -> str:
+    """What the emitted config cannot say: activation checkpointing lives in the training script."""
+    ckpt = advice.recommendation.checkpointing
+    if ckpt is None or ckpt.value == "none":
+        return ""
+    return (f"; turn on {ckpt.value} activation checkpointing in the training script (e.g. Hugging Face "
+            "model.gradient_checkpointing_enable()): a DeepSpeed config does not switch it on")
+
+
 @dataclass(frozen=True)
 class ThroughputArgs:
     """throughput's own options, as typed."""
