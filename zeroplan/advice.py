@@ -14,7 +14,7 @@ from zeroplan.estimate import Scenario
 from zeroplan.policy import AdvisorPolicy
 from zeroplan.spec import Checkpointing, DeepSpeedKnobs, Frozen, OffloadDevice, Topology, ZeroStage
 
-Unit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", ""]
+StepUnit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", ""]
 Value = Union[bool, int, float, str, None]
 
 
@@ -25,7 +25,7 @@ class Step(Frozen):
     question: str
     observed: Value = Field(description="the value seen; bytes as an integer when unit is 'bytes'")
     threshold: Value = Field(None, description="what it was compared against, in the same unit")
-    unit: Unit = ""
+    unit: StepUnit = ""
     source: str = Field(description="where the threshold (or the rule) comes from")
     outcome: str = Field(description="yes, no, ok, warn, skipped, chosen, change, none, applies, corrected")
     reason: str = Field(description="one line: why, or the article's leaf as written")

@@ -56,7 +56,8 @@ def _first_fit(ctx: Context, rung, levels) -> tuple[ZeroStage, Checkpointing, St
     return None, None, smallest
 
 
-def _tier_step(ctx: Context, rule: str, question: str, source: str, found, what: str) -> Step:
+def _tier_step(ctx: Context, rule: str, question: str, source: str, found, why: str) -> Step:
+    """A 'does any stage fit with ...?' step; `why` follows the stage and checkpointing when one does."""
     stage, ckpt, est = found
     if stage is None:
         return Step(rule=rule, question=question, observed=est.total, threshold=ctx.budget, unit="bytes",
@@ -64,7 +65,7 @@ def _tier_step(ctx: Context, rule: str, question: str, source: str, found, what:
                     + short_reason(ctx, est))
     how = "no" if ckpt is Checkpointing.none else ckpt.value
     return Step(rule=rule, question=question, observed=est.total, threshold=ctx.budget, unit="bytes", source=source,
-                outcome="yes", reason=f"ZeRO-{int(stage)} fits with {what} ({how} checkpointing)")
+                outcome="yes", reason=f"ZeRO-{int(stage)} fits ({how} checkpointing): {why}")
 
 
 def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpointing] | None:
@@ -85,7 +86,7 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
     for level in ctx.levels[1:]:
         found = _first_fit(ctx, NO_OFFLOAD, (level,))
         steps.append(_tier_step(ctx, f"ckpt.{level.value}", f"Does a stage fit with {level.value} activation "
-                                "checkpointing?", source, found, "checkpointing, needed to fit"))
+                                "checkpointing?", source, found, "recomputation only because nothing fits without it"))
         if found[0] is not None:
             return found[0], NO_OFFLOAD, level
     if not ctx.policy.consider_offload:
@@ -94,7 +95,8 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
         rule, what = RUNG_RULES[rung]
         found = _first_fit(ctx, rung, ctx.levels)
         source = ctx.policy.source("consider_nvme" if rung[0].value == "nvme" else "consider_offload")
-        steps.append(_tier_step(ctx, rule, f"Does a stage fit with {what}?", source, found, what))
+        steps.append(_tier_step(ctx, rule, f"Does a stage fit with {what}?", source, found,
+                                "offload, the last resort, because nothing fits on the GPUs alone"))
         if found[0] is not None:
             return found[0], rung, found[1]
     return None
