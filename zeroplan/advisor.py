@@ -1,9 +1,9 @@
 """The stage advisor: a policy's decision tree over the calculator -> Advice(recommendation, trace, ...).
 
-`advise` plans a scenario at micro-batch 1 on the precision the hardware runs and follows the policy's tree: the article's as written (tree_article.py) or zeroplan's
-default (tree_default.py). Neither recommends what `estimate.evaluate` says does not fit; "nothing fits" is a
-Recommendation with fits false and, in the default tree, the smallest change that would fit. Every rule and its
-source: docs/advisor.md. Pure and deterministic: imports neither rich, typer nor yaml and does no I/O.
+`advise` plans a scenario at micro-batch 1 on the precision the hardware runs and follows the policy's tree:
+the article's as written (tree_article.py) or zeroplan's default (tree_default.py). Neither recommends what
+`estimate.evaluate` says does not fit; "nothing fits" is a Recommendation with fits false and, in the default
+tree, the smallest change that would fit. Every rule and its source: docs/advisor.md. Pure and deterministic: imports neither rich, typer nor yaml and does no I/O.
 """
 
 from __future__ import annotations

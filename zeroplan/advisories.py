@@ -32,8 +32,9 @@ def _pcie(ctx: Context, plan: Plan) -> Step:
     else:
         reason = ("no lower stage fits with this offload and checkpointing; ZeRO-3's gathers cross PCIe every "
                   "micro-step (observed: its predicted overhead)")
-    return Step(rule="advice.pcie-zero2", question="PCIe system: prefer ZeRO-2?", observed=round(plan.overhead_vs_zero0_pct, 2),
-                unit="percent", source="article 4.1 'PCIe systems: prefer ZeRO-2'", outcome="applies", reason=reason)
+    return Step(rule="advice.pcie-zero2", question="PCIe system: prefer ZeRO-2?",
+                observed=round(plan.overhead_vs_zero0_pct, 2), unit="percent",
+                source="article 4.1 'PCIe systems: prefer ZeRO-2'", outcome="applies", reason=reason)
 
 
 def _multinode(ctx: Context, plan: Plan) -> Step:
@@ -43,12 +44,14 @@ def _multinode(ctx: Context, plan: Plan) -> Step:
     elif plan.stage is ZeroStage.zero3:
         reason = (f"1-bit Adam is not compatible with ZeRO-{stage} in DeepSpeed; ZeRO++ (qwZ + qgZ + hpZ "
                   f"{ctx.scn.parallelism.gpus_per_node}) is predicted to cut the overhead to "
-                  f"{_zeropp_overhead(ctx, plan):.1f} %")
+                  f"{_zeropp_overhead(ctx, plan):.1f} %; hpZ's secondary partition costs memory (zeroplan estimate "
+                  "--hpz-partition-size)")
     else:
         reason = (f"1-bit Adam is not compatible with ZeRO-{stage} in DeepSpeed, and ZeRO++ acts on stage 3 only; "
                   f"ZeRO-{stage} moves data parallelism's 2 Psi per step (observed: its predicted overhead)")
     return Step(rule="correct.onebit-adam", question="Multi-node: compress gradients with 1-bit Adam?",
-                observed=round(plan.overhead_vs_zero0_pct, 2), unit="percent", source=f"{ONEBIT_SOURCE}; {ZEROPP_SOURCE}",
+                observed=round(plan.overhead_vs_zero0_pct, 2), unit="percent",
+                source=f"{ONEBIT_SOURCE}; {ZEROPP_SOURCE}",
                 outcome="corrected", reason=reason)
 
 
@@ -60,7 +63,8 @@ def _embedding(ctx: Context, plan: Plan) -> Step | None:
     limit = ctx.policy.embedding_heavy_fraction
     if share < limit:
         return None
-    return Step(rule="advice.embedding-heavy", question="Embedding-heavy model: prefer ZeRO-3?", observed=round(share, 4),
+    return Step(rule="advice.embedding-heavy", question="Embedding-heavy model: prefer ZeRO-3?",
+                observed=round(share, 4),
                 threshold=limit, unit="fraction", source=ctx.policy.source("embedding_heavy_fraction"),
                 outcome="applies", reason="ZeRO-3 shards the embedding like any weight, which helps only when model "
                 "states limit the fit; the b x s x vocab logits it feeds are activations, which no stage shards")
@@ -84,7 +88,8 @@ def _grad_accum(ctx: Context, plan: Plan) -> Step | None:
     at_one = throughput(ctx, scn, plan.stage).overhead_vs_zero0_pct
     return Step(rule="correct.grad-accum", question=f"Accumulate >= {ctx.policy.article_zero3_min_grad_accum} "
                 "micro-steps to amortize ZeRO-3?", observed=plan.grad_accum,
-                threshold=ctx.policy.article_zero3_min_grad_accum, source=ctx.policy.source("article_zero3_min_grad_accum"),
+                threshold=ctx.policy.article_zero3_min_grad_accum,
+                source=ctx.policy.source("article_zero3_min_grad_accum"),
                 outcome="corrected", reason=f"ZeRO-3 re-gathers parameters every micro-step, so accumulation does not "
                 f"amortize them, the micro-batch does: predicted overhead {plan.overhead_vs_zero0_pct:.1f} % at "
                 f"micro-batch {plan.micro_batch} x {plan.grad_accum}, {at_one:.1f} % at 1 x {ctx.per_gpu}")

@@ -157,7 +157,8 @@ def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_b
     est, speed = evaluate(scn, stage), throughput(ctx, scn, stage)
     return Plan(
         stage=stage, offload_optimizer=scn.knobs.offload_optimizer, offload_param=scn.knobs.offload_param,
-        checkpointing=ckpt, overlap_comm=scn.knobs.overlap_comm, micro_batch=micro_batch, grad_accum=scn.setup.grad_accum, peak_bytes=est.total,
+        checkpointing=ckpt, overlap_comm=scn.knobs.overlap_comm, micro_batch=micro_batch,
+        grad_accum=scn.setup.grad_accum, peak_bytes=est.total,
         usable_bytes=est.usable_bytes, headroom_bytes=est.headroom_bytes, cpu_bytes_per_node=est.cpu_bytes_per_node,
         nvme_bytes_per_node=est.nvme_bytes_per_node, step_time_s=speed.step_time_s,
         tokens_per_s_per_gpu=speed.tokens_per_s_per_gpu, mfu=speed.mfu,

@@ -132,7 +132,8 @@ def advise(
         if target is not None:
             write_new_file(target, commands_advise.deepspeed_config_text(result), force)
             note = commands_advise.emit_note(result)
-            _console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}", soft_wrap=True)
+            _console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}",
+                                        soft_wrap=True)
 
     run(go)
 

@@ -126,7 +126,8 @@ def with_overrides(policy: AdvisorPolicy, values: Mapping[str, object], origin: 
     try:
         return AdvisorPolicy.model_validate(data)
     except ValidationError as exc:
-        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                 for e in exc.errors()]
         raise SpecError(f"{origin}: " + "; ".join(parts)) from None
 
 

@@ -44,7 +44,10 @@ def _stages(ctx: Context) -> tuple[ZeroStage, ...]:
     return tuple(s for s in ZeroStage if s is not ZeroStage.zero1 or ctx.policy.consider_zero1)
 
 
-def _first_fit(ctx: Context, rung, levels) -> tuple[ZeroStage, Checkpointing, StageEstimate] | tuple[None, None, StageEstimate]:
+Found = tuple[ZeroStage | None, Checkpointing | None, StageEstimate]  # (None, None, smallest peak) if nothing fits
+
+
+def _first_fit(ctx: Context, rung, levels) -> Found:
     """Least checkpointing first, then the lowest stage: the first that fits; else the smallest peak seen."""
     smallest = None
     for ckpt in levels:
@@ -56,7 +59,7 @@ def _first_fit(ctx: Context, rung, levels) -> tuple[ZeroStage, Checkpointing, St
     return None, None, smallest
 
 
-def _tier_step(ctx: Context, rule: str, question: str, source: str, found, why: str) -> Step:
+def _tier_step(ctx: Context, rule: str, question: str, source: str, found: Found, why: str) -> Step:
     """A 'does any stage fit with ...?' step; `why` follows the stage and checkpointing when one does."""
     stage, ckpt, est = found
     if stage is None:
@@ -133,8 +136,10 @@ def _overhead_step(ctx: Context, plan: Plan) -> Step:
              Topology.multinode: "across nodes the gathers cross the NICs",
              Topology.nvlink: "on NVLink"}[ctx.topology]
     tokens = plan.micro_batch * ctx.scn.setup.seq_len
-    return Step(rule="zero3.overhead", question=f"Predicted ZeRO-3 step-time overhead over ZeRO-0 on {ctx.topology.value}?",
-                observed=round(pct, 2), threshold=limit, unit="percent", source=ctx.policy.source("max_zero3_overhead_pct"),
+    return Step(rule="zero3.overhead",
+                question=f"Predicted ZeRO-3 step-time overhead over ZeRO-0 on {ctx.topology.value}?",
+                observed=round(pct, 2), threshold=limit, unit="percent",
+                source=ctx.policy.source("max_zero3_overhead_pct"),
                 outcome="ok" if pct <= limit else "warn",
                 reason=f"{where}, at {tokens} tokens per micro-step" + ("" if pct <= limit else
                        "; more tokens per micro-step, ZeRO++ or a lower stage with offload cut it"))
