@@ -252,3 +252,19 @@ def test_emit_says_when_checkpointing_is_the_training_scripts(runner, tmp_path, 
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["recommendation"]["checkpointing"] == "full"
     assert "turn on full activation checkpointing in the training script" in res.stderr
+
+
+@pytest.mark.parametrize("command", [["advise"], ["throughput", "--sweep", "auto"], ["capacity"]])
+def test_markdown_views(runner, command):
+    res = invoke(runner, *command, "--params", "9e9", "-f", "markdown")
+    assert res.exit_code == 0, res.output
+    assert "### " in res.stdout and "Traceback" not in res.output
+    if command == ["advise"]:
+        assert res.stdout.startswith("**recommendation**: ZeRO-1, micro-batch 64 x accumulation 1")
+
+
+def test_throughput_needs_hardware_with_bf16(runner):
+    assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--hardware", "none"),
+                          "throughput needs a hardware profile")
+    assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--hardware", "v100-sxm-32gb"),
+                          "has no bf16")
