@@ -13,6 +13,8 @@ PURE = [
     "perf", "sweep", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
+    "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
+    "views_advice",
 ]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
@@ -43,6 +45,14 @@ FROZEN = {
     "capacity": SCENARIO,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
+    },
+    # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
+    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
+        "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
+    },
+    "throughput": SCENARIO - {"--units"} | {
+        "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
+        "--topology", "--mfu", "--sweep", "--max-micro-batch",
     },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},

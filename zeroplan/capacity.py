@@ -6,6 +6,7 @@ peak being monotone in the searched quantity (property-tested in tests/test_inva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from pydantic import Field
@@ -29,19 +30,25 @@ def _largest_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
-def _fits(scn: Scenario, stage: ZeroStage) -> bool:
-    fits = evaluate(scn, stage).fits
-    if fits is None:
+def budget_bytes(usable_bytes: int, free_fraction: float = 0.0) -> int:
+    """Bytes a plan may use: the usable capacity less `free_fraction` of it kept free (rounded up)."""
+    return usable_bytes - math.ceil(usable_bytes * free_fraction)
+
+
+def _fits(scn: Scenario, stage: ZeroStage, free_fraction: float = 0.0) -> bool:
+    est = evaluate(scn, stage)
+    if est.usable_bytes is None:
         from zeroplan.errors import ZeroplanError
 
         raise ZeroplanError("capacity questions need a hardware profile (--hardware)")
-    return fits
+    return est.total <= budget_bytes(est.usable_bytes, free_fraction)
 
 
-def max_micro_batch(scn: Scenario, stage: ZeroStage, limit: int = MAX_MICRO_BATCH) -> int:
-    """Largest micro-batch per GPU in 1..limit that fits at `stage`; 0 if none does."""
+def max_micro_batch(scn: Scenario, stage: ZeroStage, limit: int = MAX_MICRO_BATCH, *, free_fraction: float = 0.0) -> int:
+    """Largest micro-batch per GPU in 1..limit that fits at `stage` (keeping free_fraction free); 0 if none does."""
     def ok(mb: int) -> bool:
-        return _fits(scn.model_copy(update={"setup": scn.setup.model_copy(update={"micro_batch": mb})}), stage)
+        return _fits(scn.model_copy(update={"setup": scn.setup.model_copy(update={"micro_batch": mb})}), stage,
+                     free_fraction)
 
     return max(_largest_true(1, limit, ok), 0)
 
@@ -53,13 +60,14 @@ def gpu_layouts(gpus_per_node: int, limit: int = MAX_GPUS) -> list[Parallelism]:
     return single + whole
 
 
-def min_gpus(scn: Scenario, stage: ZeroStage, limit: int = MAX_GPUS) -> Parallelism | None:
-    """Fewest GPUs (whole nodes past one) on which `stage` fits; None if not even `limit` GPUs do."""
+def min_gpus(scn: Scenario, stage: ZeroStage, limit: int = MAX_GPUS, *, free_fraction: float = 0.0) -> Parallelism | None:
+    """Fewest GPUs (whole nodes past one) on which `stage` fits (keeping free_fraction free); None if not even
+    `limit` GPUs do."""
     gpn = scn.hardware.gpus_per_node if scn.hardware else scn.parallelism.gpus_per_node
     layouts = gpu_layouts(gpn, limit)
 
     def fits_at(i: int) -> bool:
-        return _fits(scn.model_copy(update={"parallelism": layouts[i]}), stage)
+        return _fits(scn.model_copy(update={"parallelism": layouts[i]}), stage, free_fraction)
 
     # Per-GPU memory never grows with more GPUs, except NCCL's buffers appearing at 2: check 1 apart.
     if fits_at(0):

@@ -75,14 +75,16 @@ def _given(ctx: typer.Context) -> frozenset[str]:
     return frozenset(name for name, src in sources.items() if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"))
 
 
-def _scenario_args(values: dict, ctx: typer.Context):
-    """The ScenarioArgs out of a command's locals(), with the options the user gave."""
+def _scenario_args(values: dict, ctx: typer.Context | None = None):
+    """The ScenarioArgs out of a command's locals(), with the options the user gave (known only with ctx,
+    which the commands that read a --deepspeed-config pass: options typed there override the file)."""
     from dataclasses import fields
 
     from zeroplan.commands import ScenarioArgs
 
     names = {f.name for f in fields(ScenarioArgs)} - {"given"}
-    return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=_given(ctx))
+    given = _given(ctx) if ctx is not None else frozenset()
+    return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=given)
 
 
 @app.command()
@@ -300,6 +302,10 @@ def list_models(fmt: FormatOpt = Format.table) -> None:
         _show(lambda: data, lambda: [table()], fmt)
 
     run(go)
+
+
+# advise and throughput live in cli_advise.py (cli.py stays near its size budget); importing it registers them.
+from zeroplan import cli_advise  # noqa: E402, F401
 
 
 def main() -> None:

@@ -29,8 +29,8 @@ def _rows_table(rows: list[dict]) -> list[str]:
 
 
 def to_markdown(data: dict) -> str:
-    """A markdown document for an estimate view, a DeepSpeed view or a list view."""
-    if "stages" in data:
+    """A markdown document for an estimate view, an advice view, or any view holding lists of rows."""
+    if "stages" in data and isinstance(data.get("recipe"), dict):  # the estimate view
         model = data["model"]
         lines = [f"### {model['name']}: {model['num_params']:,} parameters", "", f"Recipe: `{data['recipe']['name']}`", ""]
         lines += _stages_table(data)
@@ -40,6 +40,8 @@ def to_markdown(data: dict) -> str:
         if key in data and isinstance(data[key], list):
             pass
     parts = []
+    if isinstance(data.get("recommendation"), dict):  # the advice view
+        parts += [f"**recommendation**: {data['recommendation']['summary']}", ""]
     for key, value in data.items():
         if isinstance(value, list) and value and isinstance(value[0], dict):
             parts += [f"### {key}", "", *_rows_table(value), ""]
