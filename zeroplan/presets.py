@@ -13,7 +13,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from zeroplan.errors import PresetNotFoundError, SpecError
@@ -71,33 +70,55 @@ def read_text(path: Path) -> str:
         raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+@functools.cache
+def _loader() -> type:
+    """A SafeLoader subclass that rejects duplicate keys instead of silently keeping the last one.
+
+    Built on first use so that commands which read no YAML never import yaml.
+    """
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return UniqueKeyLoader
+
+MAX_YAML_NODES = 100_000  # values in a document once aliases are expanded; 'billion laughs' bombs exceed it
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, (list, dict)):
-            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-MAX_YAML_ALIASES = 100  # a real config needs few anchors; many is a 'billion laughs' bomb
+def _expanded_size(value: Any, memo: dict[int, int]) -> int:
+    """Values in `value` with every alias expanded, counted in linear time (shared objects memoized)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    if (key := id(value)) in memo:
+        return memo[key]
+    memo[key] = MAX_YAML_NODES + 1  # a self-referencing alias is unbounded
+    children = value.values() if isinstance(value, dict) else value
+    memo[key] = size = 1 + sum(_expanded_size(c, memo) for c in children)
+    return size
 
 
 def parse_yaml(text: str, origin: str) -> Any:
     """Safe-load YAML, rejecting duplicate keys and alias bombs, errors as one SpecError line."""
-    if text.count("*") > MAX_YAML_ALIASES and "&" in text:
-        raise SpecError(f"{origin}: too many YAML aliases (more than {MAX_YAML_ALIASES})")
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        if _expanded_size(data, {}) > MAX_YAML_NODES:
+            raise SpecError(f"{origin}: YAML expands to more than {MAX_YAML_NODES:,} values (aliases); refusing it")
+        return data
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
@@ -117,11 +138,11 @@ def parse_json(text: str, origin: str) -> Any:
         raise SpecError(f"{origin}: JSON nested too deeply") from None
 
 
-def validation_message(origin: str, exc: ValidationError) -> str:
+def validation_message(origin: str, exc: ValidationError, prefix: str = "") -> str:
     """One line per pydantic error: 'origin: dotted.path: reason', joined by '; '."""
     parts = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"])) or "(top level)"
         reason = err["msg"].removeprefix("Value error, ")
         parts.append(f"{path}: {reason}")
     return f"{origin}: " + "; ".join(parts)
@@ -151,10 +172,15 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     try:
         if hf_name is not None:
             config = parse_family_config(data, strict=False)
+            config.architecture()
             return ModelSpec(name=hf_name, source=origin, config=config)
         body = dict(data)
         config_data = _require_mapping(body.pop("config", None), f"{origin}: config")
-        config = parse_family_config(config_data, strict=True)
+        try:
+            config = parse_family_config(config_data, strict=True)
+            config.architecture()  # cross-field checks run here; fail at load, naming the file
+        except ValidationError as exc:
+            raise SpecError(validation_message(origin, exc, prefix="config")) from None
         return ModelSpec(config=config, **body)
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc)) from None

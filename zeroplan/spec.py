@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 class Frozen(BaseModel):
     """Base for every input: immutable, unknown keys are errors that name the key."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # schemas built on first use: fast start-up
 
 
 class ZeroStage(IntEnum):
@@ -61,6 +61,14 @@ class Checkpointing(str, Enum):
     full = "full"  # keep each layer's input, recompute the layer in backward
 
 
+class Topology(str, Enum):
+    """How the data-parallel GPUs are connected (reference/hardware.md 2e)."""
+
+    nvlink = "nvlink"  # one node, GPUs on the node's fast fabric (NVLink/NVSwitch; xGMI on AMD)
+    pcie = "pcie"  # one node, GPUs talk over PCIe only
+    multinode = "multinode"  # several nodes: rings cross the NICs
+
+
 class Attention(str, Enum):
     eager = "eager"  # materialises the a x s x s score and probability matrices
     flash = "flash"  # SDPA / FlashAttention: no score matrices kept
@@ -90,6 +98,9 @@ class Architecture(Frozen):
     tie_word_embeddings: bool
     learned_positions: int = Field(0, ge=0, description="rows of a learned position table (GPT-2, OPT)")
     dropout: float = Field(0.0, ge=0.0, le=1.0, description="dropout probability in training")
+    attention_dropout: float = Field(
+        0.0, ge=0.0, le=1.0, description="dropout probability on the attention probabilities in training"
+    )
     attn_logit_softcapping: float | None = None
     final_logit_softcapping: float | None = None
     sliding_window: int | None = None
@@ -201,8 +212,21 @@ class HardwareSpec(Frozen):
     gpus_per_node: PositiveInt
     intra_node_fabric: Literal["nvlink", "pcie", "xgmi"]
     intra_node_busbw_gbps: float = Field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
+    intra_node_alpha_us: float = Field(gt=0, description="latency of one collective inside a node, microseconds")
+    pcie_busbw_gbps: float = Field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")
+    pcie_alpha_us: float = Field(gt=0, description="latency of one collective over PCIe, microseconds")
     nic_gbps_per_gpu: float = Field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
+    inter_node_alpha_us: float = Field(gt=0, description="latency of one collective that crosses nodes, microseconds")
     host_link_gbps: float = Field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
     default_mfu: float = Field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
     cuda_context_gib: float = Field(ge=0, description="CUDA context + kernels per process, GiB")
     nccl_gib: float = Field(ge=0, description="NCCL communicator buffers per process, GiB")
+
+    @model_validator(mode="after")
+    def _check_bf16(self) -> HardwareSpec:
+        if self.supports_bf16 != (self.bf16_tflops > 0):
+            raise ValueError(
+                f"supports_bf16 ({self.supports_bf16}) disagrees with bf16_tflops ({self.bf16_tflops}): "
+                "bf16_tflops is 0 exactly when the hardware has no bf16"
+            )
+        return self

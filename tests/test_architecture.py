@@ -1,0 +1,52 @@
+"""House rules checked: pure modules stay import-light and the CLI surface changes only on purpose."""
+
+import subprocess
+import sys
+
+import click
+import typer.main
+
+from zeroplan.cli import app
+
+# Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
+PURE = [
+    "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
+    "perf", "sweep", "collectives", "flops", "schedule",
+    "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
+]
+HEAVY = ["rich", "typer", "yaml", "torch"]
+
+
+def test_pure_modules_import_no_heavy_dependency():
+    code = "import sys\n" + "".join(f"import zeroplan.{m}\n" for m in PURE) + f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _options(command: click.Command) -> set[str]:
+    return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+
+
+# The frozen option surface (torchtitan's test_no_new_cli_options idea): a new flag is a deliberate edit here.
+SCENARIO = {
+    "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
+    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention",
+    "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
+}
+FROZEN = {
+    "estimate": SCENARIO | {
+        "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
+        "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
+        "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
+        "--method", "--buffer-factor",
+    },
+    "capacity": SCENARIO,
+    "models": {"--format", "-f"},
+    "hardware": {"--format", "-f"},
+}
+
+
+def test_cli_option_surface_is_pinned():
+    group = typer.main.get_command(app)
+    actual = {name: _options(cmd) for name, cmd in group.commands.items()}
+    assert actual == FROZEN

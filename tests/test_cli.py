@@ -1,0 +1,121 @@
+"""The CLI end to end with typer's CliRunner: exit codes, JSON, errors on stderr without tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from zeroplan.cli import app
+
+GB = 10**9
+
+
+def invoke(runner, *args):
+    return runner.invoke(app, list(args))
+
+
+def test_estimate_article_table_json(runner):
+    # seed/article-notes.md: 9e9 params, 8 GPUs, pure bf16 AdamW -> 72 / 40.5 / 24.75 / 9 GB of model states
+    res = invoke(runner, "estimate", "--params", "9e9", "--gpus", "8", "--precision", "bf16-true", "--units", "gb", "-f", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    rows = [(s["gpu_bytes"]["parameters"], s["gpu_bytes"]["gradients"], s["gpu_bytes"]["optimizer_states"], s["model_states_bytes"]) for s in data["stages"]]
+    assert rows == [
+        (18 * GB, 18 * GB, 36 * GB, 72 * GB),
+        (18 * GB, 18 * GB, 4_500_000_000, 40_500_000_000),
+        (18 * GB, 2_250_000_000, 4_500_000_000, 24_750_000_000),
+        (2_250_000_000, 2_250_000_000, 4_500_000_000, 9 * GB),
+    ]
+    assert data["recipe"]["name"] == "bf16-true/adamw"
+    assert data["units"]["display"] == "GB"
+
+
+def test_estimate_article_table_text(runner):
+    res = invoke(runner, "estimate", "--params", "9e9", "--gpus", "8", "--precision", "bf16-true", "--units", "gb")
+    assert res.exit_code == 0
+    line = next(l for l in res.stdout.splitlines() if "= model states" in l or "= model" in l)
+    for value in ("72.00", "40.50", "24.75", "9.00"):
+        assert value in line
+    assert "bf16-true/adamw" in res.stdout
+
+
+def test_estimate_zero_paper(runner):
+    res = invoke(runner, "estimate", "--params", "7.5e9", "--gpus", "64", "-f", "json")
+    totals = [s["model_states_bytes"] for s in json.loads(res.stdout)["stages"]]
+    assert [round(t / GB, 1) for t in totals] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_json_keys_and_integer_bytes(runner):
+    data = json.loads(invoke(runner, "estimate", "--params", "1e9", "-f", "json").stdout)
+    assert {"num_params", "largest_layer_params"} <= set(data["model"])
+    for s in data["stages"]:
+        assert set(s["gpu_bytes"]) == {"parameters", "gradients", "optimizer_states", "activations", "buffers", "overhead", "total"}
+        assert all(type(v) is int for v in s["gpu_bytes"].values())
+        assert type(s["cpu_bytes_per_node"]) is int
+        assert "fits" in s
+
+
+def test_single_stage(runner):
+    data = json.loads(invoke(runner, "estimate", "--params", "1e9", "--stage", "2", "-f", "json").stdout)
+    assert [s["stage"] for s in data["stages"]] == [2]
+
+
+def test_offload_cpu_bytes_per_node(runner):
+    data = json.loads(invoke(runner, "estimate", "--params", "8e9", "--gpus", "8", "--stage", "3",
+                             "--offload-optimizer", "cpu", "--offload-param", "cpu", "-f", "json").stdout)
+    stage = data["stages"][0]
+    assert stage["gpu_bytes"]["parameters"] == 0 and stage["gpu_bytes"]["optimizer_states"] == 0
+    # 8 ranks x (params 2 B + optimizer 12 B + fp32 grads 4 B) x 1e9 elements each
+    assert stage["cpu_bytes_per_node"] == 8 * 10**9 * (2 + 12 + 4)
+
+
+def test_deepspeed_method_json(runner):
+    res = invoke(runner, "estimate", "--params", "2851e6", "--largest-layer", "32e6", "--gpus", "8", "--method", "deepspeed", "-f", "json")
+    data = json.loads(res.stdout)
+    assert set(data) >= {"zero2", "zero3"}
+    assert data["zero3"][4] == {"offload_optimizer": "none", "offload_param": "none", "zero_init": True,
+                                "cpu_bytes": 1_536_000_000, "gpu_bytes": 6_542_750_000}
+    assert data["zero2"][1] == {"offload_optimizer": "none", "cpu_bytes": 136_848_000_000, "gpu_bytes": 12_116_750_000}  # 2 P + int(18 P / 8)
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "markdown", "table"])
+def test_other_formats(runner, fmt):
+    res = invoke(runner, "estimate", "--params", "1e9", "-f", fmt)
+    assert res.exit_code == 0 and res.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--params", "0"], "must be positive"),
+        (["--params", "-5"], "must be positive"),
+        (["--params", "1.5"], "not a whole number"),
+        (["--params", "nan"], "not finite"),
+        (["--params", "inf"], "not finite"),
+        (["--params", "lots"], "not a number"),
+        (["--params", "1e9", "--gpus", "12", "--nodes", "5"], "gpus (12) is not a multiple of nodes (5)"),
+        (["--params", "1e9", "--gpus", "0"], "must be positive"),
+        ([], "give --model"),
+        (["--params", "1e9", "--model", "gpt2"], "not both"),
+        (["--params", "1e9", "--largest-layer", "2e9"], "larger than --params"),
+    ],
+)
+def test_bad_input_one_line_exit_1(runner, args, needle):
+    res = invoke(runner, "estimate", *args)
+    assert res.exit_code == 1
+    assert needle in res.stderr
+    assert res.stdout == ""
+    assert "Traceback" not in res.output
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_exit_2(runner):
+    res = invoke(runner, "estimate", "--params", "1e9", "--precision", "int3")
+    assert res.exit_code == 2
+
+
+def test_python_dash_m_works():
+    out = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--params", "1e9", "-f", "json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["model"]["num_params"] == 10**9

@@ -1,0 +1,187 @@
+"""Exact parameter counts: the whole preset registry, published anchors, closed forms, tying and MoE."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroplan.families import parse_family_config
+from zeroplan.params import count_params, module_inventory
+from zeroplan.presets import bundled_config_dir, load_model, preset_names
+
+PRESETS = preset_names("models")
+
+
+def rounding_unit(value: int) -> int:
+    """10^(trailing zeros): the place a rounded figure such as 1_300_000_000 was rounded at."""
+    unit = 1
+    while value % (unit * 10) == 0:
+        unit *= 10
+    return unit
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_registry_preset_matches_its_published_count(name: str) -> None:
+    spec = load_model(name)
+    assert spec.name == name
+    assert (bundled_config_dir() / "models" / f"{name}.yaml").is_file()
+    assert spec.source.startswith("https://huggingface.co/") and spec.source.endswith("/config.json")
+    assert spec.reference_params is not None and spec.note
+    computed = count_params(spec).num_params
+    if spec.reference_rounded:
+        # A rounded figure ("7B", "1.3B") is met when the exact count rounds to it at its last digit.
+        assert abs(computed - spec.reference_params) <= rounding_unit(spec.reference_params) // 2
+    else:
+        assert computed == spec.reference_params
+
+
+# (params, largest layer, embeddings, active) as transformers 5.24 builds them on meta
+# (validation/count_params.py; tests/test_params_torch.py re-checks them against transformers).
+GOLDEN = {
+    "bloom": (176_247_271_424, 3_596_615_680, 3_596_615_680, 176_247_271_424),
+    "falcon-7b": (6_921_720_704, 295_469_056, 295_469_056, 6_921_720_704),
+    "gemma2-27b": (27_227_128_320, 1_179_648_000, 1_179_648_000, 27_227_128_320),
+    "gemma2-2b": (2_614_341_888, 589_824_000, 589_824_000, 2_614_341_888),
+    "gemma2-9b": (9_241_705_984, 917_504_000, 917_504_000, 9_241_705_984),
+    "gpt-neox-20b": (20_554_567_680, 309_854_208, 619_708_416, 20_554_567_680),
+    "gpt2": (124_439_808, 38_597_376, 39_383_808, 124_439_808),
+    "gpt2-xl": (1_557_611_200, 80_411_200, 82_049_600, 1_557_611_200),
+    "llama-2-7b": (6_738_415_616, 131_072_000, 262_144_000, 6_738_415_616),
+    "llama-3.1-405b": (405_853_388_800, 2_101_346_304, 4_202_692_608, 405_853_388_800),
+    "llama-3.1-70b": (70_553_706_496, 1_050_673_152, 2_101_346_304, 70_553_706_496),
+    "llama-3.1-8b": (8_030_261_248, 525_336_576, 1_050_673_152, 8_030_261_248),
+    "mistral-7b": (7_241_732_096, 131_072_000, 262_144_000, 7_241_732_096),
+    "mixtral-8x7b": (46_702_792_704, 1_409_286_144, 262_144_000, 12_879_925_248),
+    "opt-1.3b": (1_315_758_080, 102_957_056, 107_155_456, 1_315_758_080),
+    "phi-3-mini": (3_821_079_552, 98_500_608, 197_001_216, 3_821_079_552),
+    "qwen2.5-72b": (72_706_203_648, 1_245_708_288, 2_491_416_576, 72_706_203_648),
+    "qwen2.5-7b": (7_615_616_512, 544_997_376, 1_089_994_752, 7_615_616_512),
+    "t5-3b": (2_851_598_336, 32_899_072, 32_899_072, 2_851_598_336),
+}
+
+
+def test_every_preset_has_a_golden_count() -> None:
+    assert sorted(GOLDEN) == PRESETS
+
+
+@pytest.mark.parametrize(("name", "golden"), GOLDEN.items(), ids=GOLDEN.keys())
+def test_golden_counts(name: str, golden: tuple[int, int, int, int]) -> None:
+    counted = count_params(load_model(name))
+    assert (
+        counted.num_params,
+        counted.largest_layer_params,
+        counted.num_embedding_params,
+        counted.num_active_params,
+    ) == golden
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "expected"),
+    [
+        ("gemma2-9b", "num_params", 9_241_705_984),
+        ("llama-3.1-8b", "num_params", 8_030_261_248),
+        ("gpt2", "num_params", 124_439_808),
+        ("mistral-7b", "num_params", 7_241_732_096),
+        ("mixtral-8x7b", "num_params", 46_702_792_704),
+        ("bloom", "num_embedding_params", 3_596_615_680),
+        ("llama-2-7b", "largest_layer_params", 131_072_000),
+    ],
+    ids=[
+        "SPEC-7-gemma2-9b",
+        "SPEC-7-llama-3.1-8b",
+        "SPEC-7-gpt2",
+        "SPEC-7-mistral-7b",
+        "SPEC-7-mixtral-8x7b",
+        "bloom-model-card-3596615680-embedding-params",
+        "deepspeed-estimator-print-llama-2-7b-131M-largest-layer",
+    ],
+)
+def test_published_anchor(name: str, field: str, expected: int) -> None:
+    assert getattr(count_params(load_model(name)), field) == expected
+
+
+def test_deepspeed_memory_docs_t5_3b_header() -> None:
+    """DeepSpeed memory.rst: 'SW: Model with 2851M total params, 32M largest layer params.'"""
+    counted = count_params(load_model("t5-3b"))
+    assert (int(counted.num_params / 1e6), int(counted.largest_layer_params / 1e6)) == (2851, 32)
+
+
+def test_mixtral_active_params_is_the_announced_12_9b() -> None:
+    """Mistral AI, 'Mixtral of experts' (2023): 46.7B total, 12.9B used per token."""
+    counted = count_params(load_model("mixtral-8x7b"))
+    assert round(counted.num_params / 1e9, 1) == 46.7
+    assert round(counted.num_active_params / 1e9, 1) == 12.9
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-xl"])
+def test_gpt2_closed_form(name: str) -> None:
+    """P = V d + n_pos d + L (12 d^2 + 13 d) + 2 d, tied head (I = 4 d)."""
+    c = load_model(name).config
+    d = c.n_embd
+    expected = c.vocab_size * d + c.n_positions * d + c.n_layer * (12 * d * d + 13 * d) + 2 * d
+    assert count_params(c).num_params == expected
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b"])
+def test_llama_closed_form(name: str) -> None:
+    """P = 2 V d + L (2 d^2 + 2 d k h_d + 3 d I + 2 d) + d, untied head, h h_d = d."""
+    a = load_model(name).architecture()
+    d, kv = a.hidden_size, a.num_key_value_heads * a.head_dim
+    per_layer = 2 * d * d + 2 * d * kv + 3 * d * a.intermediate_size + 2 * d
+    assert count_params(load_model(name)).num_params == 2 * a.vocab_size * d + a.num_layers * per_layer + d
+
+
+def test_falcon_7b_closed_form() -> None:
+    """Multi-query: P = V d + L (d (d + 2 h_d) + d^2 + 8 d^2 + 2 d) + 2 d, one LayerNorm per layer."""
+    a = load_model("falcon-7b").architecture()
+    d, head = a.hidden_size, a.head_dim
+    per_layer = d * (d + 2 * head) + d * d + 8 * d * d + 2 * d
+    assert count_params(load_model("falcon-7b")).num_params == a.vocab_size * d + a.num_layers * per_layer + 2 * d
+
+
+UNTIE = {
+    "gpt2": {"model_type": "gpt2", "n_layer": 2},
+    "opt-projected": {"model_type": "opt", "num_hidden_layers": 1, "word_embed_proj_dim": 512},
+    "bloom": {"model_type": "bloom"},
+    "falcon": {"model_type": "falcon", "num_hidden_layers": 1},
+    "gemma2": {"model_type": "gemma2", "num_hidden_layers": 1},
+    "qwen2": {"model_type": "qwen2", "num_hidden_layers": 1},
+    "t5": {"model_type": "t5", "feed_forward_proj": "gated-gelu"},
+}
+
+
+@pytest.mark.parametrize("config", UNTIE.values(), ids=UNTIE.keys())
+def test_an_untied_head_adds_one_vocab_by_embedding_matrix(config: dict) -> None:
+    tied = count_params(parse_family_config({**config, "tie_word_embeddings": True}, strict=True))
+    untied = count_params(parse_family_config({**config, "tie_word_embeddings": False}, strict=True))
+    head = next(m for m in module_inventory(parse_family_config(config, strict=True)) if m.name == "lm_head")
+    assert untied.num_params - tied.num_params == head.params
+    assert untied.num_embedding_params - tied.num_embedding_params == head.params
+    assert untied.largest_layer_params == tied.largest_layer_params
+
+
+def test_moe_active_params_skip_the_unrouted_experts() -> None:
+    """A = P - L (E - k) 3 d I: each token runs k of the E SwiGLU experts of every layer."""
+    a = load_model("mixtral-8x7b").architecture()
+    counted = count_params(load_model("mixtral-8x7b"))
+    skipped = a.num_layers * (a.num_experts - a.num_experts_per_tok) * 3 * a.hidden_size * a.intermediate_size
+    assert counted.num_params - counted.num_active_params == skipped
+
+
+def test_mixtral_largest_layer_is_all_experts_of_one_layer() -> None:
+    # transformers >= 5 holds a layer's experts in one module with two 3-D parameters.
+    a = load_model("mixtral-8x7b").architecture()
+    expected = a.num_experts * 3 * a.hidden_size * a.intermediate_size
+    assert count_params(load_model("mixtral-8x7b")).largest_layer_params == expected
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if n != "mixtral-8x7b"])
+def test_dense_models_are_all_active_and_largest_layer_is_the_embedding(name: str) -> None:
+    counted = count_params(load_model(name))
+    largest = next(m for m in module_inventory(load_model(name)) if m.params == counted.largest_layer_params)
+    assert counted.num_active_params == counted.num_params
+    assert largest.role == "embedding"
+
+
+def test_count_params_takes_a_spec_or_its_config() -> None:
+    spec = load_model("gemma2-2b")
+    assert count_params(spec) == count_params(spec.config)

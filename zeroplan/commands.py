@@ -1,0 +1,209 @@
+"""What each CLI command does between parsing and printing: resolve presets, build inputs, call the calculator.
+
+Raises ZeroplanError for bad input; never prints or exits (cli.py does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from zeroplan import presets
+from zeroplan.dscompat import DeepSpeedEstimate, estimate_deepspeed
+from zeroplan.errors import ZeroplanError
+from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, summarize_model
+from zeroplan.memory import ModelSummary
+from zeroplan.spec import (
+    Architecture,
+    Attention,
+    Checkpointing,
+    HardwareSpec,
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+
+
+@dataclass(frozen=True)
+class ScenarioArgs:
+    """The options that describe one planned run, as typed on the command line (numbers still text)."""
+
+    model: str | None = None
+    params: str | None = None
+    largest_layer: str | None = None
+    gpus: str = "8"
+    nodes: str = "1"
+    hardware: str = "none"
+    precision: Precision = Precision.bf16_mixed
+    optimizer: Optimizer = Optimizer.adamw
+    fp32_grad_accum: bool = False
+    seq_len: str = "2048"
+    micro_batch: str = "1"
+    grad_accum: str = "1"
+    checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.flash
+    offload_optimizer: OffloadDevice = OffloadDevice.none
+    offload_param: OffloadDevice = OffloadDevice.none
+    reduce_bucket_size: str | None = None
+    overlap_comm: bool | None = None
+    prefetch_bucket_size: str | None = None
+    max_live_parameters: str | None = None
+    param_persistence_threshold: str | None = None
+    sub_group_size: str | None = None
+    hpz_partition_size: str | None = None
+    cuda_context_gib: float | None = None
+    nccl_gib: float | None = None
+    fragmentation: float | None = None
+
+
+# CLI option -> DeepSpeedKnobs field, for the knobs given as element counts.
+KNOB_OPTIONS = {
+    "reduce_bucket_size": "reduce_bucket_size",
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "param_persistence_threshold": "stage3_param_persistence_threshold",
+    "sub_group_size": "sub_group_size",
+    "hpz_partition_size": "zero_hpz_partition_size",
+}
+
+
+def _count(text: str, what: str) -> int:
+    from zeroplan.cli import parse_count
+
+    return parse_count(text, what)
+
+
+def resolve_model(model: str | None, params: str | None, largest_layer: str | None,
+                  knobs: DeepSpeedKnobs) -> tuple[ModelSummary, Architecture | None]:
+    """A ModelSummary (and the architecture, when known) from --model or --params."""
+    if model and params:
+        raise ZeroplanError("give either --model or --params, not both")
+    if not model and not params:
+        raise ZeroplanError("give --model NAME|PATH or --params N (e.g. --params 9e9)")
+    override = _count(largest_layer, "--largest-layer") if largest_layer else None
+    if params:
+        num = _count(params, "--params")
+        if override is not None and override > num:
+            raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
+        return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
+    from zeroplan.params import count_params
+
+    spec = presets.load_model(model)
+    counts = count_params(spec.config)
+    arch = spec.architecture()
+    summary = summarize_model(spec.name, counts, arch, knobs)
+    if override is not None:
+        summary = summary.model_copy(update={"largest_layer_params": override})
+    return summary, arch
+
+
+def _parallelism(gpus: str, nodes: str) -> Parallelism:
+    return Parallelism(gpus=_count(gpus, "--gpus"), nodes=_count(nodes, "--nodes"))
+
+
+def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
+    return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
+
+
+def knobs_from(args: ScenarioArgs) -> DeepSpeedKnobs:
+    values = {field: _count(getattr(args, opt), "--" + opt.replace("_", "-"))
+              for opt, field in KNOB_OPTIONS.items() if getattr(args, opt) is not None}
+    if args.overlap_comm is not None:
+        values["overlap_comm"] = args.overlap_comm
+    return DeepSpeedKnobs(offload_optimizer=args.offload_optimizer, offload_param=args.offload_param, **values)
+
+
+def _fraction(value: float | None, what: str, upper: float) -> float | None:
+    if value is not None and not 0 <= value <= upper:  # also rejects NaN
+        raise ZeroplanError(f"{what} {value} must be between 0 and {upper:g}")
+    return value
+
+
+def setup_from(args: ScenarioArgs) -> TrainingSetup:
+    return TrainingSetup(
+        precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
+        seq_len=_count(args.seq_len, "--seq-len"), micro_batch=_count(args.micro_batch, "--micro-batch"),
+        grad_accum=_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+    )
+
+
+def hardware_from(ref: str) -> HardwareSpec | None:
+    return None if ref == "none" else presets.load_hardware(ref)
+
+
+def scenario(args: ScenarioArgs) -> Scenario:
+    """Resolve presets and parse every number of one planned run."""
+    par = _parallelism(args.gpus, args.nodes)
+    knobs = knobs_from(args)
+    summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
+    hw = hardware_from(args.hardware)
+    overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
+                              _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
+                              _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    return Scenario(model=summary, arch=arch, setup=setup_from(args), parallelism=par, knobs=knobs,
+                    hardware=hw, overheads=overheads)
+
+
+def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
+    return estimate_memory(scenario(args), stages=_stages(stage))
+
+
+def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
+    par = _parallelism(args.gpus, args.nodes)
+    summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
+    if not 0 < buffer_factor < float("inf"):
+        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
+    return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
+                              buffer_factor)
+
+
+def capacity(args: ScenarioArgs) -> dict:
+    """Per stage: largest micro-batch, fewest GPUs, largest model. Plain data (it is also the JSON)."""
+    from zeroplan.capacity import MAX_GPUS, MAX_MICRO_BATCH, max_micro_batch, max_model, min_gpus
+
+    scn = scenario(args)
+    if scn.hardware is None:
+        raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
+    stages = []
+    for stage in ZeroStage:
+        fewest = min_gpus(scn, stage)
+        largest = max_model(scn, stage)
+        stages.append({
+            "stage": int(stage),
+            "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
+            "min_gpus": fewest.gpus if fewest else None,
+            "min_nodes": fewest.nodes if fewest else None,
+            "max_model_params": largest.num_params if largest else None,
+            "max_model_layers": largest.num_layers if largest and scn.arch else None,
+        })
+    return {
+        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
+        "setup": scn.setup.model_dump(mode="json"),
+        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
+        "stages": stages,
+    }
+
+
+def hardware_output() -> dict:
+    return {"hardware": [hw.model_dump(mode="json") for hw in presets.all_hardware()]}
+
+
+def models_output() -> tuple[dict, Callable]:
+    from zeroplan.params import count_params
+
+    rows = []
+    for spec in presets.all_models():
+        counts = count_params(spec.config)
+        rows.append({
+            "name": spec.name, "family": spec.architecture().family, "num_params": counts.num_params,
+            "reference_params": spec.reference_params, "largest_layer_params": counts.largest_layer_params,
+            "num_active_params": counts.num_active_params, "source": spec.source,
+        })
+    from zeroplan import render
+
+    return {"models": rows}, lambda: render.models_table(rows)

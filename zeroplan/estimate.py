@@ -1,0 +1,182 @@
+"""Compose the calculators into one estimate for every requested ZeRO stage.
+
+Pure: takes loaded specs, returns a frozen Estimate. The CLI, the advisor and the checks all call this.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from zeroplan.memory import ModelSummary, Overheads, StageEstimate, estimate_stage
+from zeroplan.recipes import Recipe, make_recipe
+from zeroplan.spec import (
+    Architecture,
+    DeepSpeedKnobs,
+    Frozen,
+    HardwareSpec,
+    OffloadDevice,
+    Parallelism,
+    ParamCount,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.units import GIB
+
+LAYERNORM_TENSORS = 2  # LayerNorm has weight and bias; RMSNorm weight only
+T5_ENCODER_NORMS_PER_LAYER = 2  # self-attention + feed-forward
+T5_FINAL_NORMS = 2  # encoder and decoder final norms
+
+
+def norm_param_numel(arch: Architecture) -> int:
+    """Elements in normalization weights (and biases): the small tensors ZeRO-3 keeps whole.
+
+    Decoder layers x norms_per_layer + one final norm (+ the encoder's for T5), x hidden x (2 LayerNorm | 1 RMSNorm).
+    Biases of projections are left out (small next to norms in every supported family but GPT-2/OPT/BLOOM).
+    """
+    per_norm = arch.hidden_size * (LAYERNORM_TENSORS if arch.norm == "layernorm" else 1)
+    norms = arch.num_layers * arch.norms_per_layer + 1
+    if arch.num_encoder_layers:
+        norms += arch.num_encoder_layers * T5_ENCODER_NORMS_PER_LAYER + T5_FINAL_NORMS - 1
+    return norms * per_norm
+
+
+def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, knobs: DeepSpeedKnobs) -> ModelSummary:
+    """The counts the memory model reads, from an exact ParamCount and its architecture."""
+    small = 0
+    if arch is not None and arch.hidden_size <= knobs.stage3_param_persistence_threshold:
+        small = norm_param_numel(arch)
+    return ModelSummary(
+        name=name,
+        num_params=counts.num_params,
+        largest_layer_params=counts.largest_layer_params,
+        num_embedding_params=counts.num_embedding_params,
+        num_active_params=counts.num_active_params,
+        small_param_numel=small,
+    )
+
+
+def stage_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage) -> DeepSpeedKnobs:
+    """The knobs as DeepSpeed applies them at `stage`: offload only where the stage allows it.
+
+    Optimizer offload needs stage >= 1 (CPU) or stage 3 (NVMe); parameter offload needs stage 3.
+    """
+    opt, par = knobs.offload_optimizer, knobs.offload_param
+    if stage < ZeroStage.zero3:
+        par = OffloadDevice.none
+        if opt is OffloadDevice.nvme or stage is ZeroStage.zero0:
+            opt = OffloadDevice.none
+    if (opt, par) == (knobs.offload_optimizer, knobs.offload_param):
+        return knobs
+    return knobs.model_copy(update={"offload_optimizer": opt, "offload_param": par})
+
+
+def overheads_for(hardware: HardwareSpec | None, fragmentation_fraction: float | None,
+                  cuda_context_gib: float | None, nccl_gib: float | None) -> Overheads | None:
+    """Overhead terms from the hardware profile, each overridable; None without hardware and overrides."""
+    if hardware is None and cuda_context_gib is None and nccl_gib is None and fragmentation_fraction is None:
+        return None
+    ctx = cuda_context_gib if cuda_context_gib is not None else (hardware.cuda_context_gib if hardware else 0.0)
+    nccl = nccl_gib if nccl_gib is not None else (hardware.nccl_gib if hardware else 0.0)
+    extra = {} if fragmentation_fraction is None else {"fragmentation_fraction": fragmentation_fraction}
+    return Overheads(cuda_context_bytes=int(ctx * GIB), nccl_bytes=int(nccl * GIB), **extra)
+
+
+class Scenario(Frozen):
+    """One planned run: the model, the setup, the cluster, DeepSpeed's knobs. The stage is chosen per evaluation."""
+
+    model: ModelSummary
+    arch: Architecture | None = None
+    setup: TrainingSetup = TrainingSetup()
+    parallelism: Parallelism = Parallelism()
+    knobs: DeepSpeedKnobs = DeepSpeedKnobs()
+    hardware: HardwareSpec | None = None
+    overheads: Overheads | None = None
+
+    @property
+    def usable_bytes(self) -> int | None:
+        return int(self.hardware.memory_gib * GIB) if self.hardware else None
+
+    @property
+    def recipe(self) -> Recipe:
+        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
+
+
+def activations_for(arch: Architecture | None, setup: TrainingSetup):
+    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
+    if arch is None:
+        return None
+    from zeroplan.activations import activation_bytes
+
+    return activation_bytes(arch, setup)
+
+
+def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
+    """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+    if activation_bytes is None:
+        acts = activations_for(scn.arch, scn.setup)
+        activation_bytes = acts.total_bytes if acts is not None else 0
+    return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
+                          activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+
+
+class Estimate(Frozen):
+    """Everything `zeroplan estimate` reports: the scenario, one StageEstimate per stage, assumptions."""
+
+    scenario: Scenario
+    recipe: Recipe
+    activations: object | None = Field(None, description="the ActivationEstimate breakdown, when modelled")
+    stages: tuple[StageEstimate, ...]
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def model(self) -> ModelSummary:
+        return self.scenario.model
+
+    @property
+    def setup(self) -> TrainingSetup:
+        return self.scenario.setup
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return self.scenario.parallelism
+
+    @property
+    def knobs(self) -> DeepSpeedKnobs:
+        return self.scenario.knobs
+
+    @property
+    def hardware(self) -> HardwareSpec | None:
+        return self.scenario.hardware
+
+
+def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
+    """The assumptions every estimate of `scn` rests on, in words."""
+    knobs, model = scn.knobs, scn.model
+    notes = [f"byte recipe {recipe.describe()}",
+             f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
+    if model.largest_layer_params == 0:
+        notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
+    if knobs.offload_param is not OffloadDevice.none:
+        notes.append("parameter offload applies to ZeRO-3 only")
+    if knobs.offload_optimizer is not OffloadDevice.none:
+        notes.append("optimizer offload applies to ZeRO-1/2 (CPU) and ZeRO-3 (CPU or NVMe) only")
+    if scn.arch is None:
+        notes.append("activations not modelled for a bare parameter count: give --model for them")
+    notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
+    if scn.overheads is None:
+        notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    return notes
+
+
+def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
+                    assumptions: tuple[str, ...] = ()) -> Estimate:
+    """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
+    recipe = scn.recipe
+    acts = activations_for(scn.arch, scn.setup)
+    act_bytes = acts.total_bytes if acts is not None else 0
+    results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
+    notes = scenario_notes(scn, recipe)
+    if acts is not None:
+        notes += list(acts.assumptions)
+    return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,
+                    assumptions=tuple(notes) + assumptions)

@@ -1,0 +1,285 @@
+"""Per-GPU memory of one training step under each ZeRO stage: model states, engine buffers, overhead, peak.
+
+Pure: imports neither rich, typer nor yaml and does no I/O. Bytes are Python ints throughout.
+Model states follow the ZeRO paper (Rajbhandari et al. 2019, arXiv:1910.02054, section 5 and Figure 1);
+engine buffers follow DeepSpeed v0.19.6 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py), see
+docs/formulas.md and reference/deepspeed.md section 4.4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from pydantic import Field
+
+from zeroplan.recipes import FP32_BYTES, Recipe
+from zeroplan.spec import DeepSpeedKnobs, Frozen, OffloadDevice, Parallelism, ZeroStage
+
+
+class Phase(str, Enum):
+    """When a term is alive. The peak is the larger of the backward and the optimizer-step totals."""
+
+    always = "always"  # model states and persistent buffers
+    backward = "backward"  # alive with the activations (forward/backward of a micro-step)
+    step = "step"  # alive only in the optimizer step, after activations are freed
+
+
+# Results are frozen slotted dataclasses, not pydantic models: a sweep builds hundreds of thousands.
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One named line of memory with where its size comes from."""
+
+    name: str
+    bytes: int
+    phase: Phase = Phase.always
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStates:
+    """The ZeRO paper's three model-state terms on one GPU (and what offload moved to the CPU)."""
+
+    parameters: int
+    gradients: int
+    optimizer_states: int
+    cpu_bytes: int = 0  # this GPU's share of model states held in CPU memory
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_states
+
+
+def shard_numel(numel: int, dp: int) -> int:
+    """Elements one rank holds of a tensor partitioned over dp ranks: ceil(numel / dp).
+
+    DeepSpeed pads flat partitions to equal size, so shards x dp >= numel, short of it by less than dp.
+    """
+    return -(-numel // dp)
+
+
+def model_state_bytes(
+    num_params: int,
+    recipe: Recipe,
+    stage: ZeroStage,
+    dp: int,
+    offload_optimizer: OffloadDevice = OffloadDevice.none,
+    offload_param: OffloadDevice = OffloadDevice.none,
+) -> ModelStates:
+    """Parameters, gradients and optimizer states per GPU (ZeRO paper, section 5.1).
+
+        stage 0: p Psi      + g Psi      + k Psi
+        stage 1: p Psi      + g Psi      + k Psi / N_d
+        stage 2: p Psi      + g Psi / N_d + k Psi / N_d
+        stage 3: p Psi / N_d + g Psi / N_d + k Psi / N_d
+
+    Psi = parameters, N_d = data-parallel degree, (p, g, k) = the recipe's bytes per parameter.
+    Offloaded optimizer states (stages 1-3) and parameters (stage 3) move to `cpu_bytes` (NVMe: off both).
+    """
+    shard = shard_numel(num_params, dp)
+    param_numel = shard if stage >= ZeroStage.zero3 else num_params
+    grad_numel = shard if stage >= ZeroStage.zero2 else num_params
+    opt_numel = shard if stage >= ZeroStage.zero1 else num_params
+    params = param_numel * recipe.param_bytes
+    optim = opt_numel * recipe.optimizer_bytes
+    on_cpu = 0
+    if offload_param is not OffloadDevice.none:
+        on_cpu += params if offload_param is OffloadDevice.cpu else 0
+        params = 0
+    if offload_optimizer is not OffloadDevice.none:
+        on_cpu += optim if offload_optimizer is OffloadDevice.cpu else 0
+        optim = 0
+    return ModelStates(
+        parameters=params, gradients=grad_numel * recipe.grad_bytes, optimizer_states=optim, cpu_bytes=on_cpu
+    )
+
+
+# Per-process overheads outside PyTorch's allocator stats (reference/hardware.md section 6).
+FRAGMENTATION_FRACTION = 0.05  # caching-allocator margin on the allocated peak; a judgment call within the 5-10 % of hardware.md section 6
+NVME_PARAM_BUFFER_COUNT = 5  # offload_param.buffer_count default (offload_config.py)
+NVME_PARAM_BUFFER_SIZE = 100_000_000  # offload_param.buffer_size default, elements
+
+
+class ModelSummary(Frozen):
+    """The counts the memory model needs from a model (or from a bare --params count)."""
+
+    name: str
+    num_params: int = Field(gt=0)
+    largest_layer_params: int = Field(0, ge=0, description="0 = unknown (a bare count without --largest-layer)")
+    num_embedding_params: int = Field(0, ge=0)
+    num_active_params: int = Field(0, ge=0)
+    small_param_numel: int = Field(0, ge=0, description="elements in tensors under the ZeRO-3 persistence threshold")
+
+
+class Overheads(Frozen):
+    """Per-GPU memory outside the model: CUDA context, NCCL, allocator fragmentation."""
+
+    cuda_context_bytes: int = Field(0, ge=0)
+    nccl_bytes: int = Field(0, ge=0)
+    fragmentation_fraction: float = Field(FRAGMENTATION_FRACTION, ge=0, le=1)
+
+
+@dataclass(frozen=True, slots=True)
+class StageEstimate:
+    """One stage (with its offload choice) on one GPU. Build it with `estimate_stage`."""
+
+    stage: ZeroStage
+    offload_optimizer: OffloadDevice
+    offload_param: OffloadDevice
+    states: ModelStates
+    activations: int  # bytes of one micro-step's activations (alive in the backward phase)
+    buffers: tuple[Term, ...]
+    overhead: tuple[Term, ...]
+    cpu_terms: tuple[Term, ...]
+    gpus_per_node: int
+    backward_bytes: int  # allocated at the end of forward / start of backward (activations alive)
+    step_bytes: int  # allocated in the optimizer step (activations freed)
+    nvme_bytes_per_node: int = 0
+    usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
+
+    @property
+    def peak_phase(self) -> Phase:
+        return Phase.backward if self.backward_bytes >= self.step_bytes else Phase.step
+
+    @property
+    def buffers_at_peak(self) -> int:
+        alive = (Phase.always, self.peak_phase)
+        return sum(t.bytes for t in self.buffers if t.phase in alive)
+
+    @property
+    def activations_at_peak(self) -> int:
+        return self.activations if self.peak_phase is Phase.backward else 0
+
+    @property
+    def overhead_bytes(self) -> int:
+        return sum(t.bytes for t in self.overhead)
+
+    @property
+    def total(self) -> int:
+        """Peak per GPU: max(backward phase, step phase) + overhead."""
+        return max(self.backward_bytes, self.step_bytes) + self.overhead_bytes
+
+    @property
+    def cpu_bytes_per_node(self) -> int:
+        return sum(t.bytes for t in self.cpu_terms) * self.gpus_per_node
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.usable_bytes is None else self.total <= self.usable_bytes
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.usable_bytes is None else self.usable_bytes - self.total
+
+    def gpu_bytes(self) -> dict[str, int]:
+        """The lines alive at the peak; they sum to `total`."""
+        return {
+            "parameters": self.states.parameters,
+            "gradients": self.states.gradients,
+            "optimizer_states": self.states.optimizer_states,
+            "activations": self.activations_at_peak,
+            "buffers": self.buffers_at_peak,
+            "overhead": self.overhead_bytes,
+            "total": self.total,
+        }
+
+
+def phase_totals(states: ModelStates, buffers: tuple[Term, ...], activation_bytes: int) -> tuple[int, int]:
+    """(backward, step) allocated bytes:
+
+        backward = model states + always-alive buffers + backward buffers + activations
+        step     = model states + always-alive buffers + step buffers
+    """
+    by_phase = {Phase.always: 0, Phase.backward: 0, Phase.step: 0}
+    for t in buffers:
+        by_phase[t.phase] += t.bytes
+    base = states.parameters + states.gradients + states.optimizer_states + by_phase[Phase.always]
+    return base + by_phase[Phase.backward] + activation_bytes, base + by_phase[Phase.step]
+
+
+def overhead_terms(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[Term, ...]:
+    """CUDA context + NCCL (per hardware profile) + a fragmentation margin on the allocated peak."""
+    terms = [
+        Term(name="CUDA context", bytes=overheads.cuda_context_bytes, source="hardware profile (hardware.md section 6)"),
+        Term(name="NCCL buffers", bytes=overheads.nccl_bytes if gpus > 1 else 0, source="hardware profile (hardware.md section 6)"),
+        Term(
+            name=f"fragmentation {overheads.fragmentation_fraction:.0%}",
+            bytes=int(allocated_peak * overheads.fragmentation_fraction),
+            source="caching-allocator margin on the allocated peak",
+        ),
+    ]
+    return tuple(t for t in terms if t.bytes > 0)
+
+
+def cpu_offload_terms(states: ModelStates, num_params: int, recipe: Recipe, dp: int, knobs: DeepSpeedKnobs) -> tuple[Term, ...]:
+    """Host memory one GPU's rank needs for offload: offloaded states, fp32 grads, NVMe swap buffers."""
+    terms = []
+    if states.cpu_bytes:
+        terms.append(Term(name="offloaded model states", bytes=states.cpu_bytes, source="offload_optimizer/offload_param device=cpu"))
+    if knobs.offload_optimizer is not OffloadDevice.none and recipe.has_master:
+        terms.append(
+            Term(name="fp32 grad partition (pinned)", bytes=shard_numel(num_params, dp) * FP32_BYTES, source="stage_1_and_2.py / stage3.py with offload")
+        )
+    if knobs.offload_param is OffloadDevice.nvme:
+        terms.append(
+            Term(
+                name="NVMe param swap buffers",
+                bytes=NVME_PARAM_BUFFER_COUNT * NVME_PARAM_BUFFER_SIZE * recipe.param_bytes,
+                source="offload_param buffer_count x buffer_size",
+            )
+        )
+    return tuple(terms)
+
+
+def nvme_bytes(num_params: int, recipe: Recipe, stage: ZeroStage, dp: int, knobs: DeepSpeedKnobs) -> int:
+    """Bytes one rank swaps to NVMe (ZeRO-Infinity, stage 3 only)."""
+    shard = shard_numel(num_params, dp)
+    total = 0
+    if knobs.offload_optimizer is OffloadDevice.nvme:
+        total += shard * recipe.optimizer_bytes
+    if knobs.offload_param is OffloadDevice.nvme:
+        total += shard * recipe.param_bytes
+    return total
+
+
+def estimate_stage(
+    model: ModelSummary,
+    recipe: Recipe,
+    stage: ZeroStage,
+    par: Parallelism,
+    knobs: DeepSpeedKnobs,
+    *,
+    activation_bytes: int = 0,
+    overheads: Overheads | None = None,
+    usable_bytes: int | None = None,
+) -> StageEstimate:
+    """Peak memory of one GPU at one ZeRO stage: model states + engine buffers + activations + overhead."""
+    from zeroplan.engine import engine_buffers  # engine imports Term from here
+
+    dp = par.dp
+    states = model_state_bytes(model.num_params, recipe, stage, dp, knobs.offload_optimizer, knobs.offload_param)
+    buffers = engine_buffers(
+        num_params=model.num_params,
+        largest_layer_params=model.largest_layer_params,
+        small_param_numel=model.small_param_numel,
+        recipe=recipe,
+        stage=stage,
+        dp=dp,
+        knobs=knobs,
+    )
+    backward, step = phase_totals(states, buffers, activation_bytes)
+    return StageEstimate(
+        stage=stage,
+        offload_optimizer=knobs.offload_optimizer,
+        offload_param=knobs.offload_param,
+        states=states,
+        activations=activation_bytes,
+        buffers=buffers,
+        overhead=() if overheads is None else overhead_terms(max(backward, step), overheads, par.gpus),
+        cpu_terms=cpu_offload_terms(states, model.num_params, recipe, dp, knobs),
+        gpus_per_node=par.gpus_per_node,
+        backward_bytes=backward,
+        step_bytes=step,
+        nvme_bytes_per_node=nvme_bytes(model.num_params, recipe, stage, dp, knobs) * par.gpus_per_node,
+        usable_bytes=usable_bytes,
+    )
