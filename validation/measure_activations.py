@@ -44,13 +44,14 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from zeroplan.activations import activation_bytes  # noqa: E402
+from zeroplan.families import parse_family_config  # noqa: E402
 from zeroplan.spec import Architecture, Attention, Checkpointing, Precision, TrainingSetup  # noqa: E402
 
 TOLERANCE = 0.10  # the issue's bar; the closed forms are meant to be exact
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "activations.md"
 BEGIN, END = "<!-- BEGIN measured (validation/measure_activations.py --write-docs) -->", "<!-- END measured -->"
 
-# Small configs, HF key names; each family's architecture() below reads the same dict.
+# Small configs, HF key names; transformers and zeroplan.families read the same dict.
 FAMILIES: dict[str, tuple[str, dict]] = {
     "llama": ("llama", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
                             num_key_value_heads=4, vocab_size=1000, max_position_embeddings=512)),
@@ -97,38 +98,9 @@ EXCLUDED_NOT_IN_GRID = {
 }
 
 
-# --- adapter: HF config dict -> zeroplan Architecture --------------------------------------------------
-# TEMPORARY, marked for removal: replace with zeroplan.families.parse_family_config(hf, strict=False)
-# once that lands. It reads the same dict handed to transformers, with HF's defaults for missing keys.
-def architecture(model_type: str, cfg: transformers.PretrainedConfig) -> Architecture:
-    if model_type == "gpt2":
-        return Architecture(
-            family="gpt2", hidden_size=cfg.n_embd, num_layers=cfg.n_layer, num_attention_heads=cfg.n_head,
-            num_key_value_heads=cfg.n_head, head_dim=cfg.n_embd // cfg.n_head,
-            intermediate_size=cfg.n_inner or 4 * cfg.n_embd, vocab_size=cfg.vocab_size, gated_mlp=False,
-            norm="layernorm", tie_word_embeddings=True, learned_positions=cfg.n_positions,
-            dropout=max(cfg.resid_pdrop, cfg.embd_pdrop, cfg.attn_pdrop),
-        )
-    if model_type == "t5":
-        return Architecture(
-            family="t5", hidden_size=cfg.d_model, num_layers=cfg.num_decoder_layers,
-            num_encoder_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-            head_dim=cfg.d_kv, intermediate_size=cfg.d_ff, vocab_size=cfg.vocab_size, gated_mlp=cfg.is_gated_act,
-            norm="rmsnorm", tie_word_embeddings=cfg.tie_word_embeddings, dropout=cfg.dropout_rate,
-        )
-    gemma2 = model_type == "gemma2"
-    return Architecture(
-        family=model_type, hidden_size=cfg.hidden_size, num_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
-        head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
-        intermediate_size=cfg.intermediate_size, vocab_size=cfg.vocab_size, gated_mlp=True, norm="rmsnorm",
-        norms_per_layer=4 if gemma2 else 2, num_experts=getattr(cfg, "num_local_experts", 0),
-        num_experts_per_tok=getattr(cfg, "num_experts_per_tok", 0) if model_type == "mixtral" else 0,
-        tie_word_embeddings=cfg.tie_word_embeddings, dropout=cfg.attention_dropout,
-        attn_logit_softcapping=getattr(cfg, "attn_logit_softcapping", None),
-        final_logit_softcapping=getattr(cfg, "final_logit_softcapping", None),
-        sliding_window=getattr(cfg, "sliding_window", None),
-    )
+def architecture(model_type: str, kw: dict) -> Architecture:
+    """zeroplan's reading of the same config dict handed to transformers."""
+    return parse_family_config({"model_type": model_type, **kw}, strict=False).architecture()
 
 
 # --- making the CPU keep what CUDA keeps -----------------------------------------------------------------
@@ -292,7 +264,7 @@ def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing)
     model.train()
     if checkpointing is Checkpointing.full:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model, architecture(model_type, cfg)
+    return model, architecture(model_type, kw)
 
 
 def measure(case: Case) -> tuple[Measurement, Architecture]:

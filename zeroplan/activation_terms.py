@@ -53,7 +53,7 @@ def traits_of(arch: Architecture) -> Traits:
         rope=arch.learned_positions == 0 and family not in T5_FAMILIES,
         fused_qkv=family in FUSED_QKV_FAMILIES,
         softmax_fp32=family not in FUSED_QKV_FAMILIES | T5_FAMILIES,
-        dropout_sites=_dropout_sites(arch) if arch.dropout > 0 else frozenset(),
+        dropout_sites=_dropout_sites(arch),
         loss_upcast=family not in T5_FAMILIES,
         act=_activation(arch),
     )
@@ -67,13 +67,19 @@ def _norm_style(arch: Architecture) -> str:
     return "layernorm" if arch.norm == "layernorm" else "llama"
 
 
+# Where a family's hidden dropout (Architecture.dropout) applies, per its HF modules; the attention
+# probabilities use Architecture.attention_dropout in every family.
+HIDDEN_DROPOUT_SITES = {
+    "gpt2": frozenset({"embed", "attn_out", "mlp_out"}),  # GPT2Model.drop (embd_pdrop taken = resid_pdrop)
+    "t5": frozenset({"embed", "attn_out", "mlp_inner", "mlp_out", "final"}),  # T5Stack, T5LayerFF, T5DenseActDense
+}
+DEFAULT_HIDDEN_DROPOUT_SITES = frozenset({"attn_out", "mlp_out"})  # residual-branch dropout (Phi-3, OPT, GPT-NeoX)
+
+
 def _dropout_sites(arch: Architecture) -> frozenset[str]:
-    """Where a family's config dropout applies (GPT2Model, T5Stack; Llama-likes: attention_dropout only)."""
-    if arch.family in FUSED_QKV_FAMILIES:
-        return frozenset({"embed", "attn_probs", "attn_out", "mlp_out"})
-    if arch.family in T5_FAMILIES:
-        return frozenset({"embed", "attn_probs", "attn_out", "mlp_inner", "mlp_out", "final"})
-    return frozenset({"attn_probs"})
+    family = "t5" if arch.family in T5_FAMILIES else arch.family
+    hidden = HIDDEN_DROPOUT_SITES.get(family, DEFAULT_HIDDEN_DROPOUT_SITES) if arch.dropout > 0 else frozenset()
+    return hidden | ({"attn_probs"} if arch.attention_dropout > 0 else frozenset())
 
 
 def _activation(arch: Architecture) -> str:
