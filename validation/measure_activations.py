@@ -69,6 +69,17 @@ FAMILIES: dict[str, tuple[str, dict]] = {
     "mixtral": ("mixtral", dict(hidden_size=128, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                 num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512,
                                 num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2": ("qwen2", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=8,
+                            num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512)),
+    "phi3": ("phi3", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=4, vocab_size=1000, max_position_embeddings=512,
+                          pad_token_id=0, bos_token_id=0, eos_token_id=0)),
+    "gpt_neox": ("gpt_neox", dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                  vocab_size=1000, max_position_embeddings=512)),
+    "opt": ("opt", dict(hidden_size=128, ffn_dim=512, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
+                        max_position_embeddings=512, pad_token_id=0, bos_token_id=0, eos_token_id=0)),
+    "bloom": ("bloom", dict(hidden_size=128, n_layer=2, n_head=4, vocab_size=1000)),
+    "falcon": ("falcon", dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000)),
     "t5": ("t5", dict(d_model=128, d_ff=256, d_kv=32, num_layers=2, num_decoder_layers=2, num_heads=4,
                       vocab_size=1000, decoder_start_token_id=0, pad_token_id=0, feed_forward_proj="relu")),
     "t5-gated": ("t5", dict(d_model=128, d_ff=256, d_kv=32, num_layers=2, num_decoder_layers=2, num_heads=4,
@@ -90,7 +101,16 @@ EXCLUDED = {
     ("t5-gated", "sdpa"): "as t5",
     ("t5", "selective"): "no selective recompute measured: T5's position bias enters the core as a keyword",
     ("t5-gated", "selective"): "as t5",
+    ("bloom", "sdpa"): "BloomAttention has no SDPA / FlashAttention path: zeroplan counts BLOOM's attention as eager "
+    "whatever --attention says, which the eager cases measure",
+    ("bloom", "selective"): "not measurable: BloomAttention does not go through transformers' attention interface, "
+    "where the measurement checkpoints the core",
+    ("falcon", "selective"): "as bloom: FalconAttention picks its own attention code by name",
+    ("falcon", "sdpa"): "FalconAttention hands SDPA a single k/v head (multi-query) without enable_gqa: the CPU "
+    "falls back to the math kernel, which keeps fp32 score matrices",
 }
+# Families whose HF attention does not go through AttentionInterface: measured with the stock names.
+NATIVE_ATTENTION = frozenset({"bloom", "falcon"})
 EXCLUDED_NOT_IN_GRID = {
     "gemma2 sdpa, seq-len > sliding_window": "HF builds a dense b x 1 x s x s sliding-window mask for SDPA, which "
     "the CPU kernel and CUDA's efficient kernel keep; FlashAttention-2 (what zeroplan's flash means) applies the "
@@ -258,6 +278,8 @@ def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing)
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     # "zp_fused": transformers gives names with "sdpa" or "flash" in them special treatment
     impl = f"zp_{'fused' if attention == 'sdpa' else 'eager'}{'_sel' if checkpointing is Checkpointing.selective else ''}"
+    if family in NATIVE_ATTENTION:
+        impl = attention
     torch.manual_seed(0)
     model = transformers.AutoModelForSeq2SeqLM if model_type == "t5" else transformers.AutoModelForCausalLM
     model = model.from_config(cfg, attn_implementation=impl).to(DTYPES[dtype][0])

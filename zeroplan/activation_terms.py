@@ -8,87 +8,26 @@ validation/measure_activations.py checks every one against torch.autograd.graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from zeroplan.activation_traits import (
+    ACTIVATIONS_SAVING_OUTPUT,
+    GEMMA_FAMILIES,
+    T5_FAMILIES,
+    Traits,
+    activation_saved_tensors,
+)
 from zeroplan.spec import Architecture
 
 FP32_BYTES = 4  # fp32 statistics, upcasts, softmax outputs
 INDEX_BYTES = 8  # int64 token ids, labels, position ids, top-k and permutation indices
 MASK_BYTES = 1  # dropout mask: CUDA's native_dropout keeps a bool per element
 OFFSET_BYTES = 4  # int32 per-expert offsets that grouped_mm keeps
+ROTARY_TABLES = 2  # cos and sin, 1 x s x rotary dims each, computed once and shared by all layers
 
 # Norm implementations, by what they save (counts per token unless said otherwise):
 #   llama: LlamaRMSNorm  -> fp32 input (the upcast, or the input itself in fp32), rsqrt, normed in e
 #   gemma: Gemma2RMSNorm -> fp32 input, rsqrt, normed in fp32, and (1 + weight) in fp32 (h elements)
 #   t5:    T5LayerNorm   -> fp32 upcast (16-bit only), the input itself, rsqrt, normed in e
 #   layernorm: native_layer_norm -> input, mean and rstd (fp32 on CUDA: the accumulate type)
-GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
-FUSED_QKV_FAMILIES = frozenset({"gpt2"})  # one c_attn matmul, q/k/v are views of its output
-
-# Tensors an activation saves, each T x f (HF activations.py): native kernels save one (silu and gelu
-# their input, relu its output); NewGELUActivation is Python: input, tanh output, 0.5 x, 1 + tanh.
-ACTIVATION_SAVED_TENSORS = {"gelu_new": 4}
-DEFAULT_ACTIVATION_SAVED_TENSORS = 1
-ACTIVATIONS_SAVING_OUTPUT = frozenset({"relu"})
-
-
-@dataclass(frozen=True)
-class Traits:
-    """How a family's HF modules save tensors; derived from the Architecture, never stored."""
-
-    norm: str  # llama | gemma | t5 | layernorm
-    rope: bool  # rotary cos/sin tables, shared by all layers
-    fused_qkv: bool
-    softmax_fp32: bool  # eager softmax computed in fp32 (dtype=torch.float32), then cast to e
-    dropout_sites: frozenset[str]  # embed, attn_probs, attn_out, mlp_inner, mlp_out, final
-    loss_upcast: bool  # ForCausalLMLoss .float(); T5 calls CrossEntropyLoss on the 16-bit logits
-    act: str
-
-
-def traits_of(arch: Architecture) -> Traits:
-    family = arch.family
-    return Traits(
-        norm=_norm_style(arch),
-        rope=arch.learned_positions == 0 and family not in T5_FAMILIES,
-        fused_qkv=family in FUSED_QKV_FAMILIES,
-        softmax_fp32=family not in FUSED_QKV_FAMILIES | T5_FAMILIES,
-        dropout_sites=_dropout_sites(arch),
-        loss_upcast=family not in T5_FAMILIES,
-        act=_activation(arch),
-    )
-
-
-def _norm_style(arch: Architecture) -> str:
-    if arch.family in GEMMA_FAMILIES:
-        return "gemma"
-    if arch.family in T5_FAMILIES:
-        return "t5"
-    return "layernorm" if arch.norm == "layernorm" else "llama"
-
-
-# Where a family's hidden dropout (Architecture.dropout) applies, per its HF modules; the attention
-# probabilities use Architecture.attention_dropout in every family.
-HIDDEN_DROPOUT_SITES = {
-    "gpt2": frozenset({"embed", "attn_out", "mlp_out"}),  # GPT2Model.drop (embd_pdrop taken = resid_pdrop)
-    "t5": frozenset({"embed", "attn_out", "mlp_inner", "mlp_out", "final"}),  # T5Stack, T5LayerFF, T5DenseActDense
-}
-DEFAULT_HIDDEN_DROPOUT_SITES = frozenset({"attn_out", "mlp_out"})  # residual-branch dropout (Phi-3, OPT, GPT-NeoX)
-
-
-def _dropout_sites(arch: Architecture) -> frozenset[str]:
-    family = "t5" if arch.family in T5_FAMILIES else arch.family
-    hidden = HIDDEN_DROPOUT_SITES.get(family, DEFAULT_HIDDEN_DROPOUT_SITES) if arch.dropout > 0 else frozenset()
-    return hidden | ({"attn_probs"} if arch.attention_dropout > 0 else frozenset())
-
-
-def _activation(arch: Architecture) -> str:
-    """The HF hidden_act each family's configs use (T5 v1.1's gated-gelu is gelu_new)."""
-    if arch.family in FUSED_QKV_FAMILIES or (arch.family in T5_FAMILIES and arch.gated_mlp):
-        return "gelu_new"
-    if arch.family in T5_FAMILIES:
-        return "relu"
-    return "gelu_pytorch_tanh" if arch.family in GEMMA_FAMILIES else "silu"
 
 
 def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
@@ -116,16 +55,18 @@ def recompute_held_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: 
 
     Dense b x 1 x s x s eager masks in e (Gemma 2: a full and a sliding one; flash: none), T5's
     1 x a x s x s position biases handed from layer to layer, and (full) the int64 position ids
-    that rotary layers take as an argument.
+    that rotary and OPT layers take as an argument, or BLOOM's ALiBi bias.
     """
-    masks = 0 if flash else (2 if _two_mask_kinds(arch) else 1) * e * b * s * s
+    masks = 0 if flash and not traits.eager_only else (2 if _two_mask_kinds(arch) else 1) * e * b * s * s
     biases = 0
     if arch.family in T5_FAMILIES:
         later_encoder = arch.num_encoder_layers > 1
         later_decoder = arch.num_layers > 1
         biases = (int(later_encoder) + 2 * int(later_decoder)) * e * arch.num_attention_heads * s * s
-    position_ids = INDEX_BYTES * s if full and traits.rope else 0
-    return masks + biases + position_ids
+    takes_positions = traits.rope or traits.per_token_positions  # LlamaDecoderLayer, OPTDecoderLayer arguments
+    position_ids = INDEX_BYTES * (b * s if traits.per_token_positions else s) if full and takes_positions else 0
+    alibi = e * b * arch.num_attention_heads * s if full and traits.alibi else 0  # BloomModel's (b a, 1, s) bias
+    return masks + biases + position_ids + alibi
 
 
 def _two_mask_kinds(arch: Architecture) -> bool:
@@ -141,11 +82,43 @@ def _drop(traits: Traits, site: str, elements: int) -> int:
     return MASK_BYTES * elements if site in traits.dropout_sites else 0
 
 
+def core_input_bytes(arch: Architecture, traits: Traits, tokens: int, e: int) -> int:
+    """q, k, v as the attention core receives them (g heads for k and v).
+
+    Separate projections: q, k rotary outputs (or projection outputs) and v. Fused projection: views
+    keep the whole (T, (a + 2g) d) output alive; rotary q and k are new tensors beside it.
+    """
+    a, g, d = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+    qkv = e * tokens * (a + 2 * g) * d
+    if not traits.fused_qkv:
+        return qkv
+    return qkv + (e * tokens * (a + g) * d if traits.rope else 0)
+
+
+def eager_qkv_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
+    """q, k, v the eager batched matmuls keep, k and v repeated to a heads (repeat_kv).
+
+    They arrive as (b, s, a, d)-strided views; the matmul folds b x a without a copy only when b = 1.
+    With b > 1 all three are copies of a heads. With b = 1 the views survive: separate projections
+    still give three a-head tensors, a fused projection keeps its whole output for the un-rotated ones.
+    """
+    t, a, g, d = b * s, arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+    one = e * t * a * d
+    if b == 1 and traits.kv_broadcast:
+        return e * t * (a + 2 * g) * d  # k and v stay g-head tensors, expanded as views
+    if b > 1 or not traits.fused_qkv:
+        return 3 * one
+    fused = e * t * (a + 2 * g) * d
+    gqa = g < a
+    if traits.rope:  # q and k are rotary outputs (k repeated for GQA); v is a view unless repeated
+        return 2 * one + (one if gqa else fused)
+    return fused + (2 * one if gqa else 0)
+
+
 def eager_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> list[tuple[str, int]]:
-    """softmax(q k^T / sqrt(d)) v with the a x s x s matrices kept (HF eager_attention_forward)."""
-    t, a, d = b * s, arch.num_attention_heads, arch.head_dim
-    scores = b * a * s * s
-    terms = [("q, k, v (a heads: repeat_kv)", 3 * e * t * a * d)]
+    """softmax(q k^T / sqrt(d)) v with the a x s x s matrices kept (HF eager attention)."""
+    scores = b * arch.num_attention_heads * s * s
+    terms = [("q, k, v (a heads)", eager_qkv_bytes(arch, traits, b, s, e))]
     if arch.attn_logit_softcapping:
         terms.append(("score soft-capping tanh", e * scores))
     terms.append(("softmax output", (FP32_BYTES if traits.softmax_fp32 else e) * scores))
@@ -156,16 +129,25 @@ def eager_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int)
     return terms
 
 
-def eager_fresh_qkv_copies(arch: Architecture, b: int) -> int:
-    """How many of the q, k, v the eager core saves are tensors it made (a recompute makes them again).
+def eager_fresh_qkv_copies(arch: Architecture, traits: Traits, b: int) -> int:
+    """How many of the eager core's saved q, k, v it made itself (its recompute makes them again).
 
-    q and k leave the rotary multiply (or the projection's transpose) as (b, s, a, d)-strided views; the
-    batched matmul can fold b x a without a copy only when b = 1. With b > 1 all three are copied; with
-    b = 1 only repeat_kv's expanded k and v (GQA) are new.
+    repeat_kv's k and v (GQA) always; with b > 1 the copies of (b, s, a, d)-strided views (see
+    eager_qkv_bytes). Rotary q and k of a fused projection are contiguous already: only v is copied.
     """
+    gqa = arch.num_key_value_heads < arch.num_attention_heads and not traits.kv_broadcast
+    if traits.fused_qkv and traits.rope:
+        return (2 if gqa else 0) + (1 if b > 1 and not gqa else 0)
     if b > 1:
         return 3
-    return 2 if arch.num_key_value_heads < arch.num_attention_heads else 0
+    return 2 if gqa else 0
+
+
+def flash_output_copy(traits: Traits) -> bool:
+    """SDPA's output takes q's memory layout. Rotary q from a fused projection is a contiguous
+    (b, a, s, d) tensor, so the output needs a transposed copy for the output projection; elsewhere q is
+    (b, s, a, d) in memory and the output projection reads the kernel's output as it is."""
+    return traits.fused_qkv and traits.rope
 
 
 def core_recompute_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool) -> int:
@@ -174,19 +156,27 @@ def core_recompute_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: 
     if flash:
         return e * t * a * d + FP32_BYTES * b * a * s  # output and log-sum-exp
     scores = sum(v for _, v in eager_core_terms(arch, traits, b, s, e)[1:])
-    return scores + eager_fresh_qkv_copies(arch, b) * e * t * a * d
+    return scores + eager_fresh_qkv_copies(arch, traits, b) * e * t * a * d
 
 
-def flash_core_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, int]]:
-    """SDPA flash / FlashAttention: q, k, v (g heads), output, fp32 log-sum-exp (b a s); no s x s."""
-    t, a, g, d = b * s, arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
-    return [("q, k, v", e * t * (a + 2 * g) * d), ("output", e * t * a * d), ("log-sum-exp", FP32_BYTES * b * a * s)]
+def flash_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> list[tuple[str, int]]:
+    """SDPA flash / FlashAttention: q, k, v, output and fp32 log-sum-exp (b a s); nothing s x s."""
+    t, a, d = b * s, arch.num_attention_heads, arch.head_dim
+    terms = [
+        ("q, k, v", core_input_bytes(arch, traits, t, e)),
+        ("output", e * t * a * d),
+        ("log-sum-exp", FP32_BYTES * b * a * s),
+    ]
+    if flash_output_copy(traits):
+        terms.append(("output projection input (transposed copy)", e * t * a * d))
+    return terms
 
 
-def selective_core_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, int]]:
+def selective_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> list[tuple[str, int]]:
     """Core recomputed in backward: only its inputs (before repeat_kv) and its output stay."""
-    t, a, g, d = b * s, arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
-    return [("q, k, v (core inputs)", e * t * (a + 2 * g) * d), ("output", e * t * a * d)]
+    t = b * s
+    out = e * t * arch.num_attention_heads * arch.head_dim
+    return [("q, k, v (core inputs)", core_input_bytes(arch, traits, t, e)), ("output", out)]
 
 
 def attention_terms(
@@ -195,23 +185,34 @@ def attention_terms(
     """One attention sub-layer: pre-norm, projection input, core, output projection input, dropout."""
     t, h = b * s, arch.hidden_size
     out = e * t * arch.num_attention_heads * arch.head_dim
-    terms = [("attention norm", norm_bytes(traits.norm, t, h, e)), ("q/k/v projection input", e * t * h)]
+    name = "cross-attention q projection input" if cross else "q/k/v projection input"  # k/v read the encoder
+    terms = [("attention norm", norm_bytes(traits.norm, t, h, e)), (name, e * t * h)]
     if selective:
-        terms += selective_core_terms(arch, b, s, e)
-    elif flash:
-        terms += flash_core_terms(arch, b, s, e)
+        terms += selective_core_terms(arch, traits, b, s, e)
+    elif flash and not traits.eager_only:
+        terms += flash_core_terms(arch, traits, b, s, e)
     else:
         terms += eager_core_terms(arch, traits, b, s, e) + [("output projection input", out)]
-    if cross:
-        terms[1] = ("cross-attention q projection input", e * t * h)  # k/v read the encoder output
     terms.append(("attention output dropout mask", _drop(traits, "attn_out", t * h)))
     if arch.norms_per_layer == 4:
         terms.append(("post-attention norm", norm_bytes(traits.norm, t, h, e)))
     return terms
 
 
+def mlp_norm_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> list[tuple[str, int]]:
+    """The MLP's norm and input. Parallel attention (GPT-NeoX, Falcon) normalises the same x twice, so
+    the MLP norm's input is already kept; with one shared norm the MLP reads the attention's input."""
+    h = arch.hidden_size
+    if arch.parallel_attn and arch.norms_per_layer == 1:
+        return []
+    norm = norm_bytes(traits.norm, tokens, h, e)
+    if arch.parallel_attn:
+        norm -= e * tokens * h  # LayerNorm's saved input is the attention norm's
+    return [("MLP norm", norm), ("MLP input", e * tokens * h)]
+
+
 def _activation_bytes(traits: Traits, elements: int, e: int) -> int:
-    return ACTIVATION_SAVED_TENSORS.get(traits.act, DEFAULT_ACTIVATION_SAVED_TENSORS) * e * elements
+    return activation_saved_tensors(traits) * e * elements
 
 
 def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> list[tuple[str, int]]:
@@ -223,7 +224,7 @@ def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> 
         down_input = 0  # relu's saved output is the down projection's input
     else:
         down_input = e * inner
-    terms = [("MLP input", e * tokens * arch.hidden_size), ("activation", _activation_bytes(traits, inner, e))]
+    terms = [("activation", _activation_bytes(traits, inner, e))]
     if arch.gated_mlp:
         terms.append(("activation output and up projection (gate product)", 2 * e * inner))
     terms.append(("down projection input", down_input))
@@ -240,7 +241,6 @@ def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> li
     extra_act = _activation_bytes(traits, routed * f, e) - e * routed * f  # Python activations keep more
     inner = (2 if arch.gated_mlp else 1) * e * routed * f  # act output (x up) and down input
     return [
-        ("MLP input", e * tokens * h),
         ("router softmax, top-k indices and weights", router),
         ("expert routing indices and offsets", indices),
         ("tokens gathered per expert", e * routed * h),
@@ -268,7 +268,7 @@ def layer_terms(
     terms = attention_terms(arch, traits, b, s, e, flash=flash, selective=selective)
     if arch.num_encoder_layers and not encoder:
         terms += attention_terms(arch, traits, b, s, e, flash=flash, selective=selective, cross=True)
-    terms.append(("MLP norm", norm_bytes(traits.norm, t, arch.hidden_size, e)))
+    terms += mlp_norm_terms(arch, traits, t, e)
     terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
     terms.append(("MLP output dropout mask", _drop(traits, "mlp_out", t * arch.hidden_size)))
     if arch.norms_per_layer == 4:
@@ -279,7 +279,7 @@ def layer_terms(
 def embedding_terms(
     arch: Architecture, traits: Traits, b: int, s: int, e: int, *, full: bool = False
 ) -> list[tuple[str, int]]:
-    """Token ids (embedding backward), position tables or ids, embedding dropout.
+    """Token ids (embedding backward), position tables or ids, embedding norm and dropout.
 
     T5's relative position buckets are made inside each stack's first layer: under full checkpointing
     only the recompute makes them again (recompute_extra_bytes).
@@ -288,13 +288,16 @@ def embedding_terms(
     stacks = 2 if arch.num_encoder_layers else 1
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if traits.rope:
-        terms.append(("rotary cos and sin tables (1 x s x d)", 2 * e * s * arch.head_dim))
+        rotary_dims = int(arch.head_dim * traits.rotary_fraction)
+        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", ROTARY_TABLES * e * s * rotary_dims))
     if arch.learned_positions:
-        terms.append(("position ids (1 x s)", INDEX_BYTES * s))
+        terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:
         terms.append(("relative position buckets (s x s per stack)", stacks * INDEX_BYTES * s * s))
     if arch.family in GEMMA_FAMILIES:
         terms.append(("embedding scale (0-d)", e))
+    if traits.embedding_norm:
+        terms.append(("embedding norm", norm_bytes(traits.norm, t, arch.hidden_size, e)))
     terms.append(("embedding dropout mask", stacks * _drop(traits, "embed", t * arch.hidden_size)))
     return [(n, v) for n, v in terms if v]
 

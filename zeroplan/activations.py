@@ -18,7 +18,6 @@ from pydantic import Field
 from zeroplan.activation_terms import (
     FP32_BYTES,
     INDEX_BYTES,
-    Traits,
     core_recompute_bytes,
     embedding_terms,
     final_norm_terms,
@@ -26,8 +25,8 @@ from zeroplan.activation_terms import (
     layer_terms,
     recompute_extra_bytes,
     recompute_held_bytes,
-    traits_of,
 )
+from zeroplan.activation_traits import Traits, traits_of
 from zeroplan.spec import Architecture, Attention, Checkpointing, Frozen, TrainingSetup
 
 
