@@ -52,41 +52,33 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "activations.md"
 BEGIN, END = "<!-- BEGIN measured (validation/measure_activations.py --write-docs) -->", "<!-- END measured -->"
 
 # Small configs, HF key names; transformers and zeroplan.families read the same dict.
+_LLAMA = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=4, vocab_size=1000, max_position_embeddings=256)
+_GPT2 = dict(n_embd=64, n_layer=2, n_head=4, vocab_size=1000, n_positions=256, bos_token_id=0, eos_token_id=0)
+_T5 = dict(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_decoder_layers=2, num_heads=4, vocab_size=1000,
+           decoder_start_token_id=0, pad_token_id=0)
+_SPECIAL_IDS = dict(pad_token_id=0, bos_token_id=0, eos_token_id=0)
 FAMILIES: dict[str, tuple[str, dict]] = {
-    "llama": ("llama", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=4, vocab_size=1000, max_position_embeddings=512)),
-    "llama-gqa": ("llama", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=8,
-                                num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512)),
-    "gemma2": ("gemma2", dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                              num_key_value_heads=2, head_dim=32, vocab_size=1000, max_position_embeddings=512,
-                              sliding_window=256, query_pre_attn_scalar=32, attn_logit_softcapping=50.0,
-                              final_logit_softcapping=30.0)),
-    "gpt2": ("gpt2", dict(n_embd=128, n_layer=2, n_head=4, vocab_size=1000, n_positions=512,
-                          bos_token_id=0, eos_token_id=0)),
-    "gpt2-nodropout": ("gpt2", dict(n_embd=128, n_layer=2, n_head=4, vocab_size=1000, n_positions=512,
-                                    bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
-                                    attn_pdrop=0.0)),
-    "mixtral": ("mixtral", dict(hidden_size=128, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512,
-                                num_local_experts=4, num_experts_per_tok=2)),
-    "qwen2": ("qwen2", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=8,
-                            num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512)),
-    "phi3": ("phi3", dict(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=4, vocab_size=1000, max_position_embeddings=512,
-                          pad_token_id=0, bos_token_id=0, eos_token_id=0)),
-    "gpt_neox": ("gpt_neox", dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                                  vocab_size=1000, max_position_embeddings=512)),
-    "opt": ("opt", dict(hidden_size=128, ffn_dim=512, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
-                        max_position_embeddings=512, pad_token_id=0, bos_token_id=0, eos_token_id=0)),
-    "bloom": ("bloom", dict(hidden_size=128, n_layer=2, n_head=4, vocab_size=1000)),
-    "falcon": ("falcon", dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000)),
-    "t5": ("t5", dict(d_model=128, d_ff=256, d_kv=32, num_layers=2, num_decoder_layers=2, num_heads=4,
-                      vocab_size=1000, decoder_start_token_id=0, pad_token_id=0, feed_forward_proj="relu")),
-    "t5-gated": ("t5", dict(d_model=128, d_ff=256, d_kv=32, num_layers=2, num_decoder_layers=2, num_heads=4,
-                            vocab_size=1000, decoder_start_token_id=0, pad_token_id=0,
-                            feed_forward_proj="gated-gelu")),
+    "llama": ("llama", _LLAMA),
+    "llama-gqa": ("llama", _LLAMA | dict(num_attention_heads=8, num_key_value_heads=2)),
+    "gemma2": ("gemma2", _LLAMA | dict(num_key_value_heads=2, head_dim=16, sliding_window=256, query_pre_attn_scalar=16,
+                                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
+    "gpt2": ("gpt2", _GPT2),
+    "gpt2-nodropout": ("gpt2", _GPT2 | dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+    "mixtral": ("mixtral", _LLAMA | dict(intermediate_size=64, num_key_value_heads=2, num_local_experts=4,
+                                         num_experts_per_tok=2)),
+    "qwen2": ("qwen2", _LLAMA | dict(num_attention_heads=8, num_key_value_heads=2)),
+    "phi3": ("phi3", _LLAMA | _SPECIAL_IDS),
+    "gpt_neox": ("gpt_neox", dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                  vocab_size=1000, max_position_embeddings=256)),
+    "opt": ("opt", dict(hidden_size=64, ffn_dim=256, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
+                        max_position_embeddings=256) | _SPECIAL_IDS),
+    "bloom": ("bloom", dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=1000)),
+    "falcon": ("falcon", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000)),
+    "t5": ("t5", _T5 | dict(feed_forward_proj="relu")),
+    "t5-gated": ("t5", _T5 | dict(feed_forward_proj="gated-gelu")),
 }
-SEQ_LENS = (64, 128)
+SEQ_LENS = (32, 64)
 MICRO_BATCHES = (1, 2)
 DTYPES = {"bf16": (torch.bfloat16, Precision.bf16_mixed), "fp32": (torch.float32, Precision.fp32)}
 ATTENTIONS = {"eager": Attention.eager, "sdpa": Attention.flash}
@@ -273,6 +265,7 @@ class Measurement:
         return self.saved + self.held + self.logits + max(self.copy, recompute)
 
 
+@functools.lru_cache(maxsize=None)
 def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing) -> tuple[nn.Module, Architecture]:
     model_type, kw = FAMILIES[family]
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
@@ -299,8 +292,9 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
         hooks.append(layer.register_forward_pre_hook(functools.partial(_enter_layer, rec, i), with_kwargs=True))
         hooks.append(layer.register_forward_hook(lambda *_: setattr(rec, "layer", None)))
     for module in model.modules():
-        hooks.append(module.register_forward_pre_hook(lambda m, _: rec.module_stack.append(m)))
-        hooks.append(module.register_forward_hook(lambda *_: rec.module_stack.pop() and None))
+        if isinstance(module, nn.LayerNorm):
+            hooks.append(module.register_forward_pre_hook(lambda m, _: rec.module_stack.append(m)))
+            hooks.append(module.register_forward_hook(lambda *_: rec.module_stack.pop() and None))
     torch.manual_seed(1)
     ids = torch.randint(1, arch.vocab_size, (case.micro_batch, case.seq_len))
     try:
