@@ -59,7 +59,7 @@ def recompute_held_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: 
     """
     masks = 0 if flash and not traits.eager_only else (2 if _two_mask_kinds(arch) else 1) * e * b * s * s
     biases = 0
-    if arch.family in T5_FAMILIES:
+    if full and arch.family in T5_FAMILIES:  # checkpointed T5Blocks hand them on as arguments
         later_encoder = arch.num_encoder_layers > 1
         later_decoder = arch.num_layers > 1
         biases = (int(later_encoder) + 2 * int(later_decoder)) * e * arch.num_attention_heads * s * s

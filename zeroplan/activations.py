@@ -77,8 +77,8 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     traits = traits_of(arch)
     e = setup.precision.compute_bytes
     b, s = setup.micro_batch, setup.seq_len
-    flash = setup.attention is Attention.flash
-    ckpt = setup.checkpointing
+    flash = setup.attention is Attention.flash and not traits.eager_only
+    ckpt = _effective_checkpointing(setup.checkpointing, flash)
     terms = layer_terms(arch, traits, b, s, e, flash=flash, selective=False)
     layer_full = sum(t for _, t in terms)
     per_layer, layers = _stack_bytes(arch, traits, b, s, e, flash, ckpt)
@@ -103,6 +103,12 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         layer_terms=tuple(ActivationTerm(name=n, bytes=t) for n, t in terms),
         assumptions=_assumptions(arch, traits, setup),
     )
+
+
+def _effective_checkpointing(ckpt: Checkpointing, flash: bool) -> Checkpointing:
+    """Selective recompute targets the a s^2 core (Korthikanti et al. 2022 section 5); a flash core keeps
+    none, so there is nothing to recompute: selective with flash is no checkpointing."""
+    return Checkpointing.none if ckpt is Checkpointing.selective and flash else ckpt
 
 
 def _num_layers(arch: Architecture) -> int:
@@ -154,7 +160,10 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         "in that dtype (DeepSpeed casts the module), no autocast",
         "dropout masks 1 B per element (CUDA's native_dropout)",
     ]
-    if setup.attention is Attention.flash:
+    flash = setup.attention is Attention.flash and not traits.eager_only
+    if traits.eager_only and setup.attention is Attention.flash:
+        notes.append(f"{arch.family}: transformers has no SDPA/flash path for it; attention counted as eager")
+    if flash:
         notes.append("flash attention (SDPA flash/efficient, FlashAttention): q, k, v, output and fp32 log-sum-exp")
     else:
         notes.append("eager attention: score and probability matrices of a x s x s per layer")
@@ -162,7 +171,10 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("loss: HF ForCausalLMLoss upcasts logits to fp32 before cross-entropy")
     if setup.checkpointing is Checkpointing.full:
         notes.append("full checkpointing: layer inputs kept; one layer recomputed in backward after the loss copy is freed")
-    if setup.checkpointing is Checkpointing.selective:
+    if setup.checkpointing is Checkpointing.selective and flash:
+        notes.append("selective checkpointing with flash attention: the core keeps no a x s x s matrices, so "
+                     "nothing is recomputed (same as none)")
+    elif setup.checkpointing is Checkpointing.selective:
         notes.append("selective checkpointing: attention core recomputed (Korthikanti et al. 2022 section 5)")
     if arch.is_moe:
         notes.append("MoE: HF grouped_mm experts; every token routed to top-k experts, no shared expert")
