@@ -22,6 +22,13 @@ INDEX_BYTES = 8  # int64 token ids, labels, position ids, top-k and permutation 
 MASK_BYTES = 1  # dropout mask: CUDA's native_dropout keeps a bool per element
 OFFSET_BYTES = 4  # int32 per-expert offsets that grouped_mm keeps
 ROTARY_TABLES = 2  # cos and sin, 1 x s x rotary dims each, computed once and shared by all layers
+LAYERNORM_STATS = 2  # native_layer_norm keeps mean and rstd per token
+QKV = 3  # q, k and v
+GATE_PRODUCT_INPUTS = 2  # act(gate) and up, both saved by their product (SwiGLU/GeGLU)
+EXPERT_INDEX_TENSORS = 3  # grouped_mm_experts_forward: gather index (perm // k), sort permutation, inverse
+PRE_AND_POST_NORMS = 4  # norms_per_layer of Gemma 2 (post-attention and post-MLP norms besides the pre-norms)
+MASK_KINDS_WITH_SLIDING = 2  # Gemma 2 alternates full and sliding-window layers: two dense masks
+T5_DECODER_BIASES = 2  # a later T5 decoder layer receives the self-attention bias and a zero cross bias
 
 # Norm implementations, by what they save (counts per token unless said otherwise):
 #   llama: LlamaRMSNorm  -> fp32 input (the upcast, or the input itself in fp32), rsqrt, normed in e
@@ -40,7 +47,7 @@ def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h + FP32_BYTES * h
     if style == "t5":
         return upcast + e * tokens * h + stats + e * tokens * h
-    return e * tokens * h + 2 * stats
+    return e * tokens * h + LAYERNORM_STATS * stats
 
 
 def layer_input_saved_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
@@ -57,12 +64,13 @@ def recompute_held_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: 
     1 x a x s x s position biases handed from layer to layer, and (full) the int64 position ids
     that rotary and OPT layers take as an argument, or BLOOM's ALiBi bias.
     """
-    masks = 0 if flash and not traits.eager_only else (2 if _two_mask_kinds(arch) else 1) * e * b * s * s
+    kinds = MASK_KINDS_WITH_SLIDING if _two_mask_kinds(arch) else 1
+    masks = 0 if flash and not traits.eager_only else kinds * e * b * s * s
     biases = 0
     if full and arch.family in T5_FAMILIES:  # checkpointed T5Blocks hand them on as arguments
         later_encoder = arch.num_encoder_layers > 1
         later_decoder = arch.num_layers > 1
-        biases = (int(later_encoder) + 2 * int(later_decoder)) * e * arch.num_attention_heads * s * s
+        biases = (int(later_encoder) + T5_DECODER_BIASES * int(later_decoder)) * e * arch.num_attention_heads * s * s
     takes_positions = traits.rope or traits.per_token_positions  # LlamaDecoderLayer, OPTDecoderLayer arguments
     position_ids = INDEX_BYTES * (b * s if traits.per_token_positions else s) if full and takes_positions else 0
     alibi = e * b * arch.num_attention_heads * s if full and traits.alibi else 0  # BloomModel's (b a, 1, s) bias
@@ -107,7 +115,7 @@ def eager_qkv_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) 
     if b == 1 and traits.kv_broadcast:
         return e * t * (a + 2 * g) * d  # k and v stay g-head tensors, expanded as views
     if b > 1 or not traits.fused_qkv:
-        return 3 * one
+        return QKV * one
     fused = e * t * (a + 2 * g) * d
     gqa = g < a
     if traits.rope:  # q and k are rotary outputs (k repeated for GQA); v is a view unless repeated
@@ -137,10 +145,10 @@ def eager_fresh_qkv_copies(arch: Architecture, traits: Traits, b: int) -> int:
     """
     gqa = arch.num_key_value_heads < arch.num_attention_heads and not traits.kv_broadcast
     if traits.fused_qkv and traits.rope:
-        return (2 if gqa else 0) + (1 if b > 1 and not gqa else 0)
+        return (2 if gqa else 0) + (1 if b > 1 and not gqa else 0)  # repeated k and v, or the copied v
     if b > 1:
-        return 3
-    return 2 if gqa else 0
+        return QKV
+    return 2 if gqa else 0  # repeat_kv's k and v
 
 
 def flash_output_copy(traits: Traits) -> bool:
@@ -194,7 +202,7 @@ def attention_terms(
     else:
         terms += eager_core_terms(arch, traits, b, s, e) + [("output projection input", out)]
     terms.append(("attention output dropout mask", _drop(traits, "attn_out", t * h)))
-    if arch.norms_per_layer == 4:
+    if arch.norms_per_layer == PRE_AND_POST_NORMS:
         terms.append(("post-attention norm", norm_bytes(traits.norm, t, h, e)))
     return terms
 
@@ -226,7 +234,7 @@ def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> 
         down_input = e * inner
     terms = [("activation", _activation_bytes(traits, inner, e))]
     if arch.gated_mlp:
-        terms.append(("activation output and up projection (gate product)", 2 * e * inner))
+        terms.append(("activation output and up projection (gate product)", GATE_PRODUCT_INPUTS * e * inner))
     terms.append(("down projection input", down_input))
     return terms
 
@@ -236,10 +244,11 @@ def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> li
     h, f, n_exp = arch.hidden_size, arch.intermediate_size, arch.num_experts
     routed = tokens * arch.num_experts_per_tok  # S: token-expert pairs
     router = FP32_BYTES * tokens * n_exp + INDEX_BYTES * routed + FP32_BYTES * tokens + FP32_BYTES * routed
-    indices = 3 * INDEX_BYTES * routed + OFFSET_BYTES * n_exp  # gather index, sort permutation, inverse
-    gate_up = (2 if arch.gated_mlp else 1) * e * routed * f
+    indices = EXPERT_INDEX_TENSORS * INDEX_BYTES * routed + OFFSET_BYTES * n_exp
+    widths = GATE_PRODUCT_INPUTS if arch.gated_mlp else 1
+    gate_up = widths * e * routed * f  # the fused gate_up output, kept whole through the gate view
     extra_act = _activation_bytes(traits, routed * f, e) - e * routed * f  # Python activations keep more
-    inner = (2 if arch.gated_mlp else 1) * e * routed * f  # act output (x up) and down input
+    inner = widths * e * routed * f  # act output (the up half is a view of gate_up) and down input
     return [
         ("router softmax, top-k indices and weights", router),
         ("expert routing indices and offsets", indices),
@@ -271,7 +280,7 @@ def layer_terms(
     terms += mlp_norm_terms(arch, traits, t, e)
     terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
     terms.append(("MLP output dropout mask", _drop(traits, "mlp_out", t * arch.hidden_size)))
-    if arch.norms_per_layer == 4:
+    if arch.norms_per_layer == PRE_AND_POST_NORMS:
         terms.append(("post-MLP norm", norm_bytes(traits.norm, t, arch.hidden_size, e)))
     return [(n, v) for n, v in terms if v]
 

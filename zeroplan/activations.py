@@ -40,12 +40,15 @@ class ActivationTerm(Frozen):
 class ActivationEstimate(Frozen):
     """Activation bytes alive at the peak of one micro-step, per line; the lines sum to total_bytes."""
 
-    layers_bytes: int = Field(description="all layers' saved tensors; full checkpointing: the layer inputs (+ masks)")
-    recompute_bytes: int = Field(
-        description="full checkpointing: what recomputing one layer in backward adds beyond the fp32 loss copy it "
-        "follows (that copy is freed first); selective: the same for one attention core; else 0"
+    layers_bytes: int = Field(
+        description="all layers' saved tensors (selective: + the masks the core recompute re-reads); full "
+        "checkpointing: the layer inputs and what the recompute re-reads (masks, position ids)"
     )
-    embedding_bytes: int = Field(description="token ids, position ids / rotary tables, embedding dropout mask")
+    recompute_bytes: int = Field(
+        description="full checkpointing: what recomputing one layer in backward adds beyond the fp32 loss copy "
+        "(freed before the backward starts); selective with eager attention: the same for one attention core; else 0"
+    )
+    embedding_bytes: int = Field(description="token ids, position ids / rotary tables, embedding norm and dropout mask")
     final_norm_bytes: int = Field(description="final norm(s), the LM head's input (T5: + encoder output)")
     logits_bytes: int = Field(description="the b x s x V logits in the compute dtype, as the forward returns them")
     logit_softcap_bytes: int = Field(description="Gemma 2 final soft-capping: the tanh output, b x s x V")
