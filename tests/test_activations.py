@@ -130,7 +130,7 @@ def test_selective_with_flash_recomputes_nothing():
 
 
 def test_selective_with_eager_drops_the_score_matrices():
-    b, s, a, L = 1, 4096, 32, 32
+    s, a = 4096, 32
     sel, none = (activation_bytes(LLAMA2_7B, setup(seq_len=s, checkpointing=c, attention=Attention.eager))
                  for c in (Checkpointing.selective, Checkpointing.none))
     assert none.per_layer_bytes - sel.per_layer_bytes == (4 + 2) * a * s * s  # fp32 softmax, bf16 probabilities

@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import functools
 import itertools
-import math
 import re
 import sys
 import time
