@@ -14,7 +14,7 @@ PURE = [
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
     "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
-    "views_advice",
+    "views_advice", "activations", "activation_terms", "activation_traits",
 ]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 

@@ -25,7 +25,7 @@ def test_multinode_without_hpz_fires_with_the_fix():
 
 
 def test_overhead_in_the_message_or_said_to_be_unmodelled():
-    # INTEGRATION(perf): the unmodelled wording is what plans get until zeroplan.perf lands.
+    # Without a throughput figure (no hardware profile) the message says the overhead is not modelled.
     assert "not yet modelled" in fired(Topology.multinode)[0].message
     (finding,) = fired(Topology.multinode, overhead=34.4)
     assert "predicted step time +34% vs ZeRO-0" in finding.message and "not yet modelled" not in finding.message

@@ -5,7 +5,6 @@ plans name model presets (gemma2-9b, ...); where a preset is not installed, the 
 the same plan is checked with the model replaced by its parameter count, which already fixes the verdict.
 """
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -70,20 +69,6 @@ def test_example_verdict_with_a_parameter_count(name, tmp_path):
     assert (report.exit_code, _errors_and_warnings(report.results[0])) == (code, rules)
 
 
-def _missing() -> list[str]:
-    """What the full check of the examples needs and this checkout lacks: model presets, the activation model."""
-    wanted = {load(name)["model"] for name in EXPECTED}
-    missing = [f"model preset {name}" for name in sorted(wanted - set(presets.preset_names("models")))]
-    if importlib.util.find_spec("zeroplan.activations") is None:
-        missing.append("zeroplan.activations")
-    return missing
-
-
-# INTEGRATION(families, activations): delete this skip once both are on main.
-needs_presets = pytest.mark.skipif(bool(_missing()), reason=f"not on this branch yet: {', '.join(_missing())}")
-
-
-@needs_presets
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_verdict(name):
     report = check_plans([str(PLANS / name)])
@@ -91,7 +76,6 @@ def test_example_verdict(name):
     assert (report.exit_code, _errors_and_warnings(report.results[0])) == (code, rules)
 
 
-@needs_presets
 def test_all_examples_at_once_fail_because_one_does_not_fit(runner):
     res = runner.invoke(app, ["check", str(PLANS / "*.yaml"), "-f", "json"])
     data = json.loads(res.stdout)

@@ -72,13 +72,14 @@ def read_text(path: Path) -> str:
 
 @functools.cache
 def _loader() -> type:
-    """A SafeLoader subclass that rejects duplicate keys instead of silently keeping the last one.
+    """A safe loader that rejects duplicate keys instead of silently keeping the last one.
 
-    Built on first use so that commands which read no YAML never import yaml.
+    libyaml's CSafeLoader where PyYAML was built with it (the pure-Python scanner is quadratic in
+    nesting depth), else SafeLoader. Built on first use so commands that read no YAML never import yaml.
     """
     import yaml
 
-    class UniqueKeyLoader(yaml.SafeLoader):
+    class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         pass
 
     def construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -110,9 +111,26 @@ def _expanded_size(value: Any, memo: dict[int, int]) -> int:
     return size
 
 
+MAX_YAML_FLOW_DEPTH = 64  # [ and { nesting; real configs stay under 10, deep nesting only slows the parser
+
+
+def _flow_depth(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def parse_yaml(text: str, origin: str) -> Any:
-    """Safe-load YAML, rejecting duplicate keys and alias bombs, errors as one SpecError line."""
+    """Safe-load YAML, rejecting duplicate keys, alias bombs and deep nesting, errors as one SpecError line."""
     import yaml
+
+    if _flow_depth(text) > MAX_YAML_FLOW_DEPTH:
+        raise SpecError(f"{origin}: YAML nested more than {MAX_YAML_FLOW_DEPTH} brackets deep; refusing it")
 
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
@@ -207,7 +225,7 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
             config.architecture()  # cross-field checks run here; fail at load, naming the file
         except ValidationError as exc:
             raise SpecError(validation_message(origin, exc, prefix="config")) from None
-        return ModelSpec(config=config, **body)
+        return ModelSpec.model_validate({**body, "config": config})
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc)) from None
 
@@ -233,7 +251,7 @@ def load_hardware_file(path: Path) -> HardwareSpec:
     text = read_text(path)
     data = _require_mapping(parse_yaml(text, str(path)), str(path))
     try:
-        return HardwareSpec(**data)
+        return HardwareSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(validation_message(str(path), exc)) from None
 
