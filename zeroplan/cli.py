@@ -206,13 +206,13 @@ def check(
             report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
         else:
             report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
-        _emit_check(report, fmt, output)
+        _emit_check(report, fmt, output, force)
         raise typer.Exit(report.exit_code)
 
     run(go)
 
 
-def _emit_check(report, fmt: CheckFormat, output: Path | None) -> None:
+def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> None:
     """The report on stdout (text through rich), or written to --output."""
     if fmt is CheckFormat.text:
         from zeroplan.render_check import check_renderables
@@ -232,26 +232,9 @@ def _emit_check(report, fmt: CheckFormat, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        _write_atomically(output, text)
+        from zeroplan.files import write_new_file
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write beside the target, then rename over it: a reader never sees half a report."""
-    import tempfile
-
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-        raise
+        write_new_file(output, text, force=force)
 
 
 @app.command("hardware")

@@ -5,8 +5,6 @@ Registered on cli.app when cli.py imports this module; the option aliases and th
 
 from __future__ import annotations
 
-import os
-import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -42,6 +40,7 @@ from zeroplan.cli import (
     run,
 )
 from zeroplan.errors import ZeroplanError
+from zeroplan.files import write_new_file
 from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, Topology
 from zeroplan.units import Unit
 
@@ -62,33 +61,6 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed ov
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
 SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
 MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]
-
-
-def write_new_file(path: Path, text: str, force: bool) -> None:
-    """Write `text` to `path` atomically (temp file in the same directory, then rename); never overwrite an
-    existing file unless `force` (without it the final step is a hard link, which fails if the path exists)."""
-    if path.exists() and not force:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if force:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)
-    except FileExistsError:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it") from None
-    except OSError as exc:
-        raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
 
 
 @app.command()
@@ -130,7 +102,7 @@ def advise(
         result = commands_advise.advise(args, opts)
         _show(lambda: views_advice.advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
-            write_new_file(target, commands_advise.deepspeed_config_text(result), force)
+            write_new_file(target, commands_advise.deepspeed_config_text(result), force=force)
             note = commands_advise.emit_note(result)
             _console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}",
                                         soft_wrap=True)
