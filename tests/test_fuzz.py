@@ -7,6 +7,8 @@ import pytest
 from fuzzkit import ALIAS_BOMB, CLI_NUMBERS, HOSTILE_TEXTS, _yaml_text_case, campaign, outcome
 from zeroplan.cli import parse_count
 from zeroplan.errors import ZeroplanError
+from zeroplan import presets
+from zeroplan.dsconfig import parse_ds_config
 from zeroplan.presets import parse_yaml
 
 SEED = 20261129
@@ -46,3 +48,19 @@ def test_cli_numbers(text):
 def test_huge_counts_stay_exact_integers():
     assert parse_count("1e15") == 10**15
     assert parse_count("123456789012345678") == 123456789012345678
+
+
+# Regressions the long campaign (benchmarks/fuzz.py) found, each once a crash.
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: presets.load_model("x" * 5000),  # OSError: file name too long
+        lambda: presets.load_model("model\x00.yaml"),  # ValueError: embedded null byte
+        lambda: presets.load_hardware("h" * 5000),
+        lambda: parse_ds_config({"zero_optimization": {"offload_param": {"device": "auto"}}}, origin="ds.json"),
+        lambda: parse_ds_config({"zero_optimization": {"offload_param": {"device": [1, 2]}}}, origin="ds.json"),
+    ],
+    ids=["long-name", "nul-byte", "long-hardware-name", "auto-offload-device", "list-offload-device"],
+)
+def test_found_by_fuzzing(fn):
+    outcome(fn)

@@ -343,7 +343,7 @@ class _Reader:
         device = body.get("device", "none")
         if device == "auto":
             return OffloadDevice(self.fallback(f"{path}.device", "none"))
-        if device not in OffloadDevice._value2member_map_:
+        if not isinstance(device, str) or device not in OffloadDevice._value2member_map_:
             raise self.error(f"{path}.device", f"expected none, cpu or nvme, got {_show(device)}")
         return OffloadDevice(device)
 

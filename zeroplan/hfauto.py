@@ -26,12 +26,12 @@ class AutoValue(Frozen):
     """One `"auto"` in the config and the value zeroplan assumed for it."""
 
     key: str = Field(description="dotted key path")
-    value: int | bool | None = Field(description="value assumed; None = treated as not given")
+    value: int | bool | str | None = Field(description="value assumed (a device name for offload); None = treated as not given")
     resolved: bool = Field(description="filled as Hugging Face would; False = a fallback zeroplan chose")
     how: str = Field(description="where the value comes from, one line")
 
 
-def deepspeed_default(key: str, default: int | bool | None) -> AutoValue:
+def deepspeed_default(key: str, default: int | bool | str | None) -> AutoValue:
     """A key Hugging Face does not fill: DeepSpeed drops the "auto" and uses its default."""
     how = "Hugging Face does not fill this key; DeepSpeed drops 'auto' and uses its default"
     return AutoValue(key=key, value=default, resolved=False, how=how)

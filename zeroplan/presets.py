@@ -54,6 +54,8 @@ def preset_names(kind: str) -> list[str]:
 
 def read_text(path: Path) -> str:
     """A user file's text, with every failure turned into one SpecError line."""
+    if "\x00" in str(path):
+        raise SpecError(f"{str(path)!r}: a file name cannot contain a NUL byte")
     try:
         if path.is_dir():
             raise SpecError(f"{path}: is a directory, not a file")
@@ -230,6 +232,14 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
         raise SpecError(validation_message(origin, exc)) from None
 
 
+def _is_file(ref: str) -> bool:
+    """Whether `ref` names an existing file; False for names the OS refuses (too long, NUL bytes)."""
+    try:
+        return Path(ref).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_model_file(path: Path) -> ModelSpec:
     """A model from a zeroplan YAML spec or a Hugging Face config.json."""
     text = read_text(path)
@@ -242,7 +252,7 @@ def load_model(ref: str) -> ModelSpec:
     """A model by preset name, YAML spec path or HF config.json path."""
     if (path := _registry("models").get(ref)) is not None:
         return load_model_file(path)
-    if looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or _is_file(ref):
         return load_model_file(Path(ref))
     raise _unknown("models", ref)
 
@@ -260,7 +270,7 @@ def load_hardware(ref: str) -> HardwareSpec:
     """A hardware profile by preset name or YAML path."""
     if (path := _registry("hardware").get(ref)) is not None:
         return load_hardware_file(path)
-    if looks_like_path(ref) or Path(ref).is_file():
+    if looks_like_path(ref) or _is_file(ref):
         return load_hardware_file(Path(ref))
     raise _unknown("hardware", ref)
 
