@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import lru_cache
 
 from pydantic import Field
 
@@ -151,18 +150,22 @@ class StageEstimate:
     base: StageBase
     activations: int  # bytes of one micro-step's activations (alive in the backward phase)
     backward_bytes: int  # allocated at the end of forward / start of backward: base.backward_bytes + activations
-    overhead: tuple[Term, ...]
+    overheads: Overheads | None  # the per-process overhead inputs; None: not counted
+    overhead_sizes: tuple[int, int, int]  # overhead_sizes(): CUDA context, NCCL, fragmentation
     usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
     # Derived once at construction (a sweep reads them for every configuration):
     overhead_bytes: int = field(init=False)
     total: int = field(init=False)  # peak per GPU: max(backward phase, step phase) + overhead
 
     def __post_init__(self) -> None:
-        overhead = 0
-        for t in self.overhead:
-            overhead += t.bytes
-        object.__setattr__(self, "overhead_bytes", overhead)
-        object.__setattr__(self, "total", max(self.backward_bytes, self.base.step_bytes) + overhead)
+        context, nccl, fragmentation = self.overhead_sizes
+        object.__setattr__(self, "overhead_bytes", context + nccl + fragmentation)
+        object.__setattr__(self, "total", max(self.backward_bytes, self.base.step_bytes) + self.overhead_bytes)
+
+    @property
+    def overhead(self) -> tuple[Term, ...]:
+        """The overhead lines, named; built on demand (a sweep needs only their sum)."""
+        return () if self.overheads is None else overhead_terms(self.overhead_sizes, self.overheads)
 
     # The micro-step-independent lines, read through from the base under their old names.
     stage = property(lambda self: self.base.stage)
@@ -237,28 +240,27 @@ OVERHEAD_SOURCE = "hardware profile (hardware.md section 6)"
 FRAGMENTATION_SOURCE = "caching-allocator margin on the allocated peak"
 
 
-@lru_cache(maxsize=64)
-def _process_terms(cuda_context_bytes: int, nccl_bytes: int) -> tuple[Term, ...]:
-    """CUDA context and NCCL lines: fixed per process, so built once per pair of sizes (a sweep reuses them)."""
-    terms = (Term(name="CUDA context", bytes=cuda_context_bytes, source=OVERHEAD_SOURCE),
-             Term(name="NCCL buffers", bytes=nccl_bytes, source=OVERHEAD_SOURCE))
+NO_OVERHEAD = (0, 0, 0)  # overhead_sizes without a hardware profile or overrides
+
+
+def overhead_sizes(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[int, int, int]:
+    """(CUDA context, NCCL, fragmentation) bytes of one process:
+
+        CUDA context and NCCL buffers per hardware profile (NCCL only with more than one GPU),
+        fragmentation = int(allocated peak x fragmentation_fraction).
+    """
+    nccl = overheads.nccl_bytes if gpus > 1 else 0
+    return overheads.cuda_context_bytes, nccl, int(allocated_peak * overheads.fragmentation_fraction)
+
+
+def overhead_terms(sizes: tuple[int, int, int], overheads: Overheads) -> tuple[Term, ...]:
+    """The non-zero overhead_sizes as named lines with their sources."""
+    context, nccl, fragmentation = sizes
+    terms = (Term(name="CUDA context", bytes=context, source=OVERHEAD_SOURCE),
+             Term(name="NCCL buffers", bytes=nccl, source=OVERHEAD_SOURCE),
+             Term(name=f"fragmentation {overheads.fragmentation_fraction:.0%}", bytes=fragmentation,
+                  source=FRAGMENTATION_SOURCE))
     return tuple(t for t in terms if t.bytes > 0)
-
-
-@lru_cache(maxsize=64)
-def _fragmentation_name(fraction: float) -> str:
-    return f"fragmentation {fraction:.0%}"
-
-
-def overhead_terms(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[Term, ...]:
-    """CUDA context + NCCL (per hardware profile; NCCL only with more than one GPU) + a fragmentation margin
-    on the allocated peak: int(peak x fragmentation_fraction)."""
-    fixed = _process_terms(overheads.cuda_context_bytes, overheads.nccl_bytes if gpus > 1 else 0)
-    fragmentation = int(allocated_peak * overheads.fragmentation_fraction)
-    if fragmentation <= 0:
-        return fixed
-    name = _fragmentation_name(overheads.fragmentation_fraction)
-    return (*fixed, Term(name=name, bytes=fragmentation, source=FRAGMENTATION_SOURCE))
 
 
 def cpu_offload_terms(states: ModelStates, num_params: int, recipe: Recipe, dp: int, knobs: DeepSpeedKnobs) -> tuple[Term, ...]:
@@ -327,8 +329,8 @@ def stage_peak(base: StageBase, activation_bytes: int = 0, overheads: Overheads 
                usable_bytes: int | None = None) -> StageEstimate:
     """`base` with one micro-step's activations (alive in the backward phase only) and the per-process overhead."""
     backward = base.backward_bytes + activation_bytes
-    overhead = () if overheads is None else overhead_terms(max(backward, base.step_bytes), overheads, base.gpus)
-    return StageEstimate(base, activation_bytes, backward, overhead, usable_bytes)
+    sizes = NO_OVERHEAD if overheads is None else overhead_sizes(max(backward, base.step_bytes), overheads, base.gpus)
+    return StageEstimate(base, activation_bytes, backward, overheads, sizes, usable_bytes)
 
 
 def estimate_stage(
