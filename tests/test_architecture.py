@@ -11,7 +11,7 @@ from zeroplan.cli import app
 # Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
 PURE = [
     "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
-    "perf", "sweep", "collectives", "flops", "schedule",
+    "perf", "sweep", "grid", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
 ]
 HEAVY = ["rich", "typer", "yaml", "torch"]
@@ -41,6 +41,12 @@ FROZEN = {
         "--method", "--buffer-factor",
     },
     "capacity": SCENARIO,
+    # The grid's axes replace --gpus/--nodes/--micro-batch; --checkpointing and --offload-* take comma lists here.
+    "sweep": {
+        "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
+        "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
+        "--offload-param", "--units", "--format", "-f",
+    },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }
