@@ -139,7 +139,8 @@ def test_best_per_stage_prefers_fewer_gpus_then_no_offload_then_less_recompute_t
 
 
 @pytest.mark.parametrize(("text", "values"), [("1", (1,)), ("1,2,4-8", (1, 2, 4, 5, 6, 7, 8)), ("8,1,8", (1, 8)),
-                                              (" 2 - 3 ", (2, 3)), ("1e3", (1000,))])
+                                              (" 2 - 3 ", (2, 3)), ("1e3", (1000,)), ("1-2,8-32:8", (1, 2, 8, 16, 24, 32)),
+                                              ("4-10:4", (4, 8))])
 def test_parse_axis(text, values):
     assert parse_axis(text, "--gpu-counts") == values
 
@@ -149,6 +150,7 @@ def test_parse_axis(text, values):
     ({"micro_batches": "0"}, "must be positive"),
     ({"micro_batches": "8-2"}, "must run upwards"),
     ({"gpu_counts": "1-1e9"}, "at most 100,000 values"),
+    ({"gpu_counts": "8-64:0"}, "step '0' must be positive"),
     ({"checkpointings": "none,fool"}, "'fool' is not one of none, selective, full"),
     ({"micro_batches": "1-100000", "gpu_counts": "1-64"}, "narrow an axis"),
 ])

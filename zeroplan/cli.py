@@ -226,7 +226,7 @@ class GridFormat(str, Enum):
     json = "json"
 
 
-AxisOpt = Annotated[str, typer.Option(help="Comma list of values and inclusive ranges A-B.")]
+AxisOpt = Annotated[str, typer.Option(help="Comma list of values and inclusive ranges A-B or A-B:STEP.")]
 
 
 @app.command()
@@ -240,7 +240,7 @@ def sweep(
     seq_len: SeqLenOpt = "2048",
     attention: AttentionOpt = Attention.flash,
     stages: Annotated[str, typer.Option(help="ZeRO stages, e.g. 0,1,2,3 or 2-3.")] = "0,1,2,3",
-    gpu_counts: Annotated[str, typer.Option(help="GPU counts, on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
+    gpu_counts: Annotated[str, typer.Option(help="GPU counts (values, A-B, A-B:STEP), on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
     micro_batches: AxisOpt = "1-16",
     checkpointings: Annotated[str, typer.Option("--checkpointing", help="Comma list of none, selective, full.")] = "none,selective,full",
     offload_optimizers: Annotated[str, typer.Option("--offload-optimizer", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",

@@ -192,7 +192,7 @@ def capacity(args: ScenarioArgs) -> dict:
 
 @dataclass(frozen=True)
 class GridArgs:
-    """The grid axes as typed: comma lists of values and inclusive ranges A-B (numbers), or names."""
+    """The grid axes as typed: comma lists of values, inclusive ranges A-B and A-B:STEP (numbers), or names."""
 
     stages: str = "0,1,2,3"
     gpu_counts: str = "1,2,4,8,16,32,64"
@@ -207,15 +207,17 @@ MAX_GRID = 5_000_000  # configurations; about 30 s and several GB of rows
 
 
 def parse_axis(text: str, what: str, parse: Callable[[str, str], int] = _count) -> tuple[int, ...]:
-    """Sorted distinct integers from '1,2,4-8': comma-separated values and inclusive ranges A-B."""
+    """Sorted distinct integers from '1,2,4-8,16-64:16': values, inclusive ranges A-B and stepped ranges A-B:S."""
     values: set[int] = set()
     for item in text.split(","):
-        lo, sep, hi = item.strip().partition("-")
+        span, colon, step_text = item.strip().partition(":")
+        lo, dash, hi = span.partition("-")
         first = parse(lo, what)
-        last = parse(hi, what) if sep else first
-        if last < first or last - first >= MAX_AXIS_VALUES:
+        last = parse(hi, what) if dash else first
+        step = _count(step_text, what + " step") if colon else 1
+        if last < first or (last - first) // step >= MAX_AXIS_VALUES:
             raise ZeroplanError(f"{what} range {item.strip()!r} must run upwards over at most {MAX_AXIS_VALUES:,} values")
-        values.update(range(first, last + 1))
+        values.update(range(first, last + 1, step))
     return tuple(sorted(values))
 
 
