@@ -84,6 +84,8 @@ def commands(peers_python: str, scratch: Path) -> list[tuple[str, list[str] | No
     zp = [py, "-m", "zeroplan"]
     rows: list[tuple[str, list[str] | None, str]] = [
         ("python -c pass", [py, "-c", "pass"], ""),
+        # The stack SPEC.md fixes, imported and nothing else: the floor under any zeroplan command that prints a table.
+        ("python -c 'import pydantic, typer, rich.table, yaml'", [py, "-c", "import pydantic, typer, rich.console, rich.table, yaml"], ""),
         ("zeroplan estimate --params 9e9 --gpus 8", [*zp, "estimate", "--params", "9e9", "--gpus", "8"], ""),
         ("zeroplan estimate --params 9e9 --gpus 8 -f json", [*zp, "estimate", "--params", "9e9", "--gpus", "8", "-f", "json"], ""),
         ("zeroplan estimate --model llama-2-7b --gpus 8", [*zp, "estimate", "--model", "llama-2-7b", "--gpus", "8"], ""),
