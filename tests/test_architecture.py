@@ -10,7 +10,7 @@ from zeroplan.cli import app
 # Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
 PURE = [
     "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
-    "perf", "sweep", "collectives", "flops", "schedule",
+    "perf", "sweep", "grid", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
     "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
@@ -53,6 +53,12 @@ FROZEN = {
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
         "--topology", "--mfu", "--sweep", "--max-micro-batch",
+    },
+    # The grid's axes replace --gpus/--nodes/--micro-batch; --checkpointing and --offload-* take comma lists here.
+    "sweep": {
+        "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
+        "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
+        "--offload-param", "--units", "--format", "-f",
     },
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},

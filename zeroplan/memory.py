@@ -8,7 +8,7 @@ docs/formulas.md and reference/deepspeed.md section 4.4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pydantic import Field
@@ -120,48 +120,81 @@ class Overheads(Frozen):
 
 
 @dataclass(frozen=True, slots=True)
-class StageEstimate:
-    """One stage (with its offload choice) on one GPU. Build it with `estimate_stage`."""
+class StageBase:
+    """What one GPU holds at one stage whatever the micro-step: model states, engine buffers, host and NVMe bytes.
+
+    Nothing here depends on the micro-batch, sequence or checkpointing, so a sweep builds it once per
+    (stage, cluster, offload) and completes it with `stage_peak` for each activation size.
+    """
 
     stage: ZeroStage
-    offload_optimizer: OffloadDevice
-    offload_param: OffloadDevice
+    knobs: DeepSpeedKnobs  # as applied at this stage (estimate.stage_knobs)
     states: ModelStates
-    activations: int  # bytes of one micro-step's activations (alive in the backward phase)
     buffers: tuple[Term, ...]
-    overhead: tuple[Term, ...]
+    buffer_bytes: tuple[int, int, int]  # buffers summed per phase: (always, backward, step)
     cpu_terms: tuple[Term, ...]
+    gpus: int
     gpus_per_node: int
-    backward_bytes: int  # allocated at the end of forward / start of backward (activations alive)
+    backward_bytes: int  # allocated in the backward phase before activations (phase_totals)
     step_bytes: int  # allocated in the optimizer step (activations freed)
-    nvme_bytes_per_node: int = 0
+    nvme_bytes_per_node: int
+
+
+@dataclass(frozen=True, slots=True)
+class StageEstimate:
+    """One stage (with its offload choice) on one GPU: a StageBase plus activations and overhead.
+
+    Build it with `estimate_stage` (or `stage_base` + `stage_peak`).
+    """
+
+    base: StageBase
+    activations: int  # bytes of one micro-step's activations (alive in the backward phase)
+    backward_bytes: int  # allocated at the end of forward / start of backward: base.backward_bytes + activations
+    overheads: Overheads | None  # the per-process overhead inputs; None: not counted
+    overhead_sizes: tuple[int, int, int]  # overhead_sizes(): CUDA context, NCCL, fragmentation
     usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
+    # Derived once at construction (a sweep reads them for every configuration):
+    overhead_bytes: int = field(init=False)
+    total: int = field(init=False)  # peak per GPU: max(backward phase, step phase) + overhead
+
+    def __post_init__(self) -> None:
+        context, nccl, fragmentation = self.overhead_sizes
+        object.__setattr__(self, "overhead_bytes", context + nccl + fragmentation)
+        object.__setattr__(self, "total", max(self.backward_bytes, self.base.step_bytes) + self.overhead_bytes)
+
+    @property
+    def overhead(self) -> tuple[Term, ...]:
+        """The overhead lines, named; built on demand (a sweep needs only their sum)."""
+        return () if self.overheads is None else overhead_terms(self.overhead_sizes, self.overheads)
+
+    # The micro-step-independent lines, read through from the base under their old names.
+    stage = property(lambda self: self.base.stage)
+    offload_optimizer = property(lambda self: self.base.knobs.offload_optimizer)
+    offload_param = property(lambda self: self.base.knobs.offload_param)
+    states = property(lambda self: self.base.states)
+    buffers = property(lambda self: self.base.buffers)
+    cpu_terms = property(lambda self: self.base.cpu_terms)
+    gpus_per_node = property(lambda self: self.base.gpus_per_node)
+    step_bytes = property(lambda self: self.base.step_bytes)
+    nvme_bytes_per_node = property(lambda self: self.base.nvme_bytes_per_node)
 
     @property
     def peak_phase(self) -> Phase:
-        return Phase.backward if self.backward_bytes >= self.step_bytes else Phase.step
+        return Phase.backward if self.backward_bytes >= self.base.step_bytes else Phase.step
 
     @property
     def buffers_at_peak(self) -> int:
-        alive = (Phase.always, self.peak_phase)
-        return sum(t.bytes for t in self.buffers if t.phase in alive)
+        """Buffers alive at the peak: the always-alive ones plus those of the peak's phase."""
+        always, backward, step = self.base.buffer_bytes
+        return always + (backward if self.backward_bytes >= self.base.step_bytes else step)
 
     @property
     def activations_at_peak(self) -> int:
-        return self.activations if self.peak_phase is Phase.backward else 0
-
-    @property
-    def overhead_bytes(self) -> int:
-        return sum(t.bytes for t in self.overhead)
-
-    @property
-    def total(self) -> int:
-        """Peak per GPU: max(backward phase, step phase) + overhead."""
-        return max(self.backward_bytes, self.step_bytes) + self.overhead_bytes
+        return self.activations if self.backward_bytes >= self.base.step_bytes else 0
 
     @property
     def cpu_bytes_per_node(self) -> int:
-        return sum(t.bytes for t in self.cpu_terms) * self.gpus_per_node
+        return sum(t.bytes for t in self.base.cpu_terms) * self.base.gpus_per_node
 
     @property
     def fits(self) -> bool | None:
@@ -184,30 +217,49 @@ class StageEstimate:
         }
 
 
-def phase_totals(states: ModelStates, buffers: tuple[Term, ...], activation_bytes: int) -> tuple[int, int]:
-    """(backward, step) allocated bytes:
-
-        backward = model states + always-alive buffers + backward buffers + activations
-        step     = model states + always-alive buffers + step buffers
-    """
+def buffer_bytes_by_phase(buffers: tuple[Term, ...]) -> tuple[int, int, int]:
+    """Bytes of the buffers alive always, in the backward phase, in the optimizer step."""
     by_phase = {Phase.always: 0, Phase.backward: 0, Phase.step: 0}
     for t in buffers:
         by_phase[t.phase] += t.bytes
-    base = states.parameters + states.gradients + states.optimizer_states + by_phase[Phase.always]
-    return base + by_phase[Phase.backward] + activation_bytes, base + by_phase[Phase.step]
+    return by_phase[Phase.always], by_phase[Phase.backward], by_phase[Phase.step]
 
 
-def overhead_terms(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[Term, ...]:
-    """CUDA context + NCCL (per hardware profile) + a fragmentation margin on the allocated peak."""
-    terms = [
-        Term(name="CUDA context", bytes=overheads.cuda_context_bytes, source="hardware profile (hardware.md section 6)"),
-        Term(name="NCCL buffers", bytes=overheads.nccl_bytes if gpus > 1 else 0, source="hardware profile (hardware.md section 6)"),
-        Term(
-            name=f"fragmentation {overheads.fragmentation_fraction:.0%}",
-            bytes=int(allocated_peak * overheads.fragmentation_fraction),
-            source="caching-allocator margin on the allocated peak",
-        ),
-    ]
+def phase_totals(states: ModelStates, buffers: tuple[Term, ...]) -> tuple[int, int]:
+    """(backward, step) allocated bytes before activations:
+
+        backward = model states + always-alive buffers + backward buffers   (+ activations, see stage_peak)
+        step     = model states + always-alive buffers + step buffers
+    """
+    always, backward, step = buffer_bytes_by_phase(buffers)
+    base = states.parameters + states.gradients + states.optimizer_states + always
+    return base + backward, base + step
+
+
+OVERHEAD_SOURCE = "hardware profile (hardware.md section 6)"
+FRAGMENTATION_SOURCE = "caching-allocator margin on the allocated peak"
+
+
+NO_OVERHEAD = (0, 0, 0)  # overhead_sizes without a hardware profile or overrides
+
+
+def overhead_sizes(allocated_peak: int, overheads: Overheads, gpus: int) -> tuple[int, int, int]:
+    """(CUDA context, NCCL, fragmentation) bytes of one process:
+
+        CUDA context and NCCL buffers per hardware profile (NCCL only with more than one GPU),
+        fragmentation = int(allocated peak x fragmentation_fraction).
+    """
+    nccl = overheads.nccl_bytes if gpus > 1 else 0
+    return overheads.cuda_context_bytes, nccl, int(allocated_peak * overheads.fragmentation_fraction)
+
+
+def overhead_terms(sizes: tuple[int, int, int], overheads: Overheads) -> tuple[Term, ...]:
+    """The non-zero overhead_sizes as named lines with their sources."""
+    context, nccl, fragmentation = sizes
+    terms = (Term(name="CUDA context", bytes=context, source=OVERHEAD_SOURCE),
+             Term(name="NCCL buffers", bytes=nccl, source=OVERHEAD_SOURCE),
+             Term(name=f"fragmentation {overheads.fragmentation_fraction:.0%}", bytes=fragmentation,
+                  source=FRAGMENTATION_SOURCE))
     return tuple(t for t in terms if t.bytes > 0)
 
 
@@ -242,18 +294,8 @@ def nvme_bytes(num_params: int, recipe: Recipe, stage: ZeroStage, dp: int, knobs
     return total
 
 
-def estimate_stage(
-    model: ModelSummary,
-    recipe: Recipe,
-    stage: ZeroStage,
-    par: Parallelism,
-    knobs: DeepSpeedKnobs,
-    *,
-    activation_bytes: int = 0,
-    overheads: Overheads | None = None,
-    usable_bytes: int | None = None,
-) -> StageEstimate:
-    """Peak memory of one GPU at one ZeRO stage: model states + engine buffers + activations + overhead."""
+def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs) -> StageBase:
+    """Model states + engine buffers of one GPU at one stage, with the host and NVMe bytes offload needs."""
     from zeroplan.engine import engine_buffers  # engine imports Term from here
 
     dp = par.dp
@@ -267,19 +309,40 @@ def estimate_stage(
         dp=dp,
         knobs=knobs,
     )
-    backward, step = phase_totals(states, buffers, activation_bytes)
-    return StageEstimate(
+    backward, step = phase_totals(states, buffers)
+    return StageBase(
         stage=stage,
-        offload_optimizer=knobs.offload_optimizer,
-        offload_param=knobs.offload_param,
+        knobs=knobs,
         states=states,
-        activations=activation_bytes,
         buffers=buffers,
-        overhead=() if overheads is None else overhead_terms(max(backward, step), overheads, par.gpus),
+        buffer_bytes=buffer_bytes_by_phase(buffers),
         cpu_terms=cpu_offload_terms(states, model.num_params, recipe, dp, knobs),
+        gpus=par.gpus,
         gpus_per_node=par.gpus_per_node,
         backward_bytes=backward,
         step_bytes=step,
         nvme_bytes_per_node=nvme_bytes(model.num_params, recipe, stage, dp, knobs) * par.gpus_per_node,
-        usable_bytes=usable_bytes,
     )
+
+
+def stage_peak(base: StageBase, activation_bytes: int = 0, overheads: Overheads | None = None,
+               usable_bytes: int | None = None) -> StageEstimate:
+    """`base` with one micro-step's activations (alive in the backward phase only) and the per-process overhead."""
+    backward = base.backward_bytes + activation_bytes
+    sizes = NO_OVERHEAD if overheads is None else overhead_sizes(max(backward, base.step_bytes), overheads, base.gpus)
+    return StageEstimate(base, activation_bytes, backward, overheads, sizes, usable_bytes)
+
+
+def estimate_stage(
+    model: ModelSummary,
+    recipe: Recipe,
+    stage: ZeroStage,
+    par: Parallelism,
+    knobs: DeepSpeedKnobs,
+    *,
+    activation_bytes: int = 0,
+    overheads: Overheads | None = None,
+    usable_bytes: int | None = None,
+) -> StageEstimate:
+    """Peak memory of one GPU at one ZeRO stage: model states + engine buffers + activations + overhead."""
+    return stage_peak(stage_base(model, recipe, stage, par, knobs), activation_bytes, overheads, usable_bytes)

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from zeroplan.dscompat import DeepSpeedEstimate
 from zeroplan.estimate import Estimate
+from zeroplan.grid import GridResult, GridRow, best_per_stage
 from zeroplan.memory import StageEstimate
 from zeroplan.units import Unit, format_bytes, to_unit
 
@@ -181,4 +182,37 @@ def capacity_renderables(data: dict, unit: Unit) -> list:
         table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model)
     note = Text("largest model: the same architecture with more or fewer layers (embeddings and width fixed), "
                 f"at micro-batch {data['setup']['micro_batch']} on {data['gpus']} GPU(s)", style="dim")
+    return [table, note]
+
+
+def _offload_text(row: GridRow) -> str:
+    parts = [f"{k}={v}" for k, v in (("opt", row.offload_optimizer), ("param", row.offload_param)) if v != "none"]
+    return ", ".join(parts) or "none"
+
+
+def grid_summary(result: GridResult, unit: Unit) -> list:
+    """Per stage: how many configurations were evaluated, how many fit, and the cheapest that fits."""
+    scn, rows = result.scenario, result.rows
+    where = f"{scn.hardware.name} ({scn.hardware.memory_gib:g} GiB)" if scn.hardware else "no hardware profile"
+    table = Table(title=f"{scn.model.name} on {where}: {len(rows):,} configurations, seq {scn.setup.seq_len}",
+                  title_justify="left")
+    for col in ("stage", "configs", "fit", "GPUs", "offload", "checkpointing", "micro-batch", f"peak ({unit.label})",
+                f"free ({unit.label})"):
+        table.add_column(col, justify="left" if col in ("offload", "checkpointing") else "right")
+    counts: dict[int, list[int]] = {}
+    for row in rows:
+        seen = counts.setdefault(row.stage, [0, 0])
+        seen[0] += 1
+        seen[1] += bool(row.fits)
+    for stage, best in best_per_stage(rows).items():
+        total, fitting = counts[stage]
+        fit = "n/a" if scn.hardware is None else f"{fitting:,}"
+        if best is None:
+            table.add_row(f"ZeRO-{stage}", f"{total:,}", fit, "-", "-", "-", "-", "-", "-")
+            continue
+        table.add_row(f"ZeRO-{stage}", f"{total:,}", fit, f"{best.gpus} ({best.nodes} node(s))", _offload_text(best),
+                      best.checkpointing, str(best.micro_batch), f"{to_unit(best.total_bytes, unit):,.2f}",
+                      f"{to_unit(best.headroom_bytes, unit):,.2f}")
+    note = Text("cheapest fitting: fewest GPUs, then no offload over CPU over NVMe, then less recomputation, then the "
+                "largest micro-batch. The whole grid: --format csv or json.", style="dim")
     return [table, note]

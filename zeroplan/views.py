@@ -8,6 +8,7 @@ from __future__ import annotations
 from zeroplan import __version__
 from zeroplan.dscompat import DeepSpeedEstimate
 from zeroplan.estimate import Estimate
+from zeroplan.grid import GridResult, GridRow, best_per_stage, gpus_per_node
 from zeroplan.memory import StageEstimate, Term
 from zeroplan.units import Unit
 
@@ -83,3 +84,42 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
         "zero2": [r.model_dump(mode="json", exclude_none=True) for r in ds.zero2],
         "zero3": [r.model_dump(mode="json") for r in ds.zero3],
     }
+
+
+def grid_view(result: GridResult) -> dict:
+    """The whole grid: the scenario, the axes, the cheapest fitting row per stage, then every row."""
+    scn, axes = result.scenario, result.axes
+    best = best_per_stage(result.rows)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "zeroplan_version": __version__,
+        "model": scn.model.model_dump(mode="json"),
+        "recipe": scn.recipe.name,
+        "setup": scn.setup.model_dump(mode="json", include={"precision", "optimizer", "fp32_grad_accum", "seq_len", "attention"}),
+        "hardware": scn.hardware.name if scn.hardware else None,
+        "usable_bytes": scn.usable_bytes,
+        "gpus_per_node": gpus_per_node(scn),
+        "axes": {
+            "stages": [int(s) for s in axes.stages],
+            "gpu_counts": list(axes.gpu_counts),
+            "micro_batches": list(axes.micro_batches),
+            "checkpointing": [c.value for c in axes.checkpointings],
+            "offload_optimizer": [d.value for d in axes.offload_optimizers],
+            "offload_param": [d.value for d in axes.offload_params],
+        },
+        "num_configurations": len(result.rows),
+        "best": {str(stage): row._asdict() if row else None for stage, row in best.items()},
+        "rows": [row._asdict() for row in result.rows],
+    }
+
+
+def grid_csv(rows: list[GridRow]) -> str:
+    """One header line (GridRow's fields) and one line per configuration; fits is true/false, empty when unknown."""
+    def cell(value: object) -> str:
+        if value is None:
+            return ""
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    lines = [",".join(GridRow._fields)]
+    lines += [",".join(map(cell, row)) for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,201 @@
+"""Speed of zeroplan against the floor and against the peers, in one run; prints a markdown report.
+
+Usage: python benchmarks/bench.py [--runs 15] [--peers-python /path/to/venv/bin/python] [--grid-repeats 5]
+
+Every command is timed as a whole process: one warm-up, then `--runs` runs; median, min and max of the wall
+clock. Bytecode is cached as in a real install (PYTHONDONTWRITEBYTECODE is removed from the environment).
+Rows whose tool is missing print "not available" and why. The peers (DeepSpeed, llm-analysis) are optional and
+never dependencies of zeroplan: install them in a scratch venv and pass its python with --peers-python.
+The grid is timed in-process (wall and CPU time of `zeroplan.grid.sweep_grid`, one core) and as the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ESTIMATE_TARGET_S = 0.25  # the issue's target for `zeroplan estimate`
+DEEPSPEED_SPEEDUP_TARGET = 10  # zeroplan estimate at least this many times faster than DeepSpeed's estimator
+GRID_MIN_CONFIGS = 100_000
+GRID_TARGET_S = 2.0
+
+# The comparable question: Llama-2-7B (meta-llama/Llama-2-7b-hf), 8 GPUs in one node, ZeRO-3.
+LLAMA2_7B_PARAMS = 6_738_415_616
+LLAMA2_7B_LARGEST_LAYER = 131_072_000  # 32000 x 4096 embedding (DeepSpeed's model_to_params)
+DEEPSPEED_CODE = (
+    "from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs_all_cold as f; "
+    f"f(total_params={LLAMA2_7B_PARAMS}, largest_layer_params={LLAMA2_7B_LARGEST_LAYER}, num_gpus_per_node=8, num_nodes=1)"
+)
+# llm-analysis reads a model config JSON (its own key names); this is Llama-2-7B's shape from its HF config.json
+# (0.2.2 insists on an integer ffn/hidden ratio unless expansion_ratio is given too).
+LLM_ANALYSIS_LLAMA2_7B = {
+    "name": "llama-2-7b", "num_layers": 32, "n_head": 32, "num_key_value_heads": 32, "hidden_dim": 4096,
+    "vocab_size": 32000, "max_seq_len": 4096, "ffn_embed_dim": 11008, "expansion_ratio": 11008 / 4096,
+}
+
+# The benchmark grid: 4 stages x 71 GPU counts x 64 micro-batches x 3 checkpointing x every valid offload pair.
+GRID_GPU_COUNTS = "1-8,16-512:8"
+GRID_MICRO_BATCHES = "1-64"
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def runs_ok(argv: list[str]) -> tuple[bool, str]:
+    """(ok, last line of stderr) for one run."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), cwd=ROOT)
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return done.returncode == 0, lines[-1] if lines else f"exit {done.returncode}"
+
+
+def time_process(argv: list[str], runs: int) -> list[float]:
+    """Wall seconds of `runs` runs after one warm-up (which also writes the bytecode caches)."""
+    env = clean_env()
+    samples = []
+    for i in range(runs + 1):
+        start = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env, cwd=ROOT)
+        if i:
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
+def has_module(python: str, module: str) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([python, "-c", code], env=clean_env(), capture_output=True).returncode == 0
+
+
+def commands(peers_python: str, scratch: Path) -> list[tuple[str, list[str] | None, str]]:
+    """(label, argv or None, why not) in report order."""
+    py = sys.executable
+    zp = [py, "-m", "zeroplan"]
+    rows: list[tuple[str, list[str] | None, str]] = [
+        ("python -c pass", [py, "-c", "pass"], ""),
+        # The stack SPEC.md fixes, imported and nothing else: the floor under any zeroplan command that prints a table.
+        ("python -c 'import pydantic, typer, rich.table, yaml'", [py, "-c", "import pydantic, typer, rich.console, rich.table, yaml"], ""),
+        ("zeroplan estimate --params 9e9 --gpus 8", [*zp, "estimate", "--params", "9e9", "--gpus", "8"], ""),
+        ("zeroplan estimate --params 9e9 --gpus 8 -f json", [*zp, "estimate", "--params", "9e9", "--gpus", "8", "-f", "json"], ""),
+        ("zeroplan estimate --model llama-2-7b --gpus 8", [*zp, "estimate", "--model", "llama-2-7b", "--gpus", "8"], ""),
+        ("zeroplan estimate --model llama-2-7b --gpus 8 -f json",
+         [*zp, "estimate", "--model", "llama-2-7b", "--gpus", "8", "-f", "json"], ""),
+        ("zeroplan advise (defaults)", [*zp, "advise"], ""),
+        ("zeroplan sweep (default grid, -f csv)", [*zp, "sweep", "--params", "9e9", "-f", "csv"], ""),
+    ]
+    if has_module(peers_python, "deepspeed"):
+        rows.append(("DeepSpeed estimate_zero3_..._all_cold (python -c)", [peers_python, "-c", DEEPSPEED_CODE], ""))
+    else:
+        rows.append(("DeepSpeed estimate_zero3_..._all_cold (python -c)", None, f"deepspeed not importable by {peers_python}"))
+    if has_module(peers_python, "llm_analysis"):
+        config = scratch / "llama-2-7b.json"
+        config.write_text(json.dumps(LLM_ANALYSIS_LLAMA2_7B))
+        argv = [peers_python, "-m", "llm_analysis.analysis", "train", "--model_name", str(config),
+                "--gpu_name", "h100-sxm-80gb", "--total_num_gpus", "8", "--ds_zero", "3", "--seq_len", "2048",
+                "--batch_size_per_gpu", "1", "--log_level", "ERROR"]
+        rows.append(("llm-analysis train (python -m)", argv, ""))
+    else:
+        rows.append(("llm-analysis train (python -m)", None, f"llm_analysis not importable by {peers_python}"))
+    return rows
+
+
+def time_commands(runs: int, peers_python: str) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, argv, why in commands(peers_python, Path(tmp)):
+            if argv is not None and "advise" in argv and not runs_ok([*argv[:3], "advise", "--help"])[0]:
+                argv, why = None, "`zeroplan advise --help` fails: the command is not on this branch yet"
+            if argv is not None:
+                ok, last = runs_ok(argv)
+                if not ok:
+                    argv, why = None, f"fails: {last}"
+            results[label] = {"why": why} if argv is None else {"samples": time_process(argv, runs)}
+            print(f"  timed {label}", file=sys.stderr)
+    return results
+
+
+def time_grid(repeats: int) -> dict:
+    """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process."""
+    from zeroplan.commands import GridArgs, ScenarioArgs, grid_axes, scenario
+    from zeroplan.grid import offload_pairs, sweep_grid
+
+    scn = scenario(ScenarioArgs(params="9e9", largest_layer="917504000", hardware="h100-sxm-80gb"))
+    axes = grid_axes(GridArgs(gpu_counts=GRID_GPU_COUNTS, micro_batches=GRID_MICRO_BATCHES))
+    offloads = offload_pairs(axes.offload_optimizers, axes.offload_params)
+    walls, cpus, count = [], [], 0
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        count = len(sweep_grid(scn, axes.stages, axes.gpu_counts, axes.micro_batches, axes.checkpointings, offloads))
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return {"configs": count, "wall": walls, "cpu": cpus}
+
+
+def report(results: dict[str, dict], grid: dict, runs: int, load: tuple[float, float]) -> str:
+    base = statistics.median(results["python -c pass"]["samples"])
+    out = [f"{runs} runs per command after one warm-up; wall-clock seconds; load average "
+           f"{load[0]:.2f} before, {load[1]:.2f} after, on {os.cpu_count()} CPUs.", "",
+           "| command | median s | min | max | x `python -c pass` |", "|---|---:|---:|---:|---:|"]
+    for label, r in results.items():
+        if "samples" not in r:
+            out.append(f"| {label} | not available: {r['why']} | | | |")
+            continue
+        s = r["samples"]
+        out.append(f"| {label} | {statistics.median(s):.3f} | {min(s):.3f} | {max(s):.3f} | {statistics.median(s) / base:.1f} |")
+    out += ["", *targets(results, grid)]
+    return "\n".join(out)
+
+
+def targets(results: dict[str, dict], grid: dict) -> list[str]:
+    def med(label: str) -> float | None:
+        r = results.get(label, {})
+        return statistics.median(r["samples"]) if "samples" in r else None
+
+    lines = ["Targets:"]
+    estimate = med("zeroplan estimate --model llama-2-7b --gpus 8") or med("zeroplan estimate --params 9e9 --gpus 8")
+    lines.append(f"- zeroplan estimate {estimate:.3f} s (target <= {ESTIMATE_TARGET_S} s): "
+                 f"{'met' if estimate <= ESTIMATE_TARGET_S else 'MISSED'}")
+    deepspeed = med("DeepSpeed estimate_zero3_..._all_cold (python -c)")
+    if deepspeed is None:
+        lines.append("- DeepSpeed ratio: not available (DeepSpeed not installed)")
+    else:
+        ratio = deepspeed / estimate
+        lines.append(f"- DeepSpeed's estimator {deepspeed:.3f} s = {ratio:.1f}x zeroplan estimate (target >= "
+                     f"{DEEPSPEED_SPEEDUP_TARGET}x): {'met' if ratio >= DEEPSPEED_SPEEDUP_TARGET else 'MISSED'}")
+    llm = med("llm-analysis train (python -m)")
+    if llm is not None:
+        lines.append(f"- llm-analysis {llm:.3f} s = {llm / estimate:.1f}x zeroplan estimate")
+    wall, cpu = statistics.median(grid["wall"]), statistics.median(grid["cpu"])
+    n = grid["configs"]
+    lines.append(f"- grid: {n:,} configurations in {wall:.3f} s wall / {cpu:.3f} s CPU, median of {len(grid['wall'])} "
+                 f"(best {min(grid['wall']):.3f} s): {n / wall:,.0f} configurations/s; 100,000 in "
+                 f"{GRID_MIN_CONFIGS / n * wall:.2f} s (target < {GRID_TARGET_S} s on one core): "
+                 f"{'met' if n >= GRID_MIN_CONFIGS and GRID_MIN_CONFIGS / n * wall < GRID_TARGET_S else 'MISSED'}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--grid-repeats", type=int, default=5)
+    parser.add_argument("--peers-python", default=sys.executable, help="a python that can import deepspeed / llm_analysis")
+    args = parser.parse_args()
+    before = os.getloadavg()[0]
+    results = time_commands(args.runs, args.peers_python)
+    grid = time_grid(args.grid_repeats)
+    print(report(results, grid, args.runs, (before, os.getloadavg()[0])))
+
+
+if __name__ == "__main__":
+    main()
