@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from typing import TYPE_CHECKING
+
 from zeroplan import presets
-from zeroplan.dscompat import DeepSpeedEstimate, estimate_deepspeed
-from zeroplan.dsconfig import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
 from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, small_param_numel, summarize_model
-from zeroplan.grid import GridAxes, GridResult, sweep_axes
 from zeroplan.memory import ModelSummary
 from zeroplan.spec import (
     Architecture,
@@ -30,6 +29,11 @@ from zeroplan.spec import (
     ZeroStage,
     parse_count,
 )
+
+if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config or grid code
+    from zeroplan.dscompat import DeepSpeedEstimate
+    from zeroplan.dsconfig import DeepSpeedConfig
+    from zeroplan.grid import GridAxes, GridResult
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,8 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
 
 
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
+    from zeroplan.dscompat import estimate_deepspeed
+
     par = _parallelism(args.gpus, args.nodes)
     summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
     if not 0 < buffer_factor < float("inf"):
@@ -275,6 +281,8 @@ def parse_choices(text: str, enum: type, what: str) -> tuple:
 
 
 def grid_axes(grid: GridArgs) -> GridAxes:
+    from zeroplan.grid import GridAxes
+
     axes = GridAxes(
         stages=tuple(ZeroStage(s) for s in parse_axis(grid.stages, "--stages", _stage)),
         gpu_counts=parse_axis(grid.gpu_counts, "--gpu-counts"),
@@ -289,6 +297,8 @@ def grid_axes(grid: GridArgs) -> GridAxes:
 
 
 def sweep(args: ScenarioArgs, grid: GridArgs) -> GridResult:
+    from zeroplan.grid import sweep_axes
+
     """Every configuration of the grid over one scenario (zeroplan.grid)."""
     return sweep_axes(scenario(args), grid_axes(grid))
 

@@ -5,14 +5,13 @@ Pure: takes loaded specs, returns a frozen Estimate. The CLI, the advisor and th
 
 from __future__ import annotations
 
-from pydantic import Field
+from dataclasses import dataclass, field, replace
 
 from zeroplan.memory import ModelSummary, Overheads, StageEstimate, estimate_stage
 from zeroplan.recipes import Recipe, make_recipe
 from zeroplan.spec import (
     Architecture,
     DeepSpeedKnobs,
-    Frozen,
     HardwareSpec,
     OffloadDevice,
     Parallelism,
@@ -85,16 +84,23 @@ def overheads_for(hardware: HardwareSpec | None, fragmentation_fraction: float |
     return Overheads(cuda_context_bytes=int(ctx * GIB), nccl_bytes=int(nccl * GIB), **extra)
 
 
-class Scenario(Frozen):
+# Scenario and Estimate are frozen dataclasses of already-validated parts, not pydantic models: building a
+# pydantic schema over every nested spec cost ~50 ms of each command's start-up and validated nothing new.
+@dataclass(frozen=True, slots=True)
+class Scenario:
     """One planned run: the model, the setup, the cluster, DeepSpeed's knobs. The stage is chosen per evaluation."""
 
     model: ModelSummary
     arch: Architecture | None = None
-    setup: TrainingSetup = TrainingSetup()
-    parallelism: Parallelism = Parallelism()
-    knobs: DeepSpeedKnobs = DeepSpeedKnobs()
+    setup: TrainingSetup = field(default_factory=TrainingSetup)
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    knobs: DeepSpeedKnobs = field(default_factory=DeepSpeedKnobs)
     hardware: HardwareSpec | None = None
     overheads: Overheads | None = None
+
+    def model_copy(self, *, update: dict) -> Scenario:
+        """A copy with some fields replaced (spelled like the pydantic inputs' model_copy)."""
+        return replace(self, **update)
 
     @property
     def usable_bytes(self) -> int | None:
@@ -123,13 +129,14 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
 
 
-class Estimate(Frozen):
+@dataclass(frozen=True, slots=True)
+class Estimate:
     """Everything `zeroplan estimate` reports: the scenario, one StageEstimate per stage, assumptions."""
 
     scenario: Scenario
     recipe: Recipe
-    activations: object | None = Field(None, description="the ActivationEstimate breakdown, when modelled")
     stages: tuple[StageEstimate, ...]
+    activations: object | None = None  # the ActivationEstimate breakdown, when modelled
     assumptions: tuple[str, ...] = ()
 
     @property

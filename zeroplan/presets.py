@@ -11,13 +11,15 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from zeroplan.errors import PresetNotFoundError, SpecError
-from zeroplan.families import ModelSpec, parse_family_config
 from zeroplan.spec import HardwareSpec
+
+if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
+    from zeroplan.families import ModelSpec
 
 CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
 MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
@@ -214,6 +216,8 @@ def looks_like_path(ref: str) -> bool:
 
 def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> ModelSpec:
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
+    from zeroplan.families import ModelSpec, parse_family_config
+
     data = _require_mapping(data, origin)
     try:
         if hf_name is not None:
