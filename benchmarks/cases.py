@@ -1,11 +1,12 @@
-"""Model shapes used by the throughput benchmarks (stated here until the model presets land in configs/models).
-
-Shapes from each model's Hugging Face config.json; counts from the model cards (Gemma2-9B, Llama-3.1-8B, MPT-7B)
-or computed from the shape (Granite-7B).
+"""Models used by the throughput benchmarks: the presets where zeroplan has one (Gemma2-9B, Llama-3.1-8B), the
+others (MPT-7B, Granite-7B) stated here from their Hugging Face config.json; MPT-7B's count from its model card,
+Granite-7B's computed from its shape.
 """
 
 from __future__ import annotations
 
+from zeroplan.params import count_params
+from zeroplan.presets import load_model
 from zeroplan.spec import Architecture, ParamCount
 
 
@@ -25,25 +26,10 @@ def dense(num_params: int, embedding: int) -> ParamCount:
     )
 
 
-# The article's model: google/gemma-2-9b (tied embeddings, 16 heads x 256 = 4096 attention width).
-GEMMA2_9B_ARCH = Architecture(
-    family="gemma2",
-    hidden_size=3584,
-    num_layers=42,
-    num_attention_heads=16,
-    num_key_value_heads=8,
-    head_dim=256,
-    intermediate_size=14336,
-    vocab_size=256000,
-    gated_mlp=True,
-    norm="rmsnorm",
-    norms_per_layer=4,
-    tie_word_embeddings=True,
-    attn_logit_softcapping=50.0,
-    final_logit_softcapping=30.0,
-    sliding_window=4096,
-)
-GEMMA2_9B = dense(9_241_705_984, 256000 * 3584)
+# The article's model and Llama-3.1-8B: zeroplan's presets (exact counts, tested against transformers).
+_GEMMA2, _LLAMA31 = load_model("gemma2-9b"), load_model("llama-3.1-8b")
+GEMMA2_9B, GEMMA2_9B_ARCH = count_params(_GEMMA2), _GEMMA2.architecture()
+LLAMA31_8B, LLAMA31_8B_ARCH = count_params(_LLAMA31), _LLAMA31.architecture()
 
 # mosaicml/mpt-7b: d_model 4096, 32 layers, 32 heads, GELU MLP x4, vocab 50432, tied, no biases.
 MPT_7B_ARCH = Architecture(
@@ -61,21 +47,6 @@ MPT_7B_ARCH = Architecture(
 )
 MPT_7B = dense(6_649_286_656, 50432 * 4096)
 
-# meta-llama/Llama-3.1-8B.
-LLAMA31_8B_ARCH = Architecture(
-    family="llama",
-    hidden_size=4096,
-    num_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    head_dim=128,
-    intermediate_size=14336,
-    vocab_size=128256,
-    gated_mlp=True,
-    norm="rmsnorm",
-    tie_word_embeddings=False,
-)
-LLAMA31_8B = dense(8_030_261_248, 2 * 128256 * 4096)
 
 # ibm-granite/granite-7b-base: Llama-2-7B shape with a 32008 vocabulary.
 GRANITE_7B_ARCH = Architecture(

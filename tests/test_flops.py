@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
 from zeroplan.errors import ZeroplanError
 from zeroplan.flops import (
     attention_fwd_flops_per_token,
@@ -12,25 +13,11 @@ from zeroplan.flops import (
     peak_tflops,
 )
 from zeroplan.presets import load_hardware
-from zeroplan.spec import Architecture, Attention, Checkpointing, ParamCount, Precision, TrainingSetup
+from zeroplan.spec import Attention, Checkpointing, Precision, TrainingSetup
 
-PSI = 9_241_705_984
-GEMMA2_9B = ParamCount(
-    num_params=PSI, num_embedding_params=917_504_000, largest_layer_params=917_504_000, num_active_params=PSI
-)
-ARCH = Architecture(
-    family="gemma2",
-    hidden_size=3584,
-    num_layers=42,
-    num_attention_heads=16,
-    num_key_value_heads=8,
-    head_dim=256,
-    intermediate_size=14336,
-    vocab_size=256000,
-    gated_mlp=True,
-    norm="rmsnorm",
-    tie_word_embeddings=True,
-)
+PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)
+GEMMA2_9B, ARCH = preset_gemma2, preset_gemma2_arch
+assert GEMMA2_9B.num_params == PSI
 
 
 def test_attention_term_is_torchtitan_12_L_d_s_non_causal() -> None:

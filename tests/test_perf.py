@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
 from zeroplan.collectives import Collective
 from zeroplan.errors import ZeroplanError
 from zeroplan.perf import (
@@ -19,7 +20,6 @@ from zeroplan.perf import (
 )
 from zeroplan.presets import load_hardware
 from zeroplan.spec import (
-    Architecture,
     DeepSpeedKnobs,
     OffloadDevice,
     Parallelism,
@@ -30,25 +30,9 @@ from zeroplan.spec import (
     ZeroStage,
 )
 
-PSI = 9_241_705_984
-GEMMA2_9B = ParamCount(
-    num_params=PSI, num_embedding_params=917_504_000, largest_layer_params=917_504_000, num_active_params=PSI
-)
-ARCH = Architecture(
-    family="gemma2",
-    hidden_size=3584,
-    num_layers=42,
-    num_attention_heads=16,
-    num_key_value_heads=8,
-    head_dim=256,
-    intermediate_size=14336,
-    vocab_size=256000,
-    gated_mlp=True,
-    norm="rmsnorm",
-    norms_per_layer=4,
-    tie_word_embeddings=True,
-    sliding_window=4096,
-)
+PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)
+GEMMA2_9B, ARCH = preset_gemma2, preset_gemma2_arch
+assert GEMMA2_9B.num_params == PSI
 ONE_B = ParamCount(num_params=10**9, num_embedding_params=10**8, largest_layer_params=10**8, num_active_params=10**9)
 H100 = load_hardware("h100-sxm-80gb")
 A100 = load_hardware("a100-sxm-80gb")

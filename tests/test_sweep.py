@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
 from zeroplan.errors import ZeroplanError
 from zeroplan.presets import load_hardware
-from zeroplan.spec import Architecture, DeepSpeedKnobs, Parallelism, ParamCount, Topology, TrainingSetup, ZeroStage
+from zeroplan.spec import DeepSpeedKnobs, Parallelism, Topology, TrainingSetup, ZeroStage
 from zeroplan.sweep import find_overhead_crossing, split_global_batch, sweep_global_batch
 
-PSI = 9_241_705_984
-GEMMA2_9B = ParamCount(
-    num_params=PSI, num_embedding_params=917_504_000, largest_layer_params=917_504_000, num_active_params=PSI
-)
-ARCH = Architecture(
-    family="gemma2",
-    hidden_size=3584,
-    num_layers=42,
-    num_attention_heads=16,
-    num_key_value_heads=8,
-    head_dim=256,
-    intermediate_size=14336,
-    vocab_size=256000,
-    gated_mlp=True,
-    norm="rmsnorm",
-    norms_per_layer=4,
-    tie_word_embeddings=True,
-    sliding_window=4096,
-)
+PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)
+GEMMA2_9B, ARCH = preset_gemma2, preset_gemma2_arch
+assert GEMMA2_9B.num_params == PSI
 BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 NO_OVERLAP = DeepSpeedKnobs(overlap_comm=False, stage3_prefetch_bucket_size=0)
 
