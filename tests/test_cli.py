@@ -173,3 +173,11 @@ def test_estimate_bad_config_is_one_line_exit_1(runner, tmp_path, content, needl
         path.write_text(content, encoding="utf-8")
     res = invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", str(path))
     assert res.exit_code == 1 and needle in res.stderr and "Traceback" not in res.output
+
+
+def test_estimate_states_its_setup_and_activation_lines(runner):
+    res = runner.invoke(app, ["estimate", "--model", "gemma2-9b"])
+    assert res.exit_code == 0
+    assert "seq-len 2048, micro-batch 1, gradient accumulation 1, checkpointing none, attention flash" in res.stdout
+    for line in ("layers", "logits (b x s x V)", "logit soft-capping", "loss (fp32 copy, log-softmax, labels)"):
+        assert line in res.stdout

@@ -163,7 +163,10 @@ class Estimate:
 def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
     """The assumptions every estimate of `scn` rests on, in words."""
     knobs, model = scn.knobs, scn.model
+    setup = scn.setup
     notes = [f"byte recipe {recipe.describe()}",
+             f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
+             f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
              f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")

@@ -112,8 +112,39 @@ def assumptions_panel(assumptions: tuple[str, ...] | list[str]) -> Panel:
     return Panel("\n".join(f"- {a}" for a in assumptions), title="assumptions", title_align="left", border_style="dim")
 
 
+ACTIVATION_LINES = (  # (ActivationEstimate field, label); the lines sum to total_bytes
+    ("layers_bytes", "layers"),
+    ("recompute_bytes", "one layer recomputed"),
+    ("embedding_bytes", "embedding output"),
+    ("final_norm_bytes", "final norm, LM head input"),
+    ("logits_bytes", "logits (b x s x V)"),
+    ("logit_softcap_bytes", "logit soft-capping"),
+    ("loss_bytes", "loss (fp32 copy, log-softmax, labels)"),
+)
+
+
+def activations_table(est: Estimate, unit: Unit) -> Table | None:
+    """The activation lines of one micro-step (the same at every stage), with the setup they assume."""
+    acts = est.activations
+    if acts is None:
+        return None
+    setup = est.setup
+    title = (f"activations per GPU: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, "
+             f"checkpointing {setup.checkpointing.value}, attention {setup.attention.value}")
+    table = Table(title=title, title_justify="left", show_edge=False, min_width=len(title))
+    table.add_column("line", no_wrap=True)
+    table.add_column(unit.label, justify="right")
+    for field, label in ACTIVATION_LINES:
+        if (value := getattr(acts, field)):
+            table.add_row(label, f"{to_unit(value, unit):,.2f}")
+    table.add_row("= activations", f"{to_unit(acts.total_bytes, unit):,.2f}", style="bold")
+    return table
+
+
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
     parts = [estimate_table(est, unit), stacked_bars(est, unit)]
+    if (acts := activations_table(est, unit)) is not None:
+        parts.append(acts)
     if (buf := buffers_table(est, unit)) is not None:
         parts.append(buf)
     parts.append(assumptions_panel(est.assumptions))
