@@ -300,9 +300,9 @@ def compare(rows: list[dict]) -> list[dict]:
         table.append({
             "config": name, "precision": precision, "N": world,
             "states_measured_max": max(measured_states), "states_measured_min": min(measured_states),
-            "states_predicted": pred_states, "states_err": max(err(m, pred_states) for m in [max(measured_states)]),
+            "states_predicted": pred_states, "states_err": max(err(m, pred_states) for m in measured_states),
             "buffers_measured": max(measured_bufs), "buffers_predicted": pred_bufs,
-            "peak_measured": max(peaks), "peak_predicted": pred_peak, "peak_err": err(max(peaks), pred_peak),
+            "peak_measured": max(peaks), "peak_predicted": pred_peak, "peak_err": max(err(m, pred_peak) for m in peaks),
             "detail": ranks[int(max(range(len(ranks)), key=lambda i: measured_states[i]))]["after_step"],
         })
     return table

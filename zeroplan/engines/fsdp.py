@@ -72,7 +72,9 @@ def fsdp1_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage
     if stage is ZeroStage.zero0 or dp == 1:
         if not mixed:
             return ()
-        return (Term(MP_SHARD, sum(units) * store.compute, Phase.backward, FSDP1_SOURCE + ": _mp_shard (NO_SHARD)"),)
+        live = units[0] + sum(units[1:1 + PREFETCHED_BLOCKS])  # measured: root + 2 blocks, as FULL_SHARD
+        return (Term(MP_SHARD + " (NO_SHARD: root + 2 blocks)", live * store.compute, Phase.backward,
+                     FSDP1_SOURCE + ": _mp_shard"),)
     if stage is ZeroStage.zero2:
         gathered, how = sum(_padded(u, dp) for u in units), "every unit from its forward to its backward"
     else:
@@ -99,8 +101,10 @@ def fsdp2_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage
     else:
         gathered, how = root + (block if layout.num_blocks else 0), "root + one block, reshard_after_forward=True"
     staging = block if stage is ZeroStage.zero2 and layout.num_blocks else max(root, block)
-    return (Term(f"{GATHERED} ({how})", gathered * store.compute, Phase.backward, FSDP2_SOURCE + ": all_gather_outputs"),
-            Term(STAGING, staging * store.compute, Phase.backward, FSDP2_SOURCE + ": comm_ctx.all_gather_state"))
+    gathered_term = Term(f"{GATHERED} ({how})", gathered * store.compute, Phase.backward, FSDP2_SOURCE + ": all_gather_outputs")
+    if dp == 1:  # measured: one rank keeps no all-gather output
+        return (gathered_term,)
+    return (gathered_term, Term(STAGING, staging * store.compute, Phase.backward, FSDP2_SOURCE + ": comm_ctx.all_gather_state"))
 
 
 def unsharded_grad(layout: ModelLayout, dp: int, store: Storage) -> Term:
