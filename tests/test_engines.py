@@ -99,3 +99,12 @@ def test_cli_deepspeed_json_has_no_engine_stage_keys():
 def test_cli_unmapped_stage_is_one_error_line():
     out = runner.invoke(app, ["estimate", "--params", "1e9", "--engine", "ddp", "-s", "3"])
     assert out.exit_code == 1 and "fsdp" in out.output and "Traceback" not in out.output
+
+
+def test_plan_with_engine_fsdp(tmp_path):
+    out = runner.invoke(app, ["check", "configs/plans/llama3.1-8b-fsdp-8xh100.yaml"])
+    assert out.exit_code == 0, out.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open("configs/plans/llama3.1-8b-fsdp-8xh100.yaml").read().replace("stage: 3", "stage: 1"))
+    out = runner.invoke(app, ["check", str(bad)])
+    assert out.exit_code == 1 and "no ZeRO-1" in out.output

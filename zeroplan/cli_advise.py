@@ -15,7 +15,6 @@ from zeroplan.cli import (
     DEFAULT_HARDWARE,
     AttentionOpt,
     CheckpointingOpt,
-    EngineOpt,
     Format,
     FormatOpt,
     GpusOpt,
@@ -42,7 +41,7 @@ from zeroplan.cli import (
 )
 from zeroplan.errors import ZeroplanError
 from zeroplan.files import write_new_file
-from zeroplan.spec import Attention, Checkpointing, Engine, OffloadDevice, Optimizer, Precision, Topology
+from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, Topology
 from zeroplan.units import Unit
 
 
@@ -77,7 +76,6 @@ def advise(
     seq_len: SeqLenOpt = "2048",
     checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = Checkpointing.none,
     attention: AttentionOpt = Attention.flash,
-    engine: EngineOpt = Engine.deepspeed,
     global_batch: GlobalBatchOpt = "512",
     topology: TopologyOpt = None,
     policy: PolicyOpt = PolicyName.default,
