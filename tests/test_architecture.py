@@ -15,6 +15,7 @@ PURE = [
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
     "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
     "views_advice", "activations", "activation_terms", "activation_traits",
+    "engines", "engines.layout", "engines.storage", "engines.ddp", "engines.fsdp",
 ]
 HEAVY = ["rich", "typer", "yaml", "torch"]
 
@@ -40,7 +41,7 @@ FROZEN = {
         "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
-        "--method", "--buffer-factor", "--deepspeed-config",
+        "--method", "--buffer-factor", "--deepspeed-config", "--engine",
     },
     "capacity": SCENARIO,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {

@@ -19,6 +19,7 @@ from zeroplan.planfiles import plan_from_data, read_deepspeed_config
 PLANS = Path(__file__).parent.parent / "configs" / "plans"
 # plan file -> (exit code alone, rule ids of its errors and warnings)
 EXPECTED = {
+    "llama3.1-8b-fsdp-8xh100.yaml": (0, set()),
     "article-gemma2-9b-8xh100.yaml": (0, set()),
     "gemma2-9b-zero0-8xh100.yaml": (1, {"does-not-fit"}),
     "multinode-zero3.yaml": (0, set()),

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from zeroplan.cli_options import (  # the option types the signatures below name
     DEFAULT_HARDWARE, AttentionOpt, CheckFormat, CheckpointingOpt, DsConfigOpt, Format, FormatOpt, Fp32AccumOpt, FragOpt,
     GibOpt, GpusOpt, GradAccumOpt, HardwareOpt, KnobOpt, LargestOpt, Method, MicroBatchOpt, ModelOpt, NodesOpt, OffloadOptOpt,
-    OffloadParamOpt, OptimizerOpt, OverlapOpt, ParamsOpt, PrecisionOpt, SeqLenOpt, StageOpt, UnitsOpt,
+    OffloadParamOpt, EngineOpt, OptimizerOpt, OverlapOpt, ParamsOpt, PrecisionOpt, SeqLenOpt, StageOpt, UnitsOpt,
 )  # fmt: skip
 from zeroplan.errors import UsageError, ZeroplanError
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, parse_count  # noqa: F401 - importable here too
+from zeroplan.spec import Attention, Checkpointing, Engine, OffloadDevice, Optimizer, Precision, parse_count  # noqa: F401 - importable here too
 from zeroplan.units import Unit
 
 APP_SETTINGS = dict(
@@ -130,6 +130,7 @@ def estimate(
     nccl_gib: GibOpt = None,
     fragmentation: FragOpt = None,
     deepspeed_config: DsConfigOpt = None,
+    engine: EngineOpt = Engine.deepspeed,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     units: UnitsOpt = Unit.gib,

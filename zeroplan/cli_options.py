@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision
+from zeroplan.spec import Attention, Checkpointing, Engine, OffloadDevice, Optimizer, Precision
 from zeroplan.units import Unit
 
 
@@ -52,6 +52,7 @@ OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap
 GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
 FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
+EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 DEFAULT_HARDWARE = "h100-sxm-80gb"
 

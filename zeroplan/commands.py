@@ -21,6 +21,7 @@ from zeroplan.spec import (
     Checkpointing,
     HardwareSpec,
     DeepSpeedKnobs,
+    Engine,
     OffloadDevice,
     Optimizer,
     Parallelism,
@@ -67,6 +68,7 @@ class ScenarioArgs:
     nccl_gib: float | None = None
     fragmentation: float | None = None
     deepspeed_config: str | None = None
+    engine: Engine = Engine.deepspeed
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 
@@ -162,8 +164,28 @@ def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig |
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
-    scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads)
+    scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
+                   engine=args.engine, layout=layout_of(args.model, args.engine))
     return scn, config
+
+
+def layout_of(model: str | None, engine: Engine):
+    """The wrapping units and tensor shapes of a --model, for the PyTorch engines (None otherwise)."""
+    if engine is Engine.deepspeed or not model:
+        return None
+    from zeroplan.engines import layout_for
+
+    return layout_for(presets.load_model(model))
+
+
+def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
+    """The stages to estimate: `stage` (if the engine has it) or every stage the engine maps."""
+    from zeroplan.engines import check_stage, supported_stages
+
+    if stage is None:
+        return supported_stages(engine)
+    check_stage(engine, ZeroStage(stage))
+    return (ZeroStage(stage),)
 
 
 def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
@@ -190,8 +212,8 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
     """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage."""
     scn, config = scenario_and_config(args)
     if config is None:
-        return estimate_memory(scn, stages=_stages(stage))
-    stages = _stages(stage) if stage is not None else (config.stage,)
+        return estimate_memory(scn, stages=engine_stages(args.engine, stage))
+    stages = engine_stages(args.engine, stage if stage is not None else int(config.stage))
     return estimate_memory(scn, stages=stages, assumptions=config_notes(config))
 
 

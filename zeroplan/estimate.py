@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from zeroplan.memory import ModelSummary, Overheads, StageEstimate, estimate_stage
+from zeroplan.memory import ModelSummary, Overheads, StageEstimate, estimate_stage, stage_peak
 from zeroplan.recipes import Recipe, make_recipe
 from zeroplan.spec import (
     Architecture,
     DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
     HardwareSpec,
     OffloadDevice,
     Parallelism,
@@ -97,6 +99,9 @@ class Scenario:
     knobs: DeepSpeedKnobs = field(default_factory=DeepSpeedKnobs)
     hardware: HardwareSpec | None = None
     overheads: Overheads | None = None
+    engine: Engine = Engine.deepspeed
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
 
     def model_copy(self, *, update: dict) -> Scenario:
         """A copy with some fields replaced (spelled like the pydantic inputs' model_copy)."""
@@ -125,6 +130,12 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
     if activation_bytes is None:
         acts = activations_for(scn.arch, scn.setup)
         activation_bytes = acts.total_bytes if acts is not None else 0
+    if scn.engine is not Engine.deepspeed:
+        from zeroplan.engines import engine_stage_base
+
+        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe or scn.recipe, stage, scn.parallelism,
+                                 scn.knobs, scn.engine_options)
+        return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
 
@@ -164,10 +175,11 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
     """The assumptions every estimate of `scn` rests on, in words."""
     knobs, model = scn.knobs, scn.model
     setup = scn.setup
-    notes = [f"byte recipe {recipe.describe()}",
-             f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
-             f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
-             f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
+    notes = [f"byte recipe {recipe.describe()}"] + engine_notes(scn) + [
+        f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
+        f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
+        f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
+    ]
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:
@@ -179,6 +191,21 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
     notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
     if scn.overheads is None:
         notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    return notes
+
+
+def engine_notes(scn: Scenario) -> list[str]:
+    """How the engine stores the recipe and what its figures mean (none for DeepSpeed)."""
+    if scn.engine is Engine.deepspeed:
+        return []
+    from zeroplan.engines.storage import torch_storage
+
+    store = torch_storage(scn.recipe)
+    notes = [f"engine {scn.engine.value}: PyTorch keeps {store.param} B params + {store.grad} B grads + "
+             f"{store.optimizer} B optimizer states per parameter (mixed precision: fp32 params are the master, "
+             "no persistent 16-bit copy); figures are the busiest rank's (docs/engines.md)"]
+    if scn.knobs.offload_optimizer is not OffloadDevice.none or scn.knobs.offload_param is not OffloadDevice.none:
+        notes.append(f"offload is modelled for DeepSpeed only: ignored for --engine {scn.engine.value}")
     return notes
 
 

@@ -37,6 +37,15 @@ class Term:
 
 
 @dataclass(frozen=True, slots=True)
+class Setting:
+    """One engine setting the estimate assumes, in the engine's own words (`sharding_strategy: FULL_SHARD`)."""
+
+    name: str
+    value: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelStates:
     """The ZeRO paper's three model-state terms on one GPU (and what offload moved to the CPU)."""
 
@@ -138,6 +147,9 @@ class StageBase:
     backward_bytes: int  # allocated in the backward phase before activations (phase_totals)
     step_bytes: int  # allocated in the optimizer step (activations freed)
     nvme_bytes_per_node: int
+    engine: str = "deepspeed"  # zeroplan.spec.Engine value
+    settings: tuple[Setting, ...] = ()  # the engine's own terms for this stage (PyTorch engines)
+    notes: tuple[str, ...] = ()  # per-stage remarks, e.g. that ranks hold different amounts
 
 
 @dataclass(frozen=True, slots=True)

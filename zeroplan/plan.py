@@ -19,6 +19,8 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.spec import (
     Attention,
     Checkpointing,
+    Engine,
+    EngineOptions,
     Frozen,
     Optimizer,
     Parallelism,
@@ -89,6 +91,8 @@ class Plan(Frozen):
     ignore: tuple[str, ...] = Field((), description="rule ids not checked for this plan")
     min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold, % of capacity")
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
+    engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
 
     @model_validator(mode="after")
     def _check(self) -> Plan:

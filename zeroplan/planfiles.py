@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from zeroplan import presets
 from zeroplan.checks import check_rule_ids
-from zeroplan.commands import resolve_model
+from zeroplan.commands import layout_of, resolve_model
+from zeroplan.engines import check_stage
 from zeroplan.dsconfig import DeepSpeedConfig, parse_ds_config
 from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.estimate import Scenario, overheads_for, small_param_numel
@@ -134,5 +135,7 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
         model=summary.model_copy(update={"small_param_numel": small_param_numel(arch, config.knobs)}),
         arch=arch, setup=setup, parallelism=plan.parallelism, knobs=config.knobs, hardware=hardware,
         overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
+        engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine),
     )  # fmt: skip
+    check_stage(plan.engine, config.stage)
     return PlannedRun(origin, plan, scenario, config, plan.topology_for(hardware.intra_node_fabric))

@@ -141,10 +141,29 @@ def activations_table(est: Estimate, unit: Unit) -> Table | None:
     return table
 
 
+def engine_table(est: Estimate) -> Table | None:
+    """The engine's own settings per stage (PyTorch engines), each a line with its source, then per-stage notes."""
+    if not any(s.base.settings for s in est.stages):
+        return None
+    table = Table(title=f"engine: {est.stages[0].base.engine}", title_justify="left", show_edge=False)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value")
+    table.add_column("source", style="dim")
+    for s in est.stages:
+        for setting in s.base.settings:
+            table.add_row(_stage_label(s), setting.name, setting.value, setting.source)
+        for note in s.base.notes:
+            table.add_row(_stage_label(s), "note", note, "")
+    return table
+
+
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
     parts = [estimate_table(est, unit), stacked_bars(est, unit)]
     if (acts := activations_table(est, unit)) is not None:
         parts.append(acts)
+    if (eng := engine_table(est)) is not None:
+        parts.append(eng)
     if (buf := buffers_table(est, unit)) is not None:
         parts.append(buf)
     parts.append(assumptions_panel(est.assumptions))

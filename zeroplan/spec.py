@@ -221,6 +221,21 @@ class DeepSpeedKnobs(Frozen):
         return self.overlap_comm
 
 
+class Engine(str, Enum):
+    """The training engine a ZeRO stage is mapped onto (zeroplan.engines)."""
+
+    deepspeed = "deepspeed"
+    fsdp = "fsdp"  # torch.distributed.fsdp.FullyShardedDataParallel (FSDP1, flat parameters)
+    fsdp2 = "fsdp2"  # torch.distributed.fsdp.fully_shard (per-parameter DTensor sharding)
+    ddp = "ddp"  # DistributedDataParallel, with ZeroRedundancyOptimizer at stage 1
+
+
+class EngineOptions(Frozen):
+    """PyTorch engine settings that size memory, with PyTorch's defaults."""
+
+    gradient_as_bucket_view: bool = Field(False, description="DDP: gradients are views into the all-reduce buckets")
+
+
 class HardwareSpec(Frozen):
     """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml."""
 

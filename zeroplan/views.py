@@ -36,7 +36,17 @@ def stage_view(s: StageEstimate) -> dict:
         "usable_bytes": s.usable_bytes,
         "fits": s.fits,
         "headroom_bytes": s.headroom_bytes,
+        **engine_keys(s),
     }
+
+
+def engine_keys(s: StageEstimate) -> dict:
+    """`engine`, `engine_settings` and `notes` for the PyTorch engines; absent for DeepSpeed (its JSON is unchanged)."""
+    if s.base.engine == "deepspeed":
+        return {}
+    return {"engine": s.base.engine,
+            "engine_settings": [{"name": x.name, "value": x.value, "source": x.source} for x in s.base.settings],
+            "notes": list(s.base.notes)}
 
 
 def estimate_view(est: Estimate, unit: Unit) -> dict:
@@ -64,6 +74,7 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "setup": est.setup.model_dump(mode="json"),
         "parallelism": {**est.parallelism.model_dump(mode="json"), "dp": est.parallelism.dp,
                         "gpus_per_node": est.parallelism.gpus_per_node},
+        "engine": est.scenario.engine.value,
         "deepspeed_knobs": est.knobs.model_dump(mode="json"),
         "hardware": est.hardware.model_dump(mode="json") if est.hardware else None,
         "activations": acts.model_dump(mode="json") if acts is not None else None,

@@ -16,6 +16,7 @@ from zeroplan.params.modules import (
     Module,
     layernorm,
     linear,
+    linear_shapes,
     lm_head,
 )
 
@@ -27,14 +28,14 @@ def gpt2_modules(c: fam.GPT2Config) -> list[Module]:
     """
     d, inner, n = c.n_embd, c.inner_size, c.n_layer
     return [
-        Module("wte", c.vocab_size * d, role=EMBEDDING),
-        Module("wpe", c.n_positions * d, role=EMBEDDING),
-        Module("h.*.ln_1, ln_2", layernorm(d), NORMS_PER_LAYER * n),
-        Module("h.*.attn.c_attn", linear(d, QKV * d, bias=True), n),
-        Module("h.*.attn.c_proj", linear(d, d, bias=True), n),
-        Module("h.*.mlp.c_fc", linear(d, inner, bias=True), n),
-        Module("h.*.mlp.c_proj", linear(inner, d, bias=True), n),
-        Module("ln_f", layernorm(d)),
+        Module("wte", c.vocab_size * d, role=EMBEDDING, shapes=((c.vocab_size, d),)),
+        Module("wpe", c.n_positions * d, role=EMBEDDING, shapes=((c.n_positions, d),)),
+        Module("h.*.ln_1, ln_2", layernorm(d), NORMS_PER_LAYER * n, shapes=((d,), (d,))),
+        Module("h.*.attn.c_attn", linear(d, QKV * d, bias=True), n, shapes=linear_shapes(d, QKV * d, True, conv1d=True)),
+        Module("h.*.attn.c_proj", linear(d, d, bias=True), n, shapes=linear_shapes(d, d, True, conv1d=True)),
+        Module("h.*.mlp.c_fc", linear(d, inner, bias=True), n, shapes=linear_shapes(d, inner, True, conv1d=True)),
+        Module("h.*.mlp.c_proj", linear(inner, d, bias=True), n, shapes=linear_shapes(inner, d, True, conv1d=True)),
+        Module("ln_f", layernorm(d), shapes=((d,), (d,))),
         lm_head(c.vocab_size, d, c.tie_word_embeddings),
     ]
 

@@ -24,6 +24,9 @@ class Module(NamedTuple):
     count: int = 1  # how many of them the model holds (usually one per layer)
     role: str = BODY  # EMBEDDING: token/position tables and an untied LM head; EXPERTS: routed experts
     tied: bool = False  # shares its weight with an earlier module (a tied LM head): counted once
+    # Shapes of its direct parameter tensors, where a family lists them (FSDP2 pads dim 0, ZeroRedundancyOptimizer
+    # partitions whole tensors); () = unknown, read as one flat tensor of `params` elements.
+    shapes: tuple[tuple[int, ...], ...] = ()
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -34,6 +37,12 @@ def linear(n_in: int, n_out: int, bias: bool) -> int:
 def layernorm(width: int, affine: bool = True) -> int:
     """nn.LayerNorm: weight and bias, none without elementwise_affine."""
     return LAYERNORM_TENSORS * width if affine else 0
+
+
+def linear_shapes(n_in: int, n_out: int, bias: bool, conv1d: bool = False) -> tuple[tuple[int, ...], ...]:
+    """nn.Linear's weight is (out, in); transformers' GPT-2 Conv1D stores it (in, out); the bias is (out,)."""
+    weight = (n_in, n_out) if conv1d else (n_out, n_in)
+    return (weight, (n_out,)) if bias else (weight,)
 
 
 def lm_head(vocab: int, hidden: int, tied: bool) -> Module:
