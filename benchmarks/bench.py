@@ -127,7 +127,8 @@ def time_commands(runs: int, peers_python: str) -> dict[str, dict]:
 
 def time_grid(repeats: int) -> dict:
     """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process."""
-    from zeroplan.commands import GridArgs, ScenarioArgs, grid_axes, scenario
+    from zeroplan.commands import ScenarioArgs, scenario
+    from zeroplan.commands_sweep import GridArgs, grid_axes
     from zeroplan.grid import offload_pairs, sweep_grid
 
     scn = scenario(ScenarioArgs(params="9e9", largest_layer="917504000", hardware="h100-sxm-80gb"))

@@ -70,3 +70,10 @@ def test_cli_option_surface_is_pinned():
     group = typer.main.get_command(app)
     actual = {name: _options(cmd) for name, cmd in group.commands.items()}
     assert actual == FROZEN
+
+
+def test_help_lists_commands_in_the_order_users_reach_for_them():
+    from zeroplan.cli import COMMAND_ORDER
+
+    names = list(typer.main.get_command(app).commands)
+    assert tuple(names) == COMMAND_ORDER

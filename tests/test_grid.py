@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from zeroplan.cli import app
-from zeroplan.commands import GridArgs, grid_axes, parse_axis
+from zeroplan.commands_sweep import GridArgs, grid_axes, parse_axis
 from zeroplan.errors import ZeroplanError
 from zeroplan.estimate import Scenario, evaluate, overheads_for
 from zeroplan.grid import GridRow, best_per_stage, cluster, offload_pairs, sweep_grid

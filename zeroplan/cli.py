@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-from enum import Enum
 import sys
-from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable
 
 import typer
 from pydantic import ValidationError
 
 from zeroplan.cli_options import (  # the option types the signatures below name
-    DEFAULT_HARDWARE, AttentionOpt, CheckFormat, CheckpointingOpt, DsConfigOpt, Format, FormatOpt, Fp32AccumOpt, FragOpt,
+    DEFAULT_HARDWARE, AttentionOpt, CheckpointingOpt, DsConfigOpt, Format, FormatOpt, Fp32AccumOpt, FragOpt,
     GibOpt, GpusOpt, GradAccumOpt, HardwareOpt, KnobOpt, LargestOpt, Method, MicroBatchOpt, ModelOpt, NodesOpt, OffloadOptOpt,
     OffloadParamOpt, EngineOpt, OptimizerOpt, OverlapOpt, ParamsOpt, PrecisionOpt, SeqLenOpt, StageOpt, UnitsOpt,
 )  # fmt: skip
@@ -89,14 +87,6 @@ def _scenario_args(values: dict, ctx: typer.Context | None = None):
     names = {f.name for f in fields(ScenarioArgs)} - {"given"}
     given = _given(ctx) if ctx is not None else frozenset()
     return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=given)
-
-
-def _grid_args(values: dict):
-    from dataclasses import fields
-
-    from zeroplan.commands import GridArgs
-
-    return GridArgs(**{f.name: values[f.name] for f in fields(GridArgs)})
 
 
 @app.command()
@@ -184,115 +174,6 @@ def capacity(
     run(go)
 
 
-@app.command()
-def check(
-    ctx: typer.Context,
-    plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
-    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
-    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    micro_batch: MicroBatchOpt = "1",
-    grad_accum: GradAccumOpt = "1",
-    checkpointing: CheckpointingOpt = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
-) -> None:
-    """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
-    args = _scenario_args(locals(), ctx)
-
-    def go() -> None:
-        from zeroplan import checkrun
-
-        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
-        if deepspeed_config:
-            report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
-        else:
-            report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
-        _emit_check(report, fmt, output, force)
-        raise typer.Exit(report.exit_code)
-
-    run(go)
-
-
-def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> None:
-    """The report on stdout (text through rich), or written to --output."""
-    if fmt is CheckFormat.text:
-        from zeroplan.render_check import check_renderables
-
-        console = _console()
-        for part in check_renderables(report):
-            console.print(part)
-        return
-    from zeroplan import checkformats
-
-    if fmt is CheckFormat.json:
-        import json
-
-        text = json.dumps(checkformats.check_view(report), indent=2) + "\n"
-    else:
-        text = checkformats.github_report(report) if fmt is CheckFormat.github else checkformats.junit_report(report)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        from zeroplan.files import write_new_file
-
-        write_new_file(output, text, force=force)
-
-
-class GridFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
-AxisOpt = Annotated[str, typer.Option(help="Comma list of values and inclusive ranges A-B or A-B:STEP.")]
-
-
-@app.command()
-def sweep(
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    attention: AttentionOpt = Attention.flash,
-    stages: Annotated[str, typer.Option(help="ZeRO stages, e.g. 0,1,2,3 or 2-3.")] = "0,1,2,3",
-    gpu_counts: Annotated[str, typer.Option(help="GPU counts (values, A-B, A-B:STEP), on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
-    micro_batches: AxisOpt = "1-16",
-    checkpointings: Annotated[str, typer.Option("--checkpointing", help="Comma list of none, selective, full.")] = "none,selective,full",
-    offload_optimizers: Annotated[str, typer.Option("--offload-optimizer", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
-    offload_params: Annotated[str, typer.Option("--offload-param", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
-    units: UnitsOpt = Unit.gib,
-    fmt: Annotated[GridFormat, typer.Option("--format", "-f", help="table: the cheapest fitting config per stage; csv, json: every row.")] = GridFormat.table,
-) -> None:
-    """Every configuration of a grid (stages x GPU counts x micro-batches x checkpointing x offload): per-GPU peak and fit."""
-    args, grid = _scenario_args(locals()), _grid_args(locals())
-
-    def go() -> None:
-        from zeroplan import commands, views
-
-        result = commands.sweep(args, grid)
-        if fmt is GridFormat.csv:
-            sys.stdout.write(views.grid_csv(result.rows))
-        else:
-            _show(lambda: views.grid_view(result), lambda: render.grid_summary(result, units), Format(fmt.value))
-
-    run(go)
-
-
 @app.command("hardware")
 def list_hardware(fmt: FormatOpt = Format.table) -> None:
     """List the hardware presets: capacity, TFLOPS, fabric, sources."""
@@ -344,7 +225,7 @@ def list_models(fmt: FormatOpt = Format.table) -> None:
 
 
 # advise and throughput live in cli_advise.py (cli.py stays near its size budget); importing it registers them.
-from zeroplan import cli_advise  # noqa: E402, F401
+from zeroplan import cli_advise, cli_check, cli_sweep  # noqa: E402, F401 - each registers its commands on app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -368,3 +249,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _command_name(info) -> str:
     return info.name or info.callback.__name__.replace("_", "-")
+
+
+# --help lists the commands in the order a new user reaches for them.
+COMMAND_ORDER = ("estimate", "advise", "check", "capacity", "throughput", "sweep", "models", "hardware")
+app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(_command_name(c)))

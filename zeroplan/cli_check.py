@@ -1,0 +1,99 @@
+"""`zeroplan check`: plans (or one DeepSpeed config) for CI, in text, JSON, GitHub annotations or JUnit XML.
+
+Registered on cli.app when cli.py imports this module; the option aliases and the error boundary are cli.py's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from zeroplan.cli import _console, _scenario_args, app, run
+from zeroplan.cli_options import (
+    AttentionOpt,
+    CheckFormat,
+    CheckpointingOpt,
+    DEFAULT_HARDWARE,
+    GpusOpt,
+    GradAccumOpt,
+    HardwareOpt,
+    LargestOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NodesOpt,
+    OptimizerOpt,
+    ParamsOpt,
+    PrecisionOpt,
+    SeqLenOpt,
+
+)
+from zeroplan.spec import Attention, Checkpointing, Optimizer, Precision
+
+
+@app.command()
+def check(
+    ctx: typer.Context,
+    plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
+    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
+    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    largest_layer: LargestOpt = None,
+    gpus: GpusOpt = "8",
+    nodes: NodesOpt = "1",
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    grad_accum: GradAccumOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+) -> None:
+    """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
+    args = _scenario_args(locals(), ctx)
+
+    def go() -> None:
+        from zeroplan import checkrun
+
+        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
+        if deepspeed_config:
+            report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
+        else:
+            report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
+        _emit_check(report, fmt, output, force)
+        raise typer.Exit(report.exit_code)
+
+    run(go)
+
+
+def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> None:
+    """The report on stdout (text through rich), or written to --output."""
+    if fmt is CheckFormat.text:
+        from zeroplan.render_check import check_renderables
+
+        console = _console()
+        for part in check_renderables(report):
+            console.print(part)
+        return
+    from zeroplan import checkformats
+
+    if fmt is CheckFormat.json:
+        import json
+
+        text = json.dumps(checkformats.check_view(report), indent=2) + "\n"
+    else:
+        text = checkformats.github_report(report) if fmt is CheckFormat.github else checkformats.junit_report(report)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from zeroplan.files import write_new_file
+
+        write_new_file(output, text, force=force)
