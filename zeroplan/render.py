@@ -43,7 +43,7 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
     title = f"{est.model.name}: {est.model.num_params:,} params on {est.parallelism.gpus} GPU(s)"
     if est.hardware:
         title += f" x {est.hardware.name} ({est.hardware.memory_gib:g} GiB)"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", min_width=len(title))
     table.add_column(f"per GPU ({unit.label})", no_wrap=True)
     for s in est.stages:
         table.add_column(_stage_label(s), justify="right")
