@@ -268,3 +268,44 @@ def test_throughput_needs_hardware_with_bf16(runner):
                           "throughput needs a hardware profile")
     assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--hardware", "v100-sxm-32gb"),
                           "has no bf16")
+
+
+# --- --engine -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "rules", "stage", "strategy", "settings"),
+    [
+        pytest.param("fsdp", ["fit.zero0", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"], 3,
+                     "FSDP FULL_SHARD (ZeRO-3 equivalent)", {"sharding_strategy": "FULL_SHARD"}, id="fsdp"),
+        pytest.param("fsdp2", ["fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"], 3,
+                     "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)",
+                     {"reshard_after_forward": True}, id="fsdp2"),
+    ],
+)
+def test_advise_engine_json(runner, engine, rules, stage, strategy, settings):
+    data = advise_json(runner, "--params", "30e9", "--largest-layer", "3e8", "--engine", engine)
+    rec = data["recommendation"]
+    assert [s["rule"] for s in data["trace"]] == rules
+    assert (rec["engine"], rec["stage"], rec["strategy"], rec["engine_settings"]) == (engine, stage, strategy, settings)
+    assert rec["knobs"] is None and data["advisories"] == []
+    assert strategy in data["trace"][-3]["question"]
+
+
+def test_advise_engine_table_names_the_strategy(runner):
+    res = invoke(runner, "advise", "--params", "4.5e9", "--largest-layer", "4.5e7", "--engine", "ddp")
+    assert res.exit_code == 0, res.output
+    assert "DDP + ZeroRedundancyOptimizer (ZeRO-1 equivalent)" in res.stdout
+    assert "engine ddp:" in res.stdout and "zero_redundancy_optimizer=True" in res.stdout
+
+
+def test_advise_deepspeed_json_is_unchanged_by_the_engine_keys(runner):
+    rec = advise_json(runner, "--params", "30e9")["recommendation"]
+    assert (rec["engine"], rec["strategy"], rec["engine_settings"]) == ("deepspeed", "ZeRO-3", {})
+    assert rec["knobs"]["overlap_comm"] is True
+
+
+def test_article_policy_with_a_pytorch_engine_is_a_usage_error(runner):
+    res = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp2", "--policy", "article")
+    assert res.exit_code == 2, res.output
+    assert "article's tree of DeepSpeed ZeRO stages" in res.stderr and "Traceback" not in res.output

@@ -50,6 +50,7 @@ FROZEN = {
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
     "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
+        "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

@@ -14,6 +14,7 @@ import typer
 from zeroplan.cli import (
     DEFAULT_HARDWARE,
     AttentionOpt,
+    EngineOpt,
     CheckpointingOpt,
     Format,
     FormatOpt,
@@ -41,7 +42,7 @@ from zeroplan.cli import (
 )
 from zeroplan.errors import ZeroplanError
 from zeroplan.files import write_new_file
-from zeroplan.spec import Attention, Checkpointing, OffloadDevice, Optimizer, Precision, Topology
+from zeroplan.spec import Attention, Checkpointing, Engine, OffloadDevice, Optimizer, Precision, Topology
 from zeroplan.units import Unit
 
 
@@ -76,6 +77,7 @@ def advise(
     seq_len: SeqLenOpt = "2048",
     checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = Checkpointing.none,
     attention: AttentionOpt = Attention.flash,
+    engine: EngineOpt = Engine.deepspeed,
     global_batch: GlobalBatchOpt = "512",
     topology: TopologyOpt = None,
     policy: PolicyOpt = PolicyName.default,
@@ -86,7 +88,7 @@ def advise(
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Recommend a ZeRO stage, offload, micro-batch and checkpointing, with the trace of the decision."""
+    """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""
     from zeroplan.commands_advise import AdviseArgs
 
     args = _scenario_args(locals())
