@@ -73,7 +73,8 @@ class Recommendation(Frozen):
     fits: bool
     engine: Engine = Engine.deepspeed
     stage: ZeroStage | None = None
-    strategy: str | None = Field(None, description="the stage in the engine's words: 'FSDP FULL_SHARD (ZeRO-3 equivalent)'")
+    strategy: str | None = Field(None, description="the stage in the engine's words, 'FSDP FULL_SHARD (ZeRO-3 "
+                                 "equivalent)'")
     engine_settings: dict[str, Union[bool, str]] = Field(
         default_factory=dict, description="the engine's own settings (zeroplan.engines.strategy_settings); {} for "
         "DeepSpeed, whose settings are `knobs`")

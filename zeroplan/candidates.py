@@ -193,8 +193,8 @@ def preference(plan: Plan) -> tuple[int, int, int]:
 
 
 def alternatives(ctx: Context, chosen: Plan | None) -> tuple[Plan, ...]:
-    """Every stage x offload the engine runs that fits (at its least checkpointing, overlap_comm as overlap_choice says, and its
-    largest micro-batch), `chosen` first, then in the default tree's order of preference."""
+    """Every stage x offload the engine runs that fits (at its least checkpointing, overlap_comm as overlap_choice
+    says, and its largest micro-batch), `chosen` first, then in the default tree's order of preference."""
     plans = []
     for rung in ctx.rungs:
         for stage in ctx.rung_stages(rung):
