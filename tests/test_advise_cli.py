@@ -268,3 +268,103 @@ def test_throughput_needs_hardware_with_bf16(runner):
                           "throughput needs a hardware profile")
     assert_one_line_error(invoke(runner, "throughput", "--params", "9e9", "--hardware", "v100-sxm-32gb"),
                           "has no bf16")
+
+
+# --- --engine -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "rules", "stage", "strategy", "settings"),
+    [
+        pytest.param("fsdp", ["fit.zero0", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"], 3,
+                     "FSDP FULL_SHARD (ZeRO-3 equivalent)", {"sharding_strategy": "FULL_SHARD"}, id="fsdp"),
+        pytest.param("fsdp2", ["fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"], 3,
+                     "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)",
+                     {"reshard_after_forward": True}, id="fsdp2"),
+    ],
+)
+def test_advise_engine_json(runner, engine, rules, stage, strategy, settings):
+    data = advise_json(runner, "--params", "30e9", "--largest-layer", "3e8", "--engine", engine)
+    rec = data["recommendation"]
+    assert [s["rule"] for s in data["trace"]] == rules
+    assert (rec["engine"], rec["stage"], rec["strategy"], rec["engine_settings"]) == (engine, stage, strategy, settings)
+    assert rec["knobs"] is None and data["advisories"] == []
+    assert strategy in data["trace"][-3]["question"]
+
+
+def test_advise_engine_table_names_the_strategy(runner):
+    res = invoke(runner, "advise", "--params", "4.5e9", "--largest-layer", "4.5e7", "--engine", "ddp")
+    assert res.exit_code == 0, res.output
+    assert "DDP + ZeroRedundancyOptimizer (ZeRO-1 equivalent)" in res.stdout
+    assert "engine ddp:" in res.stdout and "zero_redundancy_optimizer=True" in res.stdout
+
+
+def test_advise_deepspeed_json_is_unchanged_by_the_engine_keys(runner):
+    rec = advise_json(runner, "--params", "30e9")["recommendation"]
+    assert (rec["engine"], rec["strategy"], rec["engine_settings"]) == ("deepspeed", "ZeRO-3", {})
+    assert rec["knobs"]["overlap_comm"] is True
+
+
+def test_article_policy_with_a_pytorch_engine_is_a_usage_error(runner):
+    res = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp2", "--policy", "article")
+    assert res.exit_code == 2, res.output
+    assert "article's tree of DeepSpeed ZeRO stages" in res.stderr and "Traceback" not in res.output
+
+
+# --- --emit-accelerate ----------------------------------------------------------------------------------------
+
+
+def test_emit_accelerate_fsdp_parses_back(runner, tmp_path):
+    target = tmp_path / "accelerate.yaml"
+    res = invoke(runner, "advise", "--model", "llama-3.1-8b", "--engine", "fsdp", "--gpus", "16", "--nodes", "2",
+                 "--emit-accelerate", str(target), "-f", "json")
+    assert res.exit_code == 0, res.output
+    rec = json.loads(res.stdout)["recommendation"]
+    config = yaml.safe_load(target.read_text())
+    assert (config["distributed_type"], config["mixed_precision"]) == ("FSDP", "bf16")
+    assert (config["num_processes"], config["num_machines"]) == (16, 2)
+    fsdp = config["fsdp_config"]
+    assert fsdp["fsdp_version"] == 1 and fsdp["fsdp_sharding_strategy"] == rec["engine_settings"]["sharding_strategy"]
+    assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
+    assert fsdp["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
+    assert fsdp["fsdp_activation_checkpointing"] is (rec["checkpointing"] != "none")
+    assert f"wrote {target}" in res.stderr and "machine_rank" in res.stderr
+
+
+def test_emit_accelerate_fsdp2_and_ddp(runner, tmp_path):
+    fsdp2, ddp = tmp_path / "fsdp2.yaml", tmp_path / "ddp.yaml"
+    assert invoke(runner, "advise", "--model", "gemma2-2b", "--engine", "fsdp2", "--emit-accelerate", str(fsdp2)).exit_code == 0
+    fsdp = yaml.safe_load(fsdp2.read_text())["fsdp_config"]
+    assert fsdp["fsdp_version"] == 2 and isinstance(fsdp["fsdp_reshard_after_forward"], bool)
+    assert fsdp["fsdp_transformer_layer_cls_to_wrap"] == "Gemma2DecoderLayer" and "fsdp_sharding_strategy" not in fsdp
+    res = invoke(runner, "advise", "--model", "gpt2", "--engine", "ddp", "--emit-accelerate", str(ddp))
+    assert res.exit_code == 0, res.output
+    config = yaml.safe_load(ddp.read_text())
+    assert config["distributed_type"] == "MULTI_GPU" and "fsdp_config" not in config
+    assert "gradient_as_bucket_view" in ddp.read_text()  # the header note: the file has no key for it
+
+
+def test_emit_accelerate_refuses_to_overwrite(runner, tmp_path):
+    target = tmp_path / "accelerate.yaml"
+    target.write_text("mine\n")
+    res = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target))
+    assert_one_line_error(res, "already exists; pass --force")
+    assert target.read_text() == "mine\n"
+    forced = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target), "--force")
+    assert forced.exit_code == 0 and yaml.safe_load(target.read_text())["distributed_type"] == "FSDP"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        pytest.param(("--engine", "fsdp", "--emit-deepspeed"), "use --emit-accelerate PATH", id="deepspeed-on-fsdp"),
+        pytest.param(("--engine", "ddp", "--emit-deepspeed"), "use --emit-accelerate PATH", id="deepspeed-on-ddp"),
+        pytest.param(("--emit-accelerate",), "for DeepSpeed use --emit-deepspeed PATH", id="accelerate-on-deepspeed"),
+    ],
+)
+def test_emit_option_for_the_wrong_engine_is_a_usage_error(runner, tmp_path, args, needle):
+    target = tmp_path / "out"
+    res = invoke(runner, "advise", "--params", "1e9", *args, str(target))
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr and "Traceback" not in res.output and not target.exists()
+    assert res.stdout == ""  # refused before anything is computed

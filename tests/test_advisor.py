@@ -16,7 +16,8 @@ from zeroplan import estimate
 from zeroplan.advisor import advise, recommended_scenario
 from zeroplan.candidates import preference
 from zeroplan.capacity import budget_bytes, gpu_layouts
-from zeroplan.errors import ZeroplanError
+from zeroplan.engines import supported_stages
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.estimate import Scenario, evaluate, overheads_for
 from zeroplan.memory import ModelSummary
 from zeroplan.policy import ARTICLE, DEFAULT, with_overrides
@@ -24,6 +25,7 @@ from zeroplan.presets import load_hardware
 from zeroplan.spec import (
     Architecture,
     Checkpointing,
+    Engine,
     OffloadDevice,
     Optimizer,
     Parallelism,
@@ -49,6 +51,10 @@ def bare(num_params: float, gpus: int = 8, nodes: int = 1, hw=H100, embedding: i
                                        num_embedding_params=embedding),
                     arch=arch, setup=TrainingSetup(**setup), parallelism=Parallelism(gpus=gpus, nodes=nodes),
                     hardware=hw, overheads=overheads_for(hw, None, None, None))
+
+
+def on(engine: Engine, scn: Scenario) -> Scenario:
+    return scn.model_copy(update={"engine": engine})
 
 
 def rec_key(advice):
@@ -361,6 +367,75 @@ def test_advise_is_deterministic():
     assert advise(bare(30e9), global_batch=512) == advise(bare(30e9), global_batch=512)
 
 
+# --- PyTorch engines: only the stages each engine runs, in its own words, no offload ----------------------------
+
+NOTHING = ("ckpt.unmodelled", "offload.unmodelled", "gpus.min")
+
+
+@pytest.mark.parametrize(
+    ("engine", "num_params", "rules", "stage", "strategy"),
+    [
+        pytest.param(Engine.fsdp, 1e9, ("fit.zero0", "batch.micro"), ZeroStage.zero0,
+                     "FSDP NO_SHARD (ZeRO-0 equivalent)", id="fsdp-lowest"),
+        pytest.param(Engine.fsdp, 9e9, ("fit.zero0", "fit.zero2", "batch.micro"), ZeroStage.zero2,
+                     "FSDP SHARD_GRAD_OP (ZeRO-2 equivalent)", id="fsdp-shard-grad-op"),
+        pytest.param(Engine.fsdp, 30e9, ("fit.zero0", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"),
+                     ZeroStage.zero3, "FSDP FULL_SHARD (ZeRO-3 equivalent)", id="fsdp-full-shard"),
+        pytest.param(Engine.fsdp, 60e9, ("fit.zero0", "fit.zero2", "fit.zero3") + NOTHING, None, None,
+                     id="fsdp-fewest-gpus"),
+        pytest.param(Engine.fsdp2, 1e9, ("fit.zero2", "batch.micro"), ZeroStage.zero2,
+                     "FSDP2 fully_shard(reshard_after_forward=False) (ZeRO-2 equivalent)", id="fsdp2-lowest"),
+        pytest.param(Engine.fsdp2, 30e9, ("fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"), ZeroStage.zero3,
+                     "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)", id="fsdp2-reshard"),
+        pytest.param(Engine.fsdp2, 60e9, ("fit.zero2", "fit.zero3") + NOTHING, None, None, id="fsdp2-fewest-gpus"),
+        pytest.param(Engine.ddp, 1e9, ("fit.zero0", "batch.micro"), ZeroStage.zero0, "DDP (ZeRO-0 equivalent)",
+                     id="ddp-lowest"),
+        pytest.param(Engine.ddp, 4.5e9, ("fit.zero0", "fit.zero1", "batch.micro"), ZeroStage.zero1,
+                     "DDP + ZeroRedundancyOptimizer (ZeRO-1 equivalent)", id="ddp-zero-redundancy"),
+        pytest.param(Engine.ddp, 6.2e9, ("fit.zero0", "fit.zero1") + NOTHING, None, None, id="ddp-fewest-gpus"),
+    ],
+)
+def test_engine_branches(engine, num_params, rules, stage, strategy):
+    advice = advise(on(engine, bare(num_params)), DEFAULT, global_batch=512)
+    rec = advice.recommendation
+    assert advice.rules == rules
+    assert (rec.engine, rec.stage, rec.strategy, rec.fits) == (engine, stage, strategy, stage is not None)
+    assert {a.stage for a in advice.alternatives} <= set(supported_stages(engine))
+    assert all(a.offload_optimizer is NONE and a.offload_param is NONE for a in advice.alternatives)
+    assert advice.advisories == ()
+    if rec.fits:
+        assert rec.summary.startswith(strategy) and rec.knobs is None
+        assert strategy in advice.trace[len(rules) - (3 if stage is ZeroStage.zero3 else 2)].question
+        assert evaluate(recommended_scenario(advice), rec.stage).fits
+    else:
+        change = rec.change
+        assert change.kind == "gpus" and change.gpus > 8 and change.stage in supported_stages(engine)
+        at = advice.scenario.model_copy(update={"parallelism": Parallelism(gpus=change.gpus, nodes=change.nodes)})
+        assert evaluate(at, change.stage).fits
+        assert advice.trace[-2].outcome == "skipped" and "DeepSpeed only" in advice.trace[-2].reason
+
+
+def test_engine_settings_are_the_engines_own():
+    fsdp = advise(on(Engine.fsdp, bare(30e9)), DEFAULT, global_batch=512).recommendation
+    assert fsdp.engine_settings == {"sharding_strategy": "FULL_SHARD"}
+    fsdp2 = advise(on(Engine.fsdp2, bare(1e9)), DEFAULT, global_batch=512).recommendation
+    assert fsdp2.engine_settings == {"reshard_after_forward": False}
+    ddp = advise(on(Engine.ddp, bare(4.5e9)), DEFAULT, global_batch=512).recommendation
+    assert ddp.engine_settings == {"gradient_as_bucket_view": False, "zero_redundancy_optimizer": True}
+    deepspeed = advise(bare(30e9), DEFAULT, global_batch=512).recommendation
+    assert (deepspeed.engine, deepspeed.strategy, deepspeed.engine_settings) == (Engine.deepspeed, "ZeRO-3", {})
+
+
+def test_ddp_that_never_fits_points_at_fsdp():
+    advice = advise(on(Engine.ddp, bare(30e9)), DEFAULT, global_batch=512)
+    assert advice.recommendation.change.kind == "none" and "--engine fsdp" in advice.trace[-1].reason
+
+
+def test_the_article_tree_is_deepspeeds():
+    with pytest.raises(UsageError, match="article's tree of DeepSpeed ZeRO stages.*--policy default with --engine fsdp"):
+        advise(on(Engine.fsdp, bare(1e9)), ARTICLE, global_batch=512)
+
+
 # --- the invariant ------------------------------------------------------------------------------------------
 
 HARDWARE = [load_hardware(n) for n in ("h100-sxm-80gb", "a100-sxm-40gb", "l4-24gb", "v100-sxm-32gb", "h100-pcie-80gb")]
@@ -376,12 +451,15 @@ HARDWARE = [load_hardware(n) for n in ("h100-sxm-80gb", "a100-sxm-40gb", "l4-24g
     policy=st.sampled_from([ARTICLE, DEFAULT]),
     headroom=st.sampled_from([0.0, 0.1]),
     host=st.sampled_from([None, 256.0]),
+    engine=st.sampled_from(list(Engine)),
 )
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_never_recommends_what_the_calculator_says_does_not_fit(num_params, layout, hw, precision, optimizer, per_gpu,
-                                                                policy, headroom, host):
+                                                                policy, headroom, host, engine):
     gpus, nodes = layout
-    scn = bare(num_params, gpus=gpus, nodes=nodes, hw=hw, precision=precision, optimizer=optimizer)
+    if engine is not Engine.deepspeed:
+        policy = DEFAULT  # the article's tree is DeepSpeed's (test_the_article_tree_is_deepspeeds)
+    scn = on(engine, bare(num_params, gpus=gpus, nodes=nodes, hw=hw, precision=precision, optimizer=optimizer))
     policy = with_overrides(policy, {"min_headroom_fraction": headroom, "host_memory_gib_per_node": host}, "test")
     advice = advise(scn, policy, global_batch=per_gpu * gpus)
     rec = advice.recommendation
@@ -394,14 +472,15 @@ def test_never_recommends_what_the_calculator_says_does_not_fit(num_params, layo
         assert rec.stage is None and rec.plan is None
     for alt in advice.alternatives:
         assert alt.peak_bytes <= budget_bytes(alt.usable_bytes, headroom)
+        assert alt.stage in supported_stages(engine)
 
 
 # --- documentation ------------------------------------------------------------------------------------------
 
 ALL_RULES = {
     "precision.fp16", "article.zero0-fits", "article.zero2-fits", "article.nvlink", "article.batch-512", "guard.fits",
-    *FITS, "ckpt.unmodelled", "ckpt.selective", "ckpt.full", *OFFLOADS, "gpus.min", "overlap.comm", "batch.micro",
-    "zero3.overhead",
+    *FITS, "ckpt.unmodelled", "ckpt.selective", "ckpt.full", *OFFLOADS, "offload.unmodelled", "gpus.min",
+    "overlap.comm", "batch.micro", "zero3.overhead",
     "advice.pcie-zero2", "correct.onebit-adam", "advice.embedding-heavy", "advice.long-sequence", "correct.grad-accum",
 }
 

@@ -14,6 +14,7 @@ PURE = [
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
     "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
+    "accelerate_emit",
     "views_advice", "activations", "activation_terms", "activation_traits",
     "engines", "engines.layout", "engines.storage", "engines.ddp", "engines.fsdp",
 ]
@@ -50,6 +51,8 @@ FROZEN = {
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
     "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
+        "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
+        "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from zeroplan.estimate import Scenario
 from zeroplan.policy import AdvisorPolicy
-from zeroplan.spec import Checkpointing, DeepSpeedKnobs, Frozen, OffloadDevice, Topology, ZeroStage
+from zeroplan.spec import Checkpointing, DeepSpeedKnobs, Engine, Frozen, OffloadDevice, Topology, ZeroStage
 
 StepUnit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", ""]
 Value = Union[bool, int, float, str, None]
@@ -71,7 +71,13 @@ class Recommendation(Frozen):
     """The configuration to run, or (fits false) none, with the smallest change that would make one fit."""
 
     fits: bool
+    engine: Engine = Engine.deepspeed
     stage: ZeroStage | None = None
+    strategy: str | None = Field(None, description="the stage in the engine's words, 'FSDP FULL_SHARD (ZeRO-3 "
+                                 "equivalent)'")
+    engine_settings: dict[str, Union[bool, str]] = Field(
+        default_factory=dict, description="the engine's own settings (zeroplan.engines.strategy_settings); {} for "
+        "DeepSpeed, whose settings are `knobs`")
     offload_optimizer: OffloadDevice | None = None
     offload_param: OffloadDevice | None = None
     checkpointing: Checkpointing | None = None
@@ -82,7 +88,7 @@ class Recommendation(Frozen):
     nodes: int
     topology: Topology
     plan: Plan | None = Field(None, description="memory and speed of the recommended configuration")
-    knobs: DeepSpeedKnobs | None = Field(None, description="the zero_optimization knobs planned with")
+    knobs: DeepSpeedKnobs | None = Field(None, description="the zero_optimization knobs planned with (DeepSpeed only)")
     change: Change | None = None
     summary: str = Field(description="one line: the configuration, or the article's leaf")
 

@@ -12,10 +12,10 @@ from zeroplan.advice import Advice, Step
 from zeroplan.advisories import advisories
 from zeroplan.candidates import Context, alternatives
 from zeroplan.collectives import check_topology, default_topology
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.estimate import Scenario, scenario_notes
 from zeroplan.policy import DEFAULT, AdvisorPolicy, Tree
-from zeroplan.spec import Precision, Topology
+from zeroplan.spec import Engine, Precision, Topology
 from zeroplan.tree_article import article_tree
 from zeroplan.tree_default import default_tree
 
@@ -64,22 +64,34 @@ def advise(scn: Scenario, policy: AdvisorPolicy = DEFAULT, topology: Topology | 
     """
     if scn.hardware is None:
         raise ZeroplanError("the advisor needs a hardware profile (--hardware)")
+    if policy.tree is Tree.article and scn.engine is not Engine.deepspeed:
+        raise UsageError(f"--policy article follows the article's tree of DeepSpeed ZeRO stages (0, 2, 3); "
+                         f"use --policy default with --engine {scn.engine.value}")
     topology = topology or default_topology(scn.hardware, scn.parallelism)
     check_topology(scn.hardware, scn.parallelism, topology)
     batch = _global_batch(scn, global_batch)
     pre, planned = planned_scenario(scn)
     ctx = Context(scn=planned, policy=policy, topology=topology, global_batch=batch, mfu=mfu)
     steps, rec = TREES[policy.tree](ctx)
-    notes = scenario_notes(planned, planned.recipe) + [
-        "fit questions with DeepSpeed's overlap_comm default (on for stage 3 only); the default tree turns it on "
-        "for ZeRO-1/2 when its second reduce bucket fits (rule overlap.comm), as it hides the gradient reduction",
+    deepspeed = planned.engine is Engine.deepspeed
+    notes = scenario_notes(planned, planned.recipe) + _engine_notes(planned) + [
         "fit questions at micro-batch 1; step times per zeroplan.perf at each plan's micro-batch",
     ]
     return Advice(
         policy=policy, scenario=planned, recommendation=rec, trace=tuple(pre + steps),
-        advisories=advisories(ctx, rec) if policy.tree is Tree.default else (),
+        advisories=advisories(ctx, rec) if policy.tree is Tree.default and deepspeed else (),
         alternatives=alternatives(ctx, rec.plan), assumptions=tuple(notes),
     )
+
+
+def _engine_notes(scn: Scenario) -> list[str]:
+    if scn.engine is Engine.deepspeed:
+        return ["fit questions with DeepSpeed's overlap_comm default (on for stage 3 only); the default tree turns it "
+                "on for ZeRO-1/2 when its second reduce bucket fits (rule overlap.comm), as it hides the gradient "
+                "reduction"]
+    return [f"--engine {scn.engine.value}: only the stages it runs are asked about, with no offload (not modelled "
+            "for PyTorch engines); step times per zeroplan.perf's model of the equivalent ZeRO stage (same "
+            "collectives per step); the article's advisories are DeepSpeed's and are not applied"]
 
 
 def recommended_scenario(advice: Advice) -> Scenario | None:
@@ -90,4 +102,4 @@ def recommended_scenario(advice: Advice) -> Scenario | None:
     scn = advice.scenario
     setup = scn.setup.model_copy(update={"checkpointing": rec.checkpointing, "micro_batch": rec.micro_batch,
                                          "grad_accum": rec.grad_accum})
-    return scn.model_copy(update={"setup": setup, "knobs": rec.knobs})
+    return scn.model_copy(update={"setup": setup, "knobs": rec.knobs or scn.knobs})  # knobs: None off DeepSpeed

@@ -16,7 +16,8 @@ from zeroplan.estimate import Scenario, evaluate, stage_knobs
 from zeroplan.memory import ModelSummary, StageEstimate
 from zeroplan.perf import Throughput, estimate_throughput
 from zeroplan.policy import AdvisorPolicy, Tree
-from zeroplan.spec import Checkpointing, HardwareSpec, OffloadDevice, ParamCount, Topology, ZeroStage
+from zeroplan.engines import models_offload, supported_stages
+from zeroplan.spec import Checkpointing, Engine, HardwareSpec, OffloadDevice, ParamCount, Topology, ZeroStage
 from zeroplan.units import GIB
 
 NONE, CPU, NVME = OffloadDevice.none, OffloadDevice.cpu, OffloadDevice.nvme
@@ -56,6 +57,24 @@ class Context:
     @property
     def hw(self) -> HardwareSpec:
         return self.scn.hardware
+
+    @property
+    def engine(self) -> Engine:
+        return self.scn.engine
+
+    @property
+    def stages(self) -> tuple[ZeroStage, ...]:
+        """The stages the engine runs (zeroplan.engines.supported_stages): the only ones asked about."""
+        return supported_stages(self.engine)
+
+    @property
+    def rungs(self) -> tuple[tuple[OffloadDevice, OffloadDevice], ...]:
+        """Offload rungs to try: all for DeepSpeed; none but no offload where the engine's offload is not modelled."""
+        return RUNGS if models_offload(self.engine) else RUNGS[:1]
+
+    def rung_stages(self, rung) -> tuple[ZeroStage, ...]:
+        """The stages a rung applies to that this engine runs."""
+        return tuple(s for s in rung_stages(rung) if s in self.stages)
 
     @property
     def per_gpu(self) -> int:
@@ -127,7 +146,8 @@ def overlap_choice(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing) ->
     reduce bucket (reference/deepspeed.md 4.4) still fits at micro-batch 1, since without it the gradient
     reduction is exposed (docs/throughput.md); else off, DeepSpeed's default.
     """
-    if ctx.scn.knobs.overlap_comm is not None or stage in (ZeroStage.zero0, ZeroStage.zero3):
+    if (ctx.scn.knobs.overlap_comm is not None or stage in (ZeroStage.zero0, ZeroStage.zero3)
+            or ctx.engine is not Engine.deepspeed):  # overlap_comm is DeepSpeed's; PyTorch engines always overlap
         return ctx.scn.knobs.overlap_comm_for(stage), None
     est = evaluate(candidate(ctx, stage, rung, ckpt, overlap=True), stage)
     return fits(ctx, est), est
@@ -173,11 +193,11 @@ def preference(plan: Plan) -> tuple[int, int, int]:
 
 
 def alternatives(ctx: Context, chosen: Plan | None) -> tuple[Plan, ...]:
-    """Every stage x offload that fits (at its least checkpointing, overlap_comm as overlap_choice says, and its
-    largest micro-batch), `chosen` first, then in the default tree's order of preference."""
+    """Every stage x offload the engine runs that fits (at its least checkpointing, overlap_comm as overlap_choice
+    says, and its largest micro-batch), `chosen` first, then in the default tree's order of preference."""
     plans = []
-    for rung in RUNGS:
-        for stage in rung_stages(rung):
+    for rung in ctx.rungs:
+        for stage in ctx.rung_stages(rung):
             ckpt, _ = lightest_fit(ctx, stage, rung)
             if ckpt is not None:
                 overlap, _ = overlap_choice(ctx, stage, rung, ckpt)

@@ -12,10 +12,10 @@ from pathlib import Path
 from zeroplan import presets
 from zeroplan.advice import Advice
 from zeroplan.commands import ScenarioArgs, scenario
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.estimate import Scenario
 from zeroplan.policy import AdvisorPolicy, parse_assignments, policy_named, with_overrides
-from zeroplan.spec import Topology, ZeroStage
+from zeroplan.spec import Engine, Topology, ZeroStage
 
 DEFAULT_MODEL = "gemma2-9b"  # the article's model (seed/article-notes.md 3)
 DEFAULT_GLOBAL_BATCH = "512"  # the article's batch threshold; ~1M tokens per step at sequence length 2048
@@ -75,6 +75,28 @@ def deepspeed_config_text(advice: Advice) -> str:
     from zeroplan.dsemit import deepspeed_config
 
     return json.dumps(deepspeed_config(advice), indent=2) + "\n"
+
+
+def accelerate_config_text(advice: Advice) -> tuple[str, tuple[str, ...]]:
+    """The emitted Accelerate config YAML, headed by its notes as comments, and the notes."""
+    import yaml
+
+    from zeroplan.accelerate_emit import accelerate_config
+
+    config, notes = accelerate_config(advice)
+    rec = advice.recommendation
+    head = [f"# zeroplan advise --engine {rec.engine.value}: {rec.summary}"] + [f"# note: {n}" for n in notes]
+    return "\n".join(head) + "\n" + yaml.safe_dump(config, sort_keys=False), notes
+
+
+def check_emit(engine: Engine, emit_deepspeed: bool, emit_accelerate: bool) -> None:
+    """The emit options the engine can take, before anything is computed: UsageError (exit 2) otherwise."""
+    if emit_deepspeed and engine is not Engine.deepspeed:
+        raise UsageError(f"--emit-deepspeed writes a DeepSpeed config, and --engine {engine.value} runs no DeepSpeed: "
+                         "use --emit-accelerate PATH for its Accelerate config")
+    if emit_accelerate and engine is Engine.deepspeed:
+        raise UsageError("--emit-accelerate writes the Accelerate config of --engine fsdp, fsdp2 or ddp; for "
+                         "DeepSpeed use --emit-deepspeed PATH")
 
 
 def emit_note(advice: Advice) -> str:

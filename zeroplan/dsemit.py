@@ -11,8 +11,8 @@ block or build DeepSpeedCPUAdam yourself). Pure: returns a dict; cli.py writes i
 from __future__ import annotations
 
 from zeroplan.advice import Advice
-from zeroplan.errors import ZeroplanError
-from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, Precision, ZeroStage
+from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.spec import DeepSpeedKnobs, Engine, OffloadDevice, Precision, ZeroStage
 
 DEFAULT_NVME_PATH = "/local_nvme"  # DeepSpeed docs' example path (docs/_pages/config-json.md); edit for your nodes
 FP16_LOSS_SCALING = {"loss_scale": 0, "initial_scale_power": 16}  # 0 = dynamic; DeepSpeed's defaults, written out
@@ -65,6 +65,9 @@ def zero_section(stage: ZeroStage, knobs: DeepSpeedKnobs, nvme_path: str = DEFAU
 def deepspeed_config(advice: Advice, nvme_path: str = DEFAULT_NVME_PATH) -> dict:
     """The ds_config mapping for a fitting recommendation; ZeroplanError when nothing fits."""
     rec = advice.recommendation
+    if rec.engine is not Engine.deepspeed:
+        raise UsageError(f"--emit-deepspeed writes a DeepSpeed config; --engine {rec.engine.value} runs no DeepSpeed: "
+                         "use --emit-accelerate PATH for its Accelerate config")
     if not rec.fits:
         raise ZeroplanError(f"nothing to emit: {rec.summary}" + (f"; {rec.change.description}" if rec.change else ""))
     config = {

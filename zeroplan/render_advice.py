@@ -13,7 +13,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from zeroplan.advice import Advice, Plan, Step
+from zeroplan.engines import strategy_label
 from zeroplan.render import assumptions_panel
+from zeroplan.spec import Engine
 from zeroplan.steps import describe
 from zeroplan.units import Unit, format_bytes
 
@@ -50,10 +52,9 @@ def recommendation_panel(advice: Advice, unit: Unit) -> Panel:
         if rec.change is not None:
             lines.append(Text(f"smallest change: {rec.change.description}", style="yellow"))
         return Panel(Group(*lines), title=title, title_align="left", border_style="red")
-    plan = rec.plan
-    overlap = "on" if plan.overlap_comm else "off"
-    lines = [Text(describe(plan) + f" x {rec.gpus} GPUs, overlap_comm {overlap}", style="bold green")]
-    if rec.summary != describe(plan):
+    plan, engine = rec.plan, rec.engine
+    lines = [Text(describe(plan, engine) + f" x {rec.gpus} GPUs, " + _settings_words(advice), style="bold green")]
+    if rec.summary != describe(plan, engine):
         lines.append(Text(f"{advice.policy.name}: {rec.summary}"))
     lines += [
         Text(f"memory: {format_bytes(plan.peak_bytes, unit)} of {format_bytes(plan.usable_bytes, unit)} per GPU, "
@@ -64,6 +65,15 @@ def recommendation_panel(advice: Advice, unit: Unit) -> Panel:
         Text(f"precision {scn.setup.precision.value}, recipe {scn.recipe.name}", style="dim"),
     ]
     return Panel(Group(*lines), title=title, title_align="left", border_style="green")
+
+
+def _settings_words(advice: Advice) -> str:
+    """'overlap_comm on' (DeepSpeed) or the engine's settings: 'engine fsdp: sharding_strategy=FULL_SHARD'."""
+    rec = advice.recommendation
+    if rec.engine is Engine.deepspeed:
+        return "overlap_comm " + ("on" if rec.plan.overlap_comm else "off")
+    settings = ", ".join(f"{k}={v}" for k, v in rec.engine_settings.items())
+    return f"engine {rec.engine.value}: {settings}"
 
 
 def _step_node(tree: Tree, step: Step, unit: Unit) -> None:
@@ -93,6 +103,12 @@ def advisories_tree(advice: Advice, unit: Unit) -> Tree | None:
     return tree
 
 
+def _stage_cell(advice: Advice, plan: Plan) -> str:
+    """The stage in the engine's words, short enough for a column: 'FULL_SHARD', 'reshard=True', 'DDP + ZeRO'."""
+    label = strategy_label(advice.scenario.engine, plan.stage)
+    return label.replace("reshard_after_forward=", "reshard=").replace("ZeroRedundancyOptimizer", "ZeRO")
+
+
 def alternatives_table(advice: Advice, unit: Unit) -> Table | Text:
     """Every stage x offload that fits, the recommendation first."""
     if not advice.alternatives:
@@ -101,10 +117,11 @@ def alternatives_table(advice: Advice, unit: Unit) -> Table | Text:
                   "optimizer/parameters", title_justify="left")
     for col in ("", "stage", "offload", "ckpt", "mbs x GA", f"peak {unit.label}", f"free {unit.label}", "step s",
                 "tok/s/GPU", "MFU", "vs ZeRO-0"):
-        table.add_column(col, justify="left" if col in ("", "stage", "offload", "ckpt") else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col in ("", "stage", "offload", "ckpt") else "right", no_wrap=True,
+                         min_width=1 if not col else None)
     chosen = advice.recommendation.plan.key if advice.recommendation.plan else None
     for plan in advice.alternatives:
-        table.add_row("*" if plan.key == chosen else "", f"ZeRO-{int(plan.stage)}", _offload(plan),
+        table.add_row("*" if plan.key == chosen else "", _stage_cell(advice, plan), _offload(plan),
                       plan.checkpointing.value, f"{plan.micro_batch} x {plan.grad_accum}",
                       f"{plan.peak_bytes / unit.bytes:,.2f}", f"{plan.headroom_bytes / unit.bytes:,.2f}",
                       f"{plan.step_time_s:.2f}", f"{plan.tokens_per_s_per_gpu:,.0f}", f"{plan.mfu:.1%}",

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from zeroplan.advice import Change, Plan, Recommendation, Step
 from zeroplan.candidates import NONE, Context, candidate, fits
+from zeroplan.engines import strategy_settings, strategy_words
 from zeroplan.memory import StageEstimate
-from zeroplan.spec import Checkpointing
+from zeroplan.spec import Checkpointing, Engine, ZeroStage
 from zeroplan.units import Unit, format_bytes
 
 NO_OFFLOAD = (NONE, NONE)
@@ -33,9 +34,15 @@ def short_reason(ctx: Context, est: StageEstimate) -> str:
     return f"host memory: {gib(est.cpu_bytes_per_node)} per node over the policy's host_memory_gib_per_node"
 
 
-def describe(plan: Plan) -> str:
-    """'ZeRO-3, optimizer offload to cpu, full checkpointing, micro-batch 2 x accumulation 32'."""
-    parts = [f"ZeRO-{int(plan.stage)}"]
+def words(ctx: Context, stage: ZeroStage) -> str:
+    """The stage as the scenario's engine names it: 'ZeRO-3', 'FSDP FULL_SHARD (ZeRO-3 equivalent)'."""
+    return strategy_words(ctx.engine, stage)
+
+
+def describe(plan: Plan, engine: Engine = Engine.deepspeed) -> str:
+    """'ZeRO-3, optimizer offload to cpu, full checkpointing, micro-batch 2 x accumulation 32' (the stage in the
+    engine's words)."""
+    parts = [strategy_words(engine, plan.stage)]
     if plan.offload_optimizer is not NONE:
         parts.append(f"optimizer offload to {plan.offload_optimizer.value}")
     if plan.offload_param is not NONE:
@@ -48,15 +55,18 @@ def describe(plan: Plan) -> str:
 def recommend(ctx: Context, plan: Plan, summary: str) -> Recommendation:
     scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch,
                     plan.overlap_comm)
+    deepspeed = ctx.engine is Engine.deepspeed
     return Recommendation(
-        fits=True, stage=plan.stage, offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param,
+        fits=True, engine=ctx.engine, stage=plan.stage, strategy=words(ctx, plan.stage),
+        engine_settings=strategy_settings(ctx.engine, plan.stage, scn.engine_options),
+        offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param,
         checkpointing=plan.checkpointing, micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
         global_batch=ctx.global_batch, gpus=scn.parallelism.gpus, nodes=scn.parallelism.nodes,
-        topology=ctx.topology, plan=plan, knobs=scn.knobs, summary=summary,
+        topology=ctx.topology, plan=plan, knobs=scn.knobs if deepspeed else None, summary=summary,
     )
 
 
 def nothing(ctx: Context, summary: str, change: Change | None = None) -> Recommendation:
     par = ctx.scn.parallelism
-    return Recommendation(fits=False, global_batch=ctx.global_batch, gpus=par.gpus, nodes=par.nodes,
+    return Recommendation(fits=False, engine=ctx.engine, global_batch=ctx.global_batch, gpus=par.gpus, nodes=par.nodes,
                           topology=ctx.topology, change=change, summary=summary)

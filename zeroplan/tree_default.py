@@ -20,12 +20,11 @@ from zeroplan.candidates import (
     largest_micro_batch,
     make_plan,
     overlap_choice,
-    rung_stages,
 )
 from zeroplan.capacity import min_gpus
 from zeroplan.memory import StageEstimate
-from zeroplan.spec import Checkpointing, Topology, ZeroStage
-from zeroplan.steps import NO_OFFLOAD, describe, fit_step, nothing, recommend, short_reason
+from zeroplan.spec import Checkpointing, Engine, Topology, ZeroStage
+from zeroplan.steps import NO_OFFLOAD, describe, fit_step, nothing, recommend, short_reason, words
 
 STAGE_REASONS = {
     ZeroStage.zero0: "the model fits replicated: no sharding, the least communication",
@@ -41,7 +40,16 @@ RUNG_RULES = {
 
 
 def _stages(ctx: Context) -> tuple[ZeroStage, ...]:
-    return tuple(s for s in ZeroStage if s is not ZeroStage.zero1 or ctx.policy.consider_zero1)
+    """The engine's stages, lowest first (ZeRO-1 or its equivalent only with consider_zero1)."""
+    return tuple(s for s in ctx.stages if s is not ZeroStage.zero1 or ctx.policy.consider_zero1)
+
+
+def _stage_reason(ctx: Context, stage: ZeroStage) -> str:
+    if ctx.engine is Engine.deepspeed:
+        return STAGE_REASONS[stage]
+    if stage is _stages(ctx)[0]:
+        return "the engine's least sharding fits: the least communication"
+    return "the lowest stage that fits: more sharding only where less does not fit"
 
 
 Found = tuple[ZeroStage | None, Checkpointing | None, StageEstimate]  # (None, None, smallest peak) if nothing fits
@@ -51,7 +59,7 @@ def _first_fit(ctx: Context, rung, levels) -> Found:
     """Least checkpointing first, then the lowest stage: the first that fits; else the smallest peak seen."""
     smallest = None
     for ckpt in levels:
-        for stage in [s for s in rung_stages(rung) if s in _stages(ctx)]:
+        for stage in [s for s in ctx.rung_stages(rung) if s in _stages(ctx)]:
             est = fit_at(ctx, stage, rung, ckpt)
             if fits(ctx, est):
                 return stage, ckpt, est
@@ -64,11 +72,11 @@ def _tier_step(ctx: Context, rule: str, question: str, source: str, found: Found
     stage, ckpt, est = found
     if stage is None:
         return Step(rule=rule, question=question, observed=est.total, threshold=ctx.budget, unit="bytes",
-                    source=source, outcome="no", reason=f"the smallest peak, ZeRO-{int(est.stage)}'s, is "
+                    source=source, outcome="no", reason=f"the smallest peak, {words(ctx, est.stage)}'s, is "
                     + short_reason(ctx, est))
     how = "no" if ckpt is Checkpointing.none else ckpt.value
     return Step(rule=rule, question=question, observed=est.total, threshold=ctx.budget, unit="bytes", source=source,
-                outcome="yes", reason=f"ZeRO-{int(stage)} fits ({how} checkpointing): {why}")
+                outcome="yes", reason=f"{words(ctx, stage)} fits ({how} checkpointing): {why}")
 
 
 def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpointing] | None:
@@ -77,8 +85,8 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
     for stage in _stages(ctx):
         est = fit_at(ctx, stage, NO_OFFLOAD, given)
         suffix = "" if given is Checkpointing.none else f" with {given.value} checkpointing"
-        steps.append(fit_step(ctx, f"fit.zero{int(stage)}", f"Does ZeRO-{int(stage)} fit at micro-batch 1{suffix}?",
-                               est, STAGE_REASONS[stage]))
+        steps.append(fit_step(ctx, f"fit.zero{int(stage)}", f"Does {words(ctx, stage)} fit at micro-batch 1{suffix}?",
+                               est, _stage_reason(ctx, stage)))
         if fits(ctx, est):
             return stage, NO_OFFLOAD, given
     source = ctx.policy.source("consider_checkpointing")
@@ -93,6 +101,12 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
         if found[0] is not None:
             return found[0], NO_OFFLOAD, level
     if not ctx.policy.consider_offload:
+        return None
+    if len(ctx.rungs) == 1:
+        steps.append(Step(rule="offload.unmodelled", question="Would offload make a stage fit?",
+                          observed=f"--engine {ctx.engine.value}", source="docs/engines.md: CPU offload (FSDP "
+                          "CPUOffload, CPUOffloadPolicy) is not modelled for PyTorch engines", outcome="skipped",
+                          reason="offload is modelled for DeepSpeed only: not offered"))
         return None
     for rung in RUNGS[1:] if ctx.policy.consider_nvme else RUNGS[1:3]:
         rule, what = RUNG_RULES[rung]
@@ -122,7 +136,7 @@ def _batch_step(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, overl
               else "activations not modelled, so memory does not limit it")
     why = ("ZeRO-3 re-gathers parameters every micro-step: sequences per micro-step amortize that, accumulation "
            "does not" if stage is ZeroStage.zero3 else "more tokens per micro-step amortize each collective")
-    step = Step(rule="batch.micro", question=f"Largest micro-batch that fits at ZeRO-{int(stage)} and divides "
+    step = Step(rule="batch.micro", question=f"Largest micro-batch that fits at {words(ctx, stage)} and divides "
                 f"{ctx.per_gpu} sequences per GPU?", observed=chosen, threshold=ctx.per_gpu, unit="sequences",
                 source="global batch / GPUs; DeepSpeed: train_batch_size = micro_batch x grad_accum x dp",
                 outcome=f"micro-batch {chosen} x accumulation {ctx.per_gpu // chosen}",
@@ -137,12 +151,23 @@ def _overhead_step(ctx: Context, plan: Plan) -> Step:
              Topology.nvlink: "on NVLink"}[ctx.topology]
     tokens = plan.micro_batch * ctx.scn.setup.seq_len
     return Step(rule="zero3.overhead",
-                question=f"Predicted ZeRO-3 step-time overhead over ZeRO-0 on {ctx.topology.value}?",
+                question=f"Predicted {words(ctx, ZeroStage.zero3)} step-time overhead over ZeRO-0 on "
+                f"{ctx.topology.value}?",
                 observed=round(pct, 2), threshold=limit, unit="percent",
                 source=ctx.policy.source("max_zero3_overhead_pct"),
                 outcome="ok" if pct <= limit else "warn",
                 reason=f"{where}, at {tokens} tokens per micro-step" + ("" if pct <= limit else
                        "; more tokens per micro-step, ZeRO++ or a lower stage with offload cut it"))
+
+
+def _engine_hint(ctx: Context) -> str:
+    """Why a PyTorch engine may fit on no GPU count, and what to change."""
+    if ctx.engine is Engine.ddp:
+        return "; DDP keeps whole parameters and gradients on every GPU: --engine fsdp or fsdp2 shards them"
+    if ctx.engine is not Engine.deepspeed and ctx.scn.layout is None and not ctx.scn.model.largest_layer_params:
+        return ("; with a bare parameter count the wrapping is unknown and FSDP gathers the whole model as one unit: "
+                "give --model or --largest-layer")
+    return ""
 
 
 def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
@@ -159,14 +184,15 @@ def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
     question = "Fewest GPUs on which a stage fits without offload?"
     if best is None:
         reason = (f"no stage fits on up to {ctx.policy.max_gpus} GPUs: what each GPU holds whatever their number "
-                  "(activations, buffers, overhead) is too much; shorten the sequence or use a larger GPU")
+                  "(activations, buffers, overhead) is too much; shorten the sequence or use a larger GPU"
+                  + _engine_hint(ctx))
         return (Step(rule="gpus.min", question=question, observed=None, threshold=given.gpus, unit="gpus",
                      source=ctx.policy.source("max_gpus"), outcome="none", reason=reason),
                 Change(kind="none", description=reason))
     stage, par, ckpt = best
     how = "" if ckpt is Checkpointing.none else f" with {ckpt.value} checkpointing"
     nodes = "1 node" if par.nodes == 1 else f"{par.nodes} nodes"
-    description = f"ZeRO-{int(stage)}{how} fits on {par.gpus} GPUs ({nodes})"
+    description = f"{words(ctx, stage)}{how} fits on {par.gpus} GPUs ({nodes})"
     return (Step(rule="gpus.min", question=question, observed=par.gpus, threshold=given.gpus, unit="gpus",
                  source="zeroplan.capacity.min_gpus (whole nodes past one)", outcome="change",
                  reason=f"{description}: the smallest change"),
@@ -190,4 +216,4 @@ def default_tree(ctx: Context) -> tuple[list[Step], Recommendation]:
     plan = make_plan(ctx, stage, rung, ckpt, micro, overlap)
     if stage is ZeroStage.zero3:
         steps.append(_overhead_step(ctx, plan))
-    return steps, recommend(ctx, plan, describe(plan))
+    return steps, recommend(ctx, plan, describe(plan, ctx.engine))

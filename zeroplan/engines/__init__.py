@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from zeroplan.engines.ddp import ddp_buffers, ddp_settings, ddp_states
 from zeroplan.engines.fsdp import (
+    FSDP1_STRATEGY,
     PARAM_TERMS,
     fsdp1_buffers,
     fsdp1_settings,
@@ -48,7 +49,58 @@ UNSUPPORTED_WHY = {
 
 
 def supported_stages(engine: Engine) -> tuple[ZeroStage, ...]:
+    """The ZeRO stages `engine` maps to something it runs, lowest first (the advisor searches only these)."""
     return SUPPORTED[Engine(engine)]
+
+
+def models_offload(engine: Engine) -> bool:
+    """Offload (optimizer states, parameters to CPU or NVMe) is modelled for DeepSpeed only (docs/engines.md)."""
+    return Engine(engine) is Engine.deepspeed
+
+
+# The engine's own name for each stage it supports; FSDP1's comes from its ShardingStrategy table.
+_DDP_WORDS = {ZeroStage.zero0: "DDP", ZeroStage.zero1: "DDP + ZeroRedundancyOptimizer"}
+
+
+def strategy_label(engine: Engine, stage: ZeroStage) -> str:
+    """Short: 'ZeRO-3', 'FULL_SHARD', 'reshard_after_forward=True', 'DDP + ZeroRedundancyOptimizer'."""
+    engine, stage = Engine(engine), ZeroStage(stage)
+    check_stage(engine, stage)
+    if engine is Engine.deepspeed:
+        return f"ZeRO-{int(stage)}"
+    if engine is Engine.ddp:
+        return _DDP_WORDS[stage]
+    if engine is Engine.fsdp:
+        return FSDP1_STRATEGY[stage]
+    return f"reshard_after_forward={stage is ZeroStage.zero3}"
+
+
+def strategy_words(engine: Engine, stage: ZeroStage) -> str:
+    """In the engine's own words, with the ZeRO stage it matches: 'FSDP FULL_SHARD (ZeRO-3 equivalent)'."""
+    engine = Engine(engine)
+    label = strategy_label(engine, stage)
+    if engine is Engine.deepspeed:
+        return label
+    if engine is Engine.fsdp2:
+        label = f"FSDP2 fully_shard({label})"
+    elif engine is Engine.fsdp:
+        label = f"FSDP {label}"
+    return f"{label} (ZeRO-{int(stage)} equivalent)"
+
+
+def strategy_settings(engine: Engine, stage: ZeroStage, options: EngineOptions = EngineOptions()) -> dict:
+    """The engine's own settings for `stage`, as the training script (or Accelerate) spells them; {} for DeepSpeed,
+    whose settings are its zero_optimization knobs."""
+    engine, stage = Engine(engine), ZeroStage(stage)
+    check_stage(engine, stage)
+    if engine is Engine.fsdp:
+        return {"sharding_strategy": FSDP1_STRATEGY[stage]}
+    if engine is Engine.fsdp2:
+        return {"reshard_after_forward": stage is ZeroStage.zero3}
+    if engine is Engine.ddp:
+        return {"gradient_as_bucket_view": options.gradient_as_bucket_view,
+                "zero_redundancy_optimizer": stage is ZeroStage.zero1}
+    return {}
 
 
 def check_stage(engine: Engine, stage: ZeroStage) -> None:
@@ -97,4 +149,5 @@ def param_peak_bytes(base: StageBase) -> int:
 
 
 __all__ = ["ModelLayout", "check_stage", "engine_stage_base", "layout_for", "layout_from_summary",
-           "param_peak_bytes", "supported_stages", "EngineOptions"]
+           "models_offload", "param_peak_bytes", "strategy_label", "strategy_settings", "strategy_words",
+           "supported_stages", "EngineOptions"]
