@@ -26,9 +26,9 @@ def test_multinode_without_hpz_fires_with_the_fix():
 
 def test_overhead_in_the_message_or_said_to_be_unmodelled():
     # Without a throughput figure (no hardware profile) the message says the overhead is not modelled.
-    assert "not yet modelled" in fired(Topology.multinode)[0].message
+    assert "not modelled without a hardware profile" in fired(Topology.multinode)[0].message
     (finding,) = fired(Topology.multinode, overhead=34.4)
-    assert "predicted step time +34% vs ZeRO-0" in finding.message and "not yet modelled" not in finding.message
+    assert "predicted step time +34% vs ZeRO-0" in finding.message and "not modelled without a hardware profile" not in finding.message
 
 
 def test_a_small_predicted_overhead_is_only_info():

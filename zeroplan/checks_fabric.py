@@ -31,7 +31,7 @@ class FabricEvidence:
     """Where the data-parallel GPUs talk, and what ZeRO-3 costs there."""
 
     topology: Topology
-    overhead_pct: float | None = None  # ZeRO-3 step time over ZeRO-0's, percent; None: not modelled
+    overhead_pct: float | None = None  # ZeRO-3 step time over ZeRO-0's, percent; None without hardware
 
 
 def check_slow_fabric(config: DeepSpeedConfig, run: RunContext, *, throughput: FabricEvidence) -> Iterator[Finding]:
@@ -40,7 +40,7 @@ def check_slow_fabric(config: DeepSpeedConfig, run: RunContext, *, throughput: F
         return
     overhead, severity = throughput.overhead_pct, "warning"
     if overhead is None:
-        cost = "the overhead vs ZeRO-0 is not yet modelled (zeroplan.perf is not available)"
+        cost = "the overhead vs ZeRO-0 is not modelled without a hardware profile"
     else:
         cost = f"predicted step time {overhead:+.0f}% vs ZeRO-0"
         if overhead < SLOW_FABRIC_WARN_PCT:
