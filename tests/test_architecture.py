@@ -12,7 +12,7 @@ PURE = [
     "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
     "perf", "sweep", "grid", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
-    "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch",
+    "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch", "dsconfig_model",
     "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
     "accelerate_emit",
     "views_advice", "activations", "activation_terms", "activation_traits",
