@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from zeroplan.advice import Plan
 from zeroplan.capacity import budget_bytes, max_micro_batch
-from zeroplan.estimate import Scenario, evaluate, stage_knobs
-from zeroplan.memory import ModelSummary, StageEstimate
+from zeroplan.estimate import Scenario, evaluate, param_count, stage_knobs
+from zeroplan.memory import StageEstimate
 from zeroplan.perf import Throughput, estimate_throughput
 from zeroplan.policy import AdvisorPolicy, Tree
 from zeroplan.engines import models_offload, supported_stages
-from zeroplan.spec import Checkpointing, Engine, HardwareSpec, OffloadDevice, ParamCount, Topology, ZeroStage
+from zeroplan.spec import Checkpointing, Engine, HardwareSpec, OffloadDevice, Topology, ZeroStage
 from zeroplan.units import GIB
 
 NONE, CPU, NVME = OffloadDevice.none, OffloadDevice.cpu, OffloadDevice.nvme
@@ -35,13 +35,6 @@ def rung_stages(rung: tuple[OffloadDevice, OffloadDevice]) -> tuple[ZeroStage, .
     if rung == (CPU, NONE):
         return ZeroStage.zero1, ZeroStage.zero2, ZeroStage.zero3
     return (ZeroStage.zero3,)
-
-
-def param_count(model: ModelSummary) -> ParamCount:
-    """The counts perf reads; a bare count is dense (active = all)."""
-    return ParamCount(num_params=model.num_params, num_embedding_params=model.num_embedding_params,
-                      largest_layer_params=model.largest_layer_params,
-                      num_active_params=model.num_active_params or model.num_params)
 
 
 @dataclass(frozen=True)

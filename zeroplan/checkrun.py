@@ -19,12 +19,12 @@ from zeroplan.checks import check_rule_ids, count_by_severity, failed, run_check
 from zeroplan.checks_fabric import FabricEvidence
 from zeroplan.commands import ScenarioArgs
 from zeroplan.errors import UsageError, ZeroplanError
-from zeroplan.estimate import evaluate
+from zeroplan.estimate import evaluate, param_count
 from zeroplan.findings import Finding
 from zeroplan.memory import StageEstimate
 from zeroplan.planfiles import PlannedRun, load_plan, plan_from_data, resolve_plan
 from zeroplan.presets import validation_message
-from zeroplan.spec import Attention, ParamCount, Topology, ZeroStage
+from zeroplan.spec import Attention, Topology, ZeroStage
 
 INVALID_INPUT = "invalid-input"  # a plan (or its DeepSpeed config) that cannot be read: always an error, never ignored
 GLOB_CHARS = "*?["
@@ -152,11 +152,7 @@ def zero3_overhead_pct(run: PlannedRun) -> float | None:
         return None
     from zeroplan.perf import estimate_throughput
 
-    model = scn.model
-    counts = ParamCount(num_params=model.num_params, num_embedding_params=model.num_embedding_params,
-                        largest_layer_params=model.largest_layer_params,
-                        num_active_params=model.num_active_params or model.num_params)  # fmt: skip
-    throughput = estimate_throughput(counts, scn.arch, scn.hardware, scn.setup, scn.parallelism, ZeroStage.zero3,
+    throughput = estimate_throughput(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism, ZeroStage.zero3,
                                      scn.knobs, run.topology)  # fmt: skip
     return throughput.overhead_vs_zero0_pct
 

@@ -131,7 +131,7 @@ def _throughput_row(t) -> dict:
 
 
 def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> dict:
-    from zeroplan.candidates import param_count
+    from zeroplan.estimate import param_count
     from zeroplan.capacity import max_micro_batch
     from zeroplan.policy import DEFAULT
     from zeroplan.sweep import find_overhead_crossing, sweep_global_batch
@@ -159,7 +159,7 @@ def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> di
 
 def throughput(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
     """Per stage: step time, tokens/s/GPU, MFU, overhead over ZeRO-0; with --sweep, over global batch. Plain data."""
-    from zeroplan.candidates import param_count
+    from zeroplan.estimate import param_count
     from zeroplan.collectives import default_topology
     from zeroplan.perf import throughput_by_stage
 

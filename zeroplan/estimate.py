@@ -48,6 +48,13 @@ def small_param_numel(arch: Architecture | None, knobs: DeepSpeedKnobs) -> int:
     return 0
 
 
+def param_count(model: ModelSummary) -> ParamCount:
+    """The counts the throughput model reads, back from a ModelSummary; a bare count is dense (active = all)."""
+    return ParamCount(num_params=model.num_params, num_embedding_params=model.num_embedding_params,
+                      largest_layer_params=model.largest_layer_params,
+                      num_active_params=model.num_active_params or model.num_params)
+
+
 def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, knobs: DeepSpeedKnobs) -> ModelSummary:
     """The counts the memory model reads, from an exact ParamCount and its architecture."""
     return ModelSummary(
