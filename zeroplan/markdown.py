@@ -36,9 +36,6 @@ def to_markdown(data: dict) -> str:
         lines += _stages_table(data)
         lines += ["", "Assumptions:", *[f"- {a}" for a in data["assumptions"]]]
         return "\n".join(lines)
-    for key in ("zero2", "zero3", "models", "hardware"):
-        if key in data and isinstance(data[key], list):
-            pass
     parts = []
     if isinstance(data.get("recommendation"), dict):  # the advice view
         parts += [f"**recommendation**: {data['recommendation']['summary']}", ""]

@@ -129,10 +129,6 @@ class Architecture(Frozen):
     sliding_window: int | None = None
 
     @property
-    def num_query_groups(self) -> int:
-        return self.num_key_value_heads
-
-    @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
