@@ -13,7 +13,6 @@ L layers, E experts, k experts per token, e bytes per activation element (comput
 
 from __future__ import annotations
 
-from pydantic import Field
 
 from zeroplan.activation_terms import (
     FP32_BYTES,
@@ -27,38 +26,41 @@ from zeroplan.activation_terms import (
     recompute_held_bytes,
 )
 from zeroplan.activation_traits import Traits, traits_of
-from zeroplan.spec import Architecture, Attention, Checkpointing, Frozen, TrainingSetup
+from zeroplan.record import Record, field, record
+from zeroplan.spec import Architecture, Attention, Checkpointing, TrainingSetup
 
 
-class ActivationTerm(Frozen):
+@record
+class ActivationTerm(Record):
     """One named tensor group and its bytes."""
 
     name: str
     bytes: int
 
 
-class ActivationEstimate(Frozen):
+@record
+class ActivationEstimate(Record):
     """Activation bytes alive at the peak of one micro-step, per line; the lines sum to total_bytes."""
 
-    layers_bytes: int = Field(
+    layers_bytes: int = field(
         description="all layers' saved tensors (selective: + the masks the core recompute re-reads); full "
         "checkpointing: the layer inputs and what the recompute re-reads (masks, position ids)"
     )
-    recompute_bytes: int = Field(
+    recompute_bytes: int = field(
         description="full checkpointing: what recomputing one layer in backward adds beyond the fp32 loss copy "
         "(freed before the backward starts); selective with eager attention: the same for one attention core; else 0"
     )
-    embedding_bytes: int = Field(description="token ids, position ids / rotary tables, embedding norm and dropout mask")
-    final_norm_bytes: int = Field(description="final norm(s), the LM head's input (T5: + encoder output)")
-    logits_bytes: int = Field(description="the b x s x V logits in the compute dtype, as the forward returns them")
-    logit_softcap_bytes: int = Field(description="Gemma 2 final soft-capping: the tanh output, b x s x V")
-    loss_bytes: int = Field(
+    embedding_bytes: int = field(description="token ids, position ids / rotary tables, embedding norm and dropout mask")
+    final_norm_bytes: int = field(description="final norm(s), the LM head's input (T5: + encoder output)")
+    logits_bytes: int = field(description="the b x s x V logits in the compute dtype, as the forward returns them")
+    logit_softcap_bytes: int = field(description="Gemma 2 final soft-capping: the tanh output, b x s x V")
+    loss_bytes: int = field(
         description="cross-entropy at the forward's peak: its log-softmax (saved), the fp32 copy of 16-bit logits "
         "(alive while the loss runs) and the int64 labels"
     )
     total_bytes: int
-    per_layer_bytes: int = Field(description="one (the largest) layer's saved tensors under this checkpointing")
-    layer_terms: tuple[ActivationTerm, ...] = Field(description="per_layer_bytes without checkpointing, by tensor group")
+    per_layer_bytes: int = field(description="one (the largest) layer's saved tensors under this checkpointing")
+    layer_terms: tuple[ActivationTerm, ...] = field(description="per_layer_bytes without checkpointing, by tensor group")
     assumptions: tuple[str, ...]
 
 

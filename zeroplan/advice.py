@@ -12,7 +12,8 @@ from pydantic import Field
 
 from zeroplan.estimate import Scenario
 from zeroplan.policy import AdvisorPolicy
-from zeroplan.spec import Checkpointing, DeepSpeedKnobs, Engine, Frozen, OffloadDevice, Topology, ZeroStage
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Checkpointing, DeepSpeedKnobs, Engine, OffloadDevice, Topology, ZeroStage
 
 StepUnit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", ""]
 Value = Union[bool, int, float, str, None]

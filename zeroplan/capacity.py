@@ -13,7 +13,8 @@ from pydantic import Field
 
 from zeroplan.estimate import Scenario, evaluate
 from zeroplan.memory import ModelSummary
-from zeroplan.spec import Frozen, Parallelism, ZeroStage
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Parallelism, ZeroStage
 
 MAX_MICRO_BATCH = 256  # the search's upper end; "256" means "at least 256"
 MAX_GPUS = 1024

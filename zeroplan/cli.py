@@ -7,7 +7,6 @@ import sys
 from typing import Annotated, Callable
 
 import typer
-from pydantic import ValidationError
 
 from zeroplan.cli_options import (  # the option types the signatures below name
     DEFAULT_HARDWARE, AttentionOpt, CheckpointingOpt, DsConfigOpt, Format, FormatOpt, Fp32AccumOpt, FragOpt,
@@ -62,12 +61,21 @@ def run(fn):
     except ZeroplanError as exc:
         _console(stderr=True).print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
-    except ValidationError as exc:
+    except Exception as exc:
+        if not _is_validation_error(exc):
+            raise
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
             msg = err["msg"].removeprefix("Value error, ")
             _console(stderr=True).print(f"[red]error:[/red] {where + ': ' if where else ''}{msg}", soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    """Whether `exc` is pydantic's ValidationError. pydantic is imported only by the paths that read files
+    into pydantic models (plans, DeepSpeed configs, model specs), so when it is not loaded, no such error exists."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
 
 
 def _given(ctx: typer.Context) -> frozenset[str]:

@@ -12,7 +12,8 @@ from enum import Enum
 from pydantic import Field, PositiveInt
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.spec import Frozen, HardwareSpec, Parallelism, Topology
+from zeroplan.frozen import Frozen
+from zeroplan.spec import HardwareSpec, Parallelism, Topology
 
 NIC_EFFICIENCY = (
     0.92  # achievable share of NIC line rate in a rail-optimized ring (reference/hardware.md 2e: 0.92 x g x R)

@@ -8,9 +8,7 @@ the same way. Pure: no I/O. See reference/deepspeed.md section 1 and docs/deepsp
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from zeroplan.spec import Frozen
+from zeroplan.record import Record, field, record
 
 DEEPSPEED_VERSION = "0.19.6"  # the version whose formulas these are
 DS_BUFFER_FACTOR = 1.5  # additional_buffer_factor default
@@ -23,12 +21,13 @@ DS_MIN_CPU_MULTIPLIER = 16  # ZeRO-2 offload: max(4 x total_gpus, 16)
 DS_LARGEST_LAYER_BYTES = 4  # 2 B gathered 16-bit params + 2 B 16-bit grads of the largest layer
 
 
-class DeepSpeedRow(Frozen):
+@record
+class DeepSpeedRow(Record):
     """One row of DeepSpeed's `_all_cold` table: the options and the integer bytes it returns."""
 
-    offload_optimizer: str = Field(description="'cpu' or 'none'")
-    offload_param: str | None = Field(None, description="ZeRO-3 only: 'cpu' or 'none'")
-    zero_init: bool | None = Field(None, description="ZeRO-3 only")
+    offload_optimizer: str = field(description="'cpu' or 'none'")
+    offload_param: str | None = field(None, description="ZeRO-3 only: 'cpu' or 'none'")
+    zero_init: bool | None = field(None, description="ZeRO-3 only")
     cpu_bytes: int
     gpu_bytes: int
 
@@ -109,7 +108,8 @@ def zero3_rows(total_params: int, largest_layer_params: int, num_gpus_per_node: 
     return rows
 
 
-class DeepSpeedEstimate(Frozen):
+@record
+class DeepSpeedEstimate(Record):
     """DeepSpeed's two estimator tables for one model and cluster."""
 
     deepspeed_version: str = DEEPSPEED_VERSION

@@ -12,7 +12,8 @@ from pydantic import Field
 from zeroplan.dsbatch import BATCH_KEYS, BatchTriple, derive_batch
 from zeroplan.dskeys import DeprecatedKey, UnknownKey
 from zeroplan.hfauto import AutoValue
-from zeroplan.spec import DeepSpeedKnobs, Frozen, Precision, ZeroStage
+from zeroplan.frozen import Frozen
+from zeroplan.spec import DeepSpeedKnobs, Precision, ZeroStage
 
 DType = Literal["fp16", "bf16", "fp32"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from pydantic import Field
 
-from zeroplan.spec import Frozen
+from zeroplan.frozen import Frozen
 
 TOP_LEVEL_KEYS = frozenset({
     # batch (config.py get_train_batch_size & co.)

@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from zeroplan.spec import Frozen, HardwareSpec, Parallelism
+from zeroplan.frozen import Frozen
+from zeroplan.spec import HardwareSpec, Parallelism
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")  # most severe first

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from zeroplan.spec import Frozen, Precision, TrainingSetup
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Precision, TrainingSetup
 
 HF_PREFETCH_FRACTION = 0.9  # stage3_prefetch_bucket_size = int(0.9 h^2); older transformers passed the float
 HF_PERSISTENCE_PER_HIDDEN = 10  # stage3_param_persistence_threshold = 10 h

@@ -18,7 +18,7 @@ import re
 
 from pydantic import Field
 
-from zeroplan.spec import Frozen
+from zeroplan.frozen import Frozen
 
 # A JSON string first, so comment markers inside strings are left alone; then the three comment forms.
 _COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|#[^\n]*|/\*.*?\*/', re.DOTALL)

@@ -8,13 +8,14 @@ docs/formulas.md and reference/deepspeed.md section 4.4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from enum import Enum
 
-from pydantic import Field
 
 from zeroplan.recipes import FP32_BYTES, Recipe
-from zeroplan.spec import DeepSpeedKnobs, Frozen, OffloadDevice, Parallelism, ZeroStage
+from zeroplan.record import Record, field, record
+from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, Parallelism, ZeroStage
 
 
 class Phase(str, Enum):
@@ -109,23 +110,25 @@ NVME_PARAM_BUFFER_COUNT = 5  # offload_param.buffer_count default (offload_confi
 NVME_PARAM_BUFFER_SIZE = 100_000_000  # offload_param.buffer_size default, elements
 
 
-class ModelSummary(Frozen):
+@record
+class ModelSummary(Record):
     """The counts the memory model needs from a model (or from a bare --params count)."""
 
     name: str
-    num_params: int = Field(gt=0)
-    largest_layer_params: int = Field(0, ge=0, description="0 = unknown (a bare count without --largest-layer)")
-    num_embedding_params: int = Field(0, ge=0)
-    num_active_params: int = Field(0, ge=0)
-    small_param_numel: int = Field(0, ge=0, description="elements in tensors under the ZeRO-3 persistence threshold")
+    num_params: int = field(gt=0)
+    largest_layer_params: int = field(0, ge=0, description="0 = unknown (a bare count without --largest-layer)")
+    num_embedding_params: int = field(0, ge=0)
+    num_active_params: int = field(0, ge=0)
+    small_param_numel: int = field(0, ge=0, description="elements in tensors under the ZeRO-3 persistence threshold")
 
 
-class Overheads(Frozen):
+@record
+class Overheads(Record):
     """Per-GPU memory outside the model: CUDA context, NCCL, allocator fragmentation."""
 
-    cuda_context_bytes: int = Field(0, ge=0)
-    nccl_bytes: int = Field(0, ge=0)
-    fragmentation_fraction: float = Field(FRAGMENTATION_FRACTION, ge=0, le=1)
+    cuda_context_bytes: int = field(0, ge=0)
+    nccl_bytes: int = field(0, ge=0)
+    fragmentation_fraction: float = field(FRAGMENTATION_FRACTION, ge=0, le=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +169,8 @@ class StageEstimate:
     overhead_sizes: tuple[int, int, int]  # overhead_sizes(): CUDA context, NCCL, fragmentation
     usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
     # Derived once at construction (a sweep reads them for every configuration):
-    overhead_bytes: int = field(init=False)
-    total: int = field(init=False)  # peak per GPU: max(backward phase, step phase) + overhead
+    overhead_bytes: int = dc_field(init=False)
+    total: int = dc_field(init=False)  # peak per GPU: max(backward phase, step phase) + overhead
 
     def __post_init__(self) -> None:
         context, nccl, fragmentation = self.overhead_sizes

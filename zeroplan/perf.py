@@ -13,10 +13,10 @@ from zeroplan.collectives import default_topology
 from zeroplan.errors import ZeroplanError
 from zeroplan.flops import TFLOPS, hardware_flops_per_micro_step, model_flops_per_token, peak_tflops
 from zeroplan.schedule import CommContext, CommTerm, Window, comm_context, offload_terms, stage_terms
+from zeroplan.frozen import Frozen
 from zeroplan.spec import (
     Architecture,
     DeepSpeedKnobs,
-    Frozen,
     HardwareSpec,
     OffloadDevice,
     Parallelism,

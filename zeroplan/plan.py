@@ -16,12 +16,12 @@ from pydantic import BeforeValidator, Field, PositiveInt, model_validator
 from zeroplan.dsbatch import BATCH_KEYS
 from zeroplan.dsconfig import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
+from zeroplan.frozen import Frozen
 from zeroplan.spec import (
     Attention,
     Checkpointing,
     Engine,
     EngineOptions,
-    Frozen,
     Optimizer,
     Parallelism,
     Precision,

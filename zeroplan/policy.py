@@ -15,7 +15,8 @@ from enum import Enum
 from pydantic import Field, ValidationError
 
 from zeroplan.errors import SpecError
-from zeroplan.spec import Frozen, Topology
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Topology
 
 
 class Tree(str, Enum):

@@ -8,9 +8,9 @@ Adafactor (Shazeer & Stern 2018); the source article (pure bf16 AdamW).
 
 from __future__ import annotations
 
-from pydantic import Field
 
-from zeroplan.spec import Frozen, Optimizer, Precision
+from zeroplan.record import Record, field, record
+from zeroplan.spec import Optimizer, Precision
 
 BF16_BYTES = 2  # bfloat16 / float16 element
 FP32_BYTES = 4  # float32 element
@@ -35,18 +35,19 @@ OPTIMIZER_STATES_PER_PARAM = {
 MIXED = (Precision.bf16_mixed, Precision.fp16_mixed)
 
 
-class Recipe(Frozen):
+@record
+class Recipe(Record):
     """Bytes per parameter of each model state; the ZeRO paper's (2, 2, K) generalised."""
 
-    name: str = Field(description="precision/optimizer, e.g. bf16-mixed/adamw")
+    name: str = field(description="precision/optimizer, e.g. bf16-mixed/adamw")
     precision: Precision
     optimizer: Optimizer
     fp32_grad_accum: bool = False
-    param_bytes: int = Field(description="p: bytes per parameter of the working weights")
-    grad_bytes: int = Field(description="g: bytes per parameter of gradients (incl. an fp32 accumulation buffer)")
-    optimizer_bytes: int = Field(description="k: bytes per parameter of optimizer states incl. any fp32 master")
-    master_bytes: int = Field(description="part of k that is the fp32 master copy (0 without one)")
-    state_bytes: int = Field(description="bytes of one optimizer state element")
+    param_bytes: int = field(description="p: bytes per parameter of the working weights")
+    grad_bytes: int = field(description="g: bytes per parameter of gradients (incl. an fp32 accumulation buffer)")
+    optimizer_bytes: int = field(description="k: bytes per parameter of optimizer states incl. any fp32 master")
+    master_bytes: int = field(description="part of k that is the fp32 master copy (0 without one)")
+    state_bytes: int = field(description="bytes of one optimizer state element")
 
     @property
     def total_bytes(self) -> int:

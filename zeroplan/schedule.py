@@ -13,10 +13,10 @@ from pydantic import Field
 
 from zeroplan.collectives import Collective, Link, dp_link, host_copy_s, node_link, ring_factor, ring_time_s
 from zeroplan.errors import ZeroplanError
+from zeroplan.frozen import Frozen
 from zeroplan.spec import (
     Architecture,
     DeepSpeedKnobs,
-    Frozen,
     HardwareSpec,
     OffloadDevice,
     Parallelism,

@@ -1,6 +1,7 @@
-"""Pydantic inputs: the normalized model architecture, training setup, parallelism, DeepSpeed knobs, hardware.
+"""The inputs: the normalized model architecture, training setup, parallelism, DeepSpeed knobs, hardware.
 
-Pure: imports neither rich, typer nor yaml and does no I/O.
+Frozen records (zeroplan.record): every field type-checked and bounded on construction, unknown keys
+rejected by name. Pure: imports neither pydantic, rich, typer nor yaml and does no I/O.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ from decimal import Decimal, InvalidOperation
 from enum import Enum, IntEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
-
 from zeroplan.errors import ZeroplanError
+from zeroplan.record import FieldError, Record, field, positive, record
 
 MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
 
@@ -32,12 +32,6 @@ def parse_count(text: str, what: str = "count") -> int:
     if value > MAX_COUNT:
         raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
     return int(value)
-
-
-class Frozen(BaseModel):
-    """Base for every input: immutable, unknown keys are errors that name the key."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # schemas built on first use: fast start-up
 
 
 class ZeroStage(IntEnum):
@@ -97,31 +91,32 @@ class Attention(str, Enum):
     flash = "flash"  # SDPA / FlashAttention: no score matrices kept
 
 
-class Architecture(Frozen):
+@record
+class Architecture(Record):
     """The shape facts the calculators need, normalized across model families.
 
     Built by `zeroplan.families` from a family's Hugging Face config; never written by hand.
     """
 
-    family: str = Field(description="model family, the HF model_type (llama, gpt2, t5, ...)")
-    hidden_size: PositiveInt
-    num_layers: PositiveInt = Field(description="decoder layers (T5: decoder layers too)")
-    num_encoder_layers: int = Field(0, ge=0, description="encoder layers of an encoder-decoder (T5)")
-    num_attention_heads: PositiveInt
-    num_key_value_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate_size: PositiveInt = Field(description="MLP inner width (per expert for MoE)")
-    vocab_size: PositiveInt
-    gated_mlp: bool = Field(description="SwiGLU/GeGLU: three MLP matrices and an extra inner tensor")
+    family: str = field(description="model family, the HF model_type (llama, gpt2, t5, ...)")
+    hidden_size: int = positive()
+    num_layers: int = positive(description="decoder layers (T5: decoder layers too)")
+    num_encoder_layers: int = field(0, ge=0, description="encoder layers of an encoder-decoder (T5)")
+    num_attention_heads: int = positive()
+    num_key_value_heads: int = positive()
+    head_dim: int = positive()
+    intermediate_size: int = positive(description="MLP inner width (per expert for MoE)")
+    vocab_size: int = positive()
+    gated_mlp: bool = field(description="SwiGLU/GeGLU: three MLP matrices and an extra inner tensor")
     norm: Literal["layernorm", "rmsnorm"]
-    norms_per_layer: PositiveInt = Field(2, description="Gemma 2 has 4 (pre and post norms)")
-    parallel_attn: bool = Field(False, description="attention and MLP read the same normed input")
-    num_experts: int = Field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
-    num_experts_per_tok: int = Field(0, ge=0)
+    norms_per_layer: int = positive(2, description="Gemma 2 has 4 (pre and post norms)")
+    parallel_attn: bool = field(False, description="attention and MLP read the same normed input")
+    num_experts: int = field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
+    num_experts_per_tok: int = field(0, ge=0)
     tie_word_embeddings: bool
-    learned_positions: int = Field(0, ge=0, description="rows of a learned position table (GPT-2, OPT)")
-    dropout: float = Field(0.0, ge=0.0, le=1.0, description="dropout probability in training")
-    attention_dropout: float = Field(
+    learned_positions: int = field(0, ge=0, description="rows of a learned position table (GPT-2, OPT)")
+    dropout: float = field(0.0, ge=0.0, le=1.0, description="dropout probability in training")
+    attention_dropout: float = field(
         0.0, ge=0.0, le=1.0, description="dropout probability on the attention probabilities in training"
     )
     attn_logit_softcapping: float | None = None
@@ -133,28 +128,28 @@ class Architecture(Frozen):
         return self.num_experts > 0
 
 
-class ParamCount(Frozen):
+@record
+class ParamCount(Record):
     """Exact parameter counts of one model, tied weights counted once."""
 
-    num_params: int = Field(description="all parameters, tied weights once")
-    num_embedding_params: int = Field(description="token (and learned position) embeddings, plus an untied LM head")
-    largest_layer_params: int = Field(
+    num_params: int = field(description="all parameters, tied weights once")
+    num_embedding_params: int = field(description="token (and learned position) embeddings, plus an untied LM head")
+    largest_layer_params: int = field(
         description="max over modules of their own direct parameters (DeepSpeed's model_to_params)"
     )
-    num_active_params: int = Field(description="parameters one token touches (MoE: top-k experts); = num_params if dense")
+    num_active_params: int = field(description="parameters one token touches (MoE: top-k experts); = num_params if dense")
 
 
-class Parallelism(Frozen):
+@record
+class Parallelism(Record):
     """GPUs and nodes. Only data parallelism is modelled, so the data-parallel degree is the GPU count."""
 
-    gpus: PositiveInt = Field(8, description="total GPUs (world size)")
-    nodes: PositiveInt = Field(1, description="nodes the GPUs are spread over")
+    gpus: int = positive(8, description="total GPUs (world size)")
+    nodes: int = positive(1, description="nodes the GPUs are spread over")
 
-    @model_validator(mode="after")
-    def _check_divides(self) -> Parallelism:
+    def _check(self) -> None:
         if self.gpus % self.nodes:
-            raise ValueError(f"gpus ({self.gpus}) is not a multiple of nodes ({self.nodes})")
-        return self
+            raise FieldError(f"gpus ({self.gpus}) is not a multiple of nodes ({self.nodes})")
 
     @property
     def gpus_per_node(self) -> int:
@@ -166,15 +161,16 @@ class Parallelism(Frozen):
         return self.gpus
 
 
-class TrainingSetup(Frozen):
+@record
+class TrainingSetup(Record):
     """What one training step looks like on one GPU."""
 
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
-    fp32_grad_accum: bool = Field(False, description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")
-    seq_len: PositiveInt = Field(2048, description="tokens per sequence")
-    micro_batch: PositiveInt = Field(1, description="sequences per GPU per micro-step")
-    grad_accum: PositiveInt = Field(1, description="micro-steps per optimizer step")
+    fp32_grad_accum: bool = field(False, description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")
+    seq_len: int = positive(2048, description="tokens per sequence")
+    micro_batch: int = positive(1, description="sequences per GPU per micro-step")
+    grad_accum: int = positive(1, description="micro-steps per optimizer step")
     checkpointing: Checkpointing = Checkpointing.none
     attention: Attention = Attention.flash
 
@@ -193,21 +189,22 @@ DS_MAX_LIVE_PARAMETERS = 1_000_000_000
 DS_SUB_GROUP_SIZE = 1_000_000_000
 
 
-class DeepSpeedKnobs(Frozen):
+@record
+class DeepSpeedKnobs(Record):
     """The zero_optimization keys that size GPU buffers, with DeepSpeed's code defaults."""
 
-    reduce_bucket_size: PositiveInt = DS_REDUCE_BUCKET_SIZE
-    allgather_bucket_size: PositiveInt = DS_ALLGATHER_BUCKET_SIZE
-    overlap_comm: bool | None = Field(None, description="None = DeepSpeed's default: true for stage 3 only")
+    reduce_bucket_size: int = positive(DS_REDUCE_BUCKET_SIZE)
+    allgather_bucket_size: int = positive(DS_ALLGATHER_BUCKET_SIZE)
+    overlap_comm: bool | None = field(None, description="None = DeepSpeed's default: true for stage 3 only")
     contiguous_gradients: bool = True
-    stage3_prefetch_bucket_size: int = Field(DS_PREFETCH_BUCKET_SIZE, ge=0)
-    stage3_param_persistence_threshold: int = Field(DS_PARAM_PERSISTENCE_THRESHOLD, ge=0)
-    stage3_model_persistence_threshold: int = Field(DS_MODEL_PERSISTENCE_THRESHOLD, ge=0)
-    stage3_max_live_parameters: int = Field(DS_MAX_LIVE_PARAMETERS, ge=0)
-    sub_group_size: PositiveInt = DS_SUB_GROUP_SIZE
-    zero_hpz_partition_size: PositiveInt = Field(1, description="ZeRO++ hpZ secondary partition size (1 = off)")
-    zero_quantized_weights: bool = Field(False, description="ZeRO++ qwZ")
-    zero_quantized_gradients: bool = Field(False, description="ZeRO++ qgZ")
+    stage3_prefetch_bucket_size: int = field(DS_PREFETCH_BUCKET_SIZE, ge=0)
+    stage3_param_persistence_threshold: int = field(DS_PARAM_PERSISTENCE_THRESHOLD, ge=0)
+    stage3_model_persistence_threshold: int = field(DS_MODEL_PERSISTENCE_THRESHOLD, ge=0)
+    stage3_max_live_parameters: int = field(DS_MAX_LIVE_PARAMETERS, ge=0)
+    sub_group_size: int = positive(DS_SUB_GROUP_SIZE)
+    zero_hpz_partition_size: int = positive(1, description="ZeRO++ hpZ secondary partition size (1 = off)")
+    zero_quantized_weights: bool = field(False, description="ZeRO++ qwZ")
+    zero_quantized_gradients: bool = field(False, description="ZeRO++ qgZ")
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
 
@@ -226,41 +223,41 @@ class Engine(str, Enum):
     ddp = "ddp"  # DistributedDataParallel, with ZeroRedundancyOptimizer at stage 1
 
 
-class EngineOptions(Frozen):
+@record
+class EngineOptions(Record):
     """PyTorch engine settings that size memory, with PyTorch's defaults."""
 
-    gradient_as_bucket_view: bool = Field(False, description="DDP: gradients are views into the all-reduce buckets")
+    gradient_as_bucket_view: bool = field(False, description="DDP: gradients are views into the all-reduce buckets")
 
 
-class HardwareSpec(Frozen):
+@record
+class HardwareSpec(Record):
     """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml."""
 
     name: str
-    source: str = Field(description="datasheet / measurement the numbers come from")
-    memory_gib: float = Field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")
-    bf16_tflops: float = Field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")
-    fp16_tflops: float = Field(gt=0, description="dense fp16 tensor TFLOPS")
-    fp32_tflops: float = Field(gt=0, description="dense fp32 (non-tensor) TFLOPS")
-    hbm_bandwidth_tbps: float = Field(gt=0, description="memory bandwidth, TB/s")
+    source: str = field(description="datasheet / measurement the numbers come from")
+    memory_gib: float = field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")
+    bf16_tflops: float = field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")
+    fp16_tflops: float = field(gt=0, description="dense fp16 tensor TFLOPS")
+    fp32_tflops: float = field(gt=0, description="dense fp32 (non-tensor) TFLOPS")
+    hbm_bandwidth_tbps: float = field(gt=0, description="memory bandwidth, TB/s")
     supports_bf16: bool
-    gpus_per_node: PositiveInt
+    gpus_per_node: int = positive()
     intra_node_fabric: Literal["nvlink", "pcie", "xgmi"]
-    intra_node_busbw_gbps: float = Field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
-    intra_node_alpha_us: float = Field(gt=0, description="latency of one collective inside a node, microseconds")
-    pcie_busbw_gbps: float = Field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")
-    pcie_alpha_us: float = Field(gt=0, description="latency of one collective over PCIe, microseconds")
-    nic_gbps_per_gpu: float = Field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
-    inter_node_alpha_us: float = Field(gt=0, description="latency of one collective that crosses nodes, microseconds")
-    host_link_gbps: float = Field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
-    default_mfu: float = Field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
-    cuda_context_gib: float = Field(ge=0, description="CUDA context + kernels per process, GiB")
-    nccl_gib: float = Field(ge=0, description="NCCL communicator buffers per process, GiB")
+    intra_node_busbw_gbps: float = field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
+    intra_node_alpha_us: float = field(gt=0, description="latency of one collective inside a node, microseconds")
+    pcie_busbw_gbps: float = field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")
+    pcie_alpha_us: float = field(gt=0, description="latency of one collective over PCIe, microseconds")
+    nic_gbps_per_gpu: float = field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
+    inter_node_alpha_us: float = field(gt=0, description="latency of one collective that crosses nodes, microseconds")
+    host_link_gbps: float = field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
+    default_mfu: float = field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
+    cuda_context_gib: float = field(ge=0, description="CUDA context + kernels per process, GiB")
+    nccl_gib: float = field(ge=0, description="NCCL communicator buffers per process, GiB")
 
-    @model_validator(mode="after")
-    def _check_bf16(self) -> HardwareSpec:
+    def _check(self) -> None:
         if self.supports_bf16 != (self.bf16_tflops > 0):
-            raise ValueError(
+            raise FieldError(
                 f"supports_bf16 ({self.supports_bf16}) disagrees with bf16_tflops ({self.bf16_tflops}): "
                 "bf16_tflops is 0 exactly when the hardware has no bf16"
             )
-        return self

@@ -13,10 +13,10 @@ from pydantic import Field
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.perf import Throughput, throughput_by_stage
+from zeroplan.frozen import Frozen
 from zeroplan.spec import (
     Architecture,
     DeepSpeedKnobs,
-    Frozen,
     HardwareSpec,
     Parallelism,
     ParamCount,

@@ -11,12 +11,13 @@ from __future__ import annotations
 from math import prod
 
 from zeroplan.memory import ModelSummary
-from zeroplan.spec import Frozen
+from zeroplan.record import Record, field, record
 
 Shape = tuple[int, ...]
 
 
-class ModelLayout(Frozen):
+@record
+class ModelLayout(Record):
     """Root-unit tensors and the tensors of one block, repeated `num_blocks` times (shapes; flat where unknown)."""
 
     root: tuple[Shape, ...]

@@ -22,7 +22,8 @@ from zeroplan.families.rmsnorm import (
     RMSNormDecoderConfig,
 )
 from zeroplan.families.t5 import T5Config
-from zeroplan.spec import Architecture, Frozen
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Architecture
 
 _FAMILY_CLASSES = (
     GPT2Config,

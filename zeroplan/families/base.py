@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, model_validator
 
-from zeroplan.spec import Architecture, Frozen
+from zeroplan.frozen import Frozen
+from zeroplan.spec import Architecture
 
 
 class FamilyConfig(Frozen):
