@@ -13,12 +13,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from zeroplan.errors import PresetNotFoundError, SpecError
 from zeroplan.spec import HardwareSpec
 
 if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
+    from pydantic import ValidationError
+
     from zeroplan.families import ModelSpec
 
 CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
@@ -216,6 +216,8 @@ def looks_like_path(ref: str) -> bool:
 
 def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> ModelSpec:
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
+    from pydantic import ValidationError
+
     from zeroplan.families import ModelSpec, parse_family_config
 
     data = _require_mapping(data, origin)
@@ -262,6 +264,8 @@ def load_model(ref: str) -> ModelSpec:
 
 
 def load_hardware_file(path: Path) -> HardwareSpec:
+    from pydantic import ValidationError
+
     text = read_text(path)
     data = _require_mapping(parse_yaml(text, str(path)), str(path))
     try:
