@@ -9,11 +9,11 @@ import difflib
 import functools
 import json
 import os
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeroplan.errors import PresetNotFoundError, SpecError
+from zeroplan.preset_index import bundled_config_dir
 from zeroplan.spec import HardwareSpec
 
 if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
@@ -23,14 +23,6 @@ if TYPE_CHECKING:  # the families load on first use: a bare --params never needs
 
 CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
 MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
-
-
-def bundled_config_dir() -> Path:
-    """configs/ inside the wheel (zeroplan/_configs), or the repository's configs/ in a source checkout."""
-    packaged = resources.files("zeroplan") / "_configs"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "configs"
 
 
 def _search_dirs(kind: str) -> list[Path]:
