@@ -1,6 +1,8 @@
 """Find, load and list presets (configs/models, configs/hardware) and user files (YAML specs, HF config.json).
 
-The only module besides cli.py that reads files. YAML is read with the safe loader only.
+The only module besides cli.py that reads files (with preset_index.py, the precomputed facts of the
+bundled presets). YAML is read with the safe loader only. Neither yaml nor pydantic's errors are
+imported until a file is parsed: a bundled preset answered from the index needs neither.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeroplan import preset_index
 from zeroplan.errors import PresetNotFoundError, SpecError
 from zeroplan.preset_index import bundled_config_dir
-from zeroplan.spec import HardwareSpec
+from zeroplan.spec import Architecture, HardwareSpec, ParamCount
 
-if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
+if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
     from pydantic import ValidationError
 
     from zeroplan.families import ModelSpec
@@ -255,6 +258,28 @@ def load_model(ref: str) -> ModelSpec:
     raise _unknown("models", ref)
 
 
+def _indexed(kind: str, ref: str) -> dict[str, Any] | None:
+    """The preset index's facts for `ref` when it names a bundled preset, else None.
+
+    None for files, and for a preset of the same name in ZEROPLAN_CONFIG_DIR: it shadows the bundled one
+    and is read from its YAML, as every user file is.
+    """
+    path = _registry(kind).get(ref)
+    if path is None or path != bundled_config_dir() / kind / path.name:
+        return None
+    return preset_index.entry(kind, ref, path)
+
+
+def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
+    """A model's name, exact counts and architecture: from the preset index for a bundled preset, else loaded."""
+    if (facts := _indexed("models", ref)) is not None:
+        return facts["name"], ParamCount(**facts["counts"]), Architecture(**facts["architecture"])
+    from zeroplan.params import count_params
+
+    spec = load_model(ref)
+    return spec.name, count_params(spec.config), spec.architecture()
+
+
 def load_hardware_file(path: Path) -> HardwareSpec:
     from pydantic import ValidationError
 
@@ -267,7 +292,9 @@ def load_hardware_file(path: Path) -> HardwareSpec:
 
 
 def load_hardware(ref: str) -> HardwareSpec:
-    """A hardware profile by preset name or YAML path."""
+    """A hardware profile by preset name (from the preset index when bundled) or YAML path."""
+    if (facts := _indexed("hardware", ref)) is not None:
+        return HardwareSpec(**facts["spec"])
     if (path := _registry("hardware").get(ref)) is not None:
         return load_hardware_file(path)
     if looks_like_path(ref) or _is_file(ref):
