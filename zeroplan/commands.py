@@ -95,12 +95,8 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
         if override is not None and override > num:
             raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
         return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
-    from zeroplan.params import count_params
-
-    spec = presets.load_model(model)
-    counts = count_params(spec.config)
-    arch = spec.architecture()
-    summary = summarize_model(spec.name, counts, arch, knobs)
+    name, counts, arch = presets.model_facts(model)  # a bundled preset from the index: no YAML, no families
+    summary = summarize_model(name, counts, arch, knobs)
     if override is not None:
         summary = summary.model_copy(update={"largest_layer_params": override})
     return summary, arch

@@ -1,6 +1,8 @@
 """Find, load and list presets (configs/models, configs/hardware) and user files (YAML specs, HF config.json).
 
-The only module besides cli.py that reads files. YAML is read with the safe loader only.
+The only module besides cli.py that reads files (with preset_index.py, the precomputed facts of the
+bundled presets). YAML is read with the safe loader only. Neither yaml nor pydantic's errors are
+imported until a file is parsed: a bundled preset answered from the index needs neither.
 """
 
 from __future__ import annotations
@@ -9,28 +11,21 @@ import difflib
 import functools
 import json
 import os
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
+from zeroplan import preset_index
 from zeroplan.errors import PresetNotFoundError, SpecError
-from zeroplan.spec import HardwareSpec
+from zeroplan.preset_index import bundled_config_dir
+from zeroplan.spec import Architecture, HardwareSpec, ParamCount
 
-if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
+if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
+    from pydantic import ValidationError
+
     from zeroplan.families import ModelSpec
 
 CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
 MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
-
-
-def bundled_config_dir() -> Path:
-    """configs/ inside the wheel (zeroplan/_configs), or the repository's configs/ in a source checkout."""
-    packaged = resources.files("zeroplan") / "_configs"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "configs"
 
 
 def _search_dirs(kind: str) -> list[Path]:
@@ -216,6 +211,8 @@ def looks_like_path(ref: str) -> bool:
 
 def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> ModelSpec:
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
+    from pydantic import ValidationError
+
     from zeroplan.families import ModelSpec, parse_family_config
 
     data = _require_mapping(data, origin)
@@ -261,7 +258,31 @@ def load_model(ref: str) -> ModelSpec:
     raise _unknown("models", ref)
 
 
+def _indexed(kind: str, ref: str) -> dict[str, Any] | None:
+    """The preset index's facts for `ref` when it names a bundled preset, else None.
+
+    None for files, and for a preset of the same name in ZEROPLAN_CONFIG_DIR: it shadows the bundled one
+    and is read from its YAML, as every user file is.
+    """
+    path = _registry(kind).get(ref)
+    if path is None or path != bundled_config_dir() / kind / path.name:
+        return None
+    return preset_index.entry(kind, ref, path)
+
+
+def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
+    """A model's name, exact counts and architecture: from the preset index for a bundled preset, else loaded."""
+    if (facts := _indexed("models", ref)) is not None:
+        return facts["name"], ParamCount(**facts["counts"]), Architecture(**facts["architecture"])
+    from zeroplan.params import count_params
+
+    spec = load_model(ref)
+    return spec.name, count_params(spec.config), spec.architecture()
+
+
 def load_hardware_file(path: Path) -> HardwareSpec:
+    from pydantic import ValidationError
+
     text = read_text(path)
     data = _require_mapping(parse_yaml(text, str(path)), str(path))
     try:
@@ -271,7 +292,9 @@ def load_hardware_file(path: Path) -> HardwareSpec:
 
 
 def load_hardware(ref: str) -> HardwareSpec:
-    """A hardware profile by preset name or YAML path."""
+    """A hardware profile by preset name (from the preset index when bundled) or YAML path."""
+    if (facts := _indexed("hardware", ref)) is not None:
+        return HardwareSpec(**facts["spec"])
     if (path := _registry("hardware").get(ref)) is not None:
         return load_hardware_file(path)
     if looks_like_path(ref) or _is_file(ref):
