@@ -3,13 +3,14 @@
 import subprocess
 import sys
 
+import pytest
 import typer.main
 
 from zeroplan.cli import app
 
 # Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
 PURE = [
-    "spec", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
+    "spec", "record", "frozen", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
     "perf", "sweep", "grid", "collectives", "flops", "schedule",
     "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
     "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch", "dsconfig_model",
@@ -23,6 +24,28 @@ HEAVY = ["rich", "typer", "yaml", "torch"]
 
 def test_pure_modules_import_no_heavy_dependency():
     code = "import sys\n" + "".join(f"import zeroplan.{m}\n" for m in PURE) + f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# The estimate path answers without pydantic, PyYAML or the model families (docs/benchmarks.md): its
+# inputs and results are zeroplan.record records and the bundled presets come from configs/index.json.
+FAST_PATH = [
+    ["estimate", "--params", "9e9", "--gpus", "8"],
+    ["estimate", "--params", "9e9", "--gpus", "8", "-f", "json"],
+    ["estimate", "--model", "gemma2-9b", "--hardware", "a100-sxm-80gb", "--checkpointing", "full"],
+    ["estimate", "--model", "mixtral-8x7b", "--gpus", "16", "--nodes", "2", "--offload-optimizer", "cpu", "-f", "json"],
+]
+
+
+@pytest.mark.parametrize("argv", FAST_PATH, ids=lambda a: " ".join(a))
+def test_the_estimate_path_imports_no_pydantic_yaml_or_families(argv):
+    code = (
+        "import io, sys\nfrom zeroplan.cli import main\nsys.stdout = io.StringIO()\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "sys.__stdout__.write(repr(sorted({m.split('.')[0] if not m.startswith('zeroplan') else m for m in sys.modules}"
+        " & {'pydantic', 'pydantic_core', 'yaml', 'zeroplan.families', 'zeroplan.params'})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

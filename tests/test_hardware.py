@@ -93,3 +93,22 @@ def test_bf16_flag_must_agree_with_bf16_rate() -> None:
     data = load_hardware("v100-sxm-32gb").model_dump() | {"supports_bf16": True}
     with pytest.raises(ValueError, match=r"supports_bf16 \(True\) disagrees with bf16_tflops \(0.0\)"):
         HardwareSpec(**data)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"memory_gb": 80}, "memory_gb: unknown key; did you mean memory_gib?"),
+        ({"default_mfu": 1.5}, "default_mfu: must be <= 1, got 1.5"),
+        ({"gpus_per_node": "8"}, "gpus_per_node: expected a whole number, got '8'"),
+    ],
+)
+def test_a_hardware_file_error_names_the_file_and_the_key(tmp_path, change, message) -> None:
+    from zeroplan.errors import SpecError
+    from zeroplan.presets import load_hardware_file
+
+    path = tmp_path / "my-gpu.yaml"
+    path.write_text(yaml.safe_dump(load_hardware("h100-sxm-80gb").model_dump(mode="json") | change))
+    with pytest.raises(SpecError) as err:
+        load_hardware_file(path)
+    assert str(err.value) == f"{path}: {message}"

@@ -64,8 +64,10 @@ def test_optional_fields_take_none():
 
 
 def test_model_validate_names_unknown_and_missing_keys():
-    with pytest.raises(FieldError, match="^memory_gb: unknown key; expected one of name, source, memory_gib"):
+    with pytest.raises(FieldError, match="^memory_gb: unknown key; did you mean memory_gib\\?$"):
         HardwareSpec.model_validate({**H100, "memory_gb": 80})
+    with pytest.raises(FieldError, match="^vram: unknown key; expected one of name, source, memory_gib"):
+        HardwareSpec.model_validate({**H100, "vram": 80})
     without = {k: v for k, v in H100.items() if k != "nccl_gib"}
     with pytest.raises(FieldError, match="^nccl_gib: missing"):
         HardwareSpec.model_validate(without)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroplan import preset_index
 from zeroplan.errors import PresetNotFoundError, SpecError
+from zeroplan.record import FieldError
 from zeroplan.preset_index import bundled_config_dir
 from zeroplan.spec import Architecture, HardwareSpec, ParamCount
 
@@ -281,14 +282,12 @@ def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
 
 
 def load_hardware_file(path: Path) -> HardwareSpec:
-    from pydantic import ValidationError
-
     text = read_text(path)
     data = _require_mapping(parse_yaml(text, str(path)), str(path))
     try:
         return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(validation_message(str(path), exc)) from None
+    except FieldError as exc:
+        raise SpecError(f"{path}: {exc}") from None
 
 
 def load_hardware(ref: str) -> HardwareSpec:

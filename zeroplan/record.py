@@ -146,7 +146,7 @@ class Record:
             raise FieldError(f"expected a mapping of keys to values, got {type(data).__name__}")
         known = cls.model_fields
         if unknown := [k for k in data if k not in known]:
-            raise FieldError(f"{unknown[0]}: unknown key; expected one of {', '.join(known)}")
+            raise FieldError(f"{unknown[0]}: unknown key; {_expected(str(unknown[0]), known)}")
         required = [n for n, f in known.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
         if missing := [n for n in required if n not in data]:
             raise FieldError(f"{missing[0]}: missing")
@@ -175,6 +175,13 @@ class Record:
                 continue
             out[name] = _dump(value, mode)
         return out
+
+
+def _expected(key: str, known: dict) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else f"expected one of {', '.join(known)}"
 
 
 def _install_checks(cls: type) -> tuple:
