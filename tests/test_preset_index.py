@@ -72,7 +72,7 @@ def _doctored(monkeypatch, name: str, keep_digest: bool) -> None:
     index = preset_index.build_index()
     index["models"][name]["counts"]["num_params"] = 1
     if not keep_digest:
-        index["models"][name]["sha256"] = "0" * 64
+        index["models"][name]["crc32"] = "0" * 8
     monkeypatch.setattr(preset_index, "load_index", lambda: index)
 
 

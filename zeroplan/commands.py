@@ -175,6 +175,8 @@ def layout_of(model: str | None, engine: Engine):
 
 def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
     """The stages to estimate: `stage` (if the engine has it) or every stage the engine maps."""
+    if engine is Engine.deepspeed:  # every stage; the engines package loads only for the PyTorch engines
+        return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
     from zeroplan.engines import check_stage, supported_stages
 
     if stage is None:

@@ -5,7 +5,9 @@ HardwareSpec. Computing them costs importing PyYAML, parsing the YAML, importing
 classes and counting parameters; the index holds the results for every bundled preset, computed by
 that same full path (`build_index`). tests/test_preset_index.py keeps the committed file equal to
 `build_index()`; regenerate with `python -m zeroplan.preset_index --write`. Each entry carries the
-sha256 of its YAML, so a preset edited since the index was written is loaded from its YAML instead.
+CRC-32 of its YAML, so a preset edited since the index was written is loaded from its YAML instead
+(a checksum against a forgotten regeneration, not against tampering: zlib's costs nothing to import,
+hashlib's OpenSSL ~4 ms of a 0.25 s budget).
 
 Importing this module or calling `load_index` imports neither yaml, pydantic nor the families;
 `build_index` imports them when called. presets.py decides when the index may answer.
@@ -15,10 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import sys
-from importlib import resources
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +29,14 @@ REGENERATE = "python -m zeroplan.preset_index --write"
 
 def bundled_config_dir() -> Path:
     """configs/ inside the wheel (zeroplan/_configs), or the repository's configs/ in a source checkout."""
-    packaged = resources.files("zeroplan") / "_configs"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "configs"
+    here = Path(__file__).resolve().parent  # the package is files on disk (pip installs it so); no importlib.resources
+    packaged = here / "_configs"
+    return packaged if packaged.is_dir() else here.parent / "configs"
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a preset file, CRLF read as LF (a Windows checkout hashes like the committed file)."""
-    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    """CRC-32 of a preset file as 8 hex digits, CRLF read as LF (a Windows checkout sums like the committed file)."""
+    return format(zlib.crc32(path.read_bytes().replace(b"\r\n", b"\n")), "08x")
 
 
 @functools.cache
@@ -56,7 +56,7 @@ def entry(kind: str, name: str, path: Path) -> dict[str, Any] | None:
     """
     index = load_index()
     found = index.get(kind, {}).get(name) if index is not None else None
-    if found is None or found.get("sha256") != file_digest(path):
+    if found is None or found.get("crc32") != file_digest(path):
         return None
     return found
 
@@ -77,11 +77,11 @@ def build_index(config_dir: Path | None = None) -> dict[str, Any]:
     for path in sorted((config_dir / "models").glob("*.yaml")):
         spec = presets.load_model_file(path)
         models[path.stem] = {
-            "name": spec.name, "source": spec.source, "sha256": file_digest(path),
+            "name": spec.name, "source": spec.source, "crc32": file_digest(path),
             "architecture": _as_json(spec.architecture()), "counts": _as_json(count_params(spec.config)),
         }
     hardware = {
-        path.stem: {"sha256": file_digest(path), "spec": _as_json(presets.load_hardware_file(path))}
+        path.stem: {"crc32": file_digest(path), "spec": _as_json(presets.load_hardware_file(path))}
         for path in sorted((config_dir / "hardware").glob("*.yaml"))
     }
     return {"hardware": hardware, "models": models}

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from zeroplan.dscompat import DeepSpeedEstimate
 from zeroplan.estimate import Estimate
-from zeroplan.grid import GridResult, GridRow, best_per_stage
 from zeroplan.memory import StageEstimate
 from zeroplan.units import Unit, format_bytes, to_unit
+
+if TYPE_CHECKING:  # loaded by the commands that show them (fast start-up)
+    from zeroplan.dscompat import DeepSpeedEstimate
+    from zeroplan.grid import GridResult, GridRow
 
 BAR_WIDTH = 40  # characters of the widest stacked bar
 BAR_PARTS = (  # (gpu_bytes key, glyph, style) drawn left to right
@@ -242,6 +246,8 @@ def _offload_text(row: GridRow) -> str:
 
 def grid_summary(result: GridResult, unit: Unit) -> list:
     """Per stage: how many configurations were evaluated, how many fit, and the cheapest that fits."""
+    from zeroplan.grid import best_per_stage
+
     scn, rows = result.scenario, result.rows
     where = f"{scn.hardware.name} ({scn.hardware.memory_gib:g} GiB)" if scn.hardware else "no hardware profile"
     table = Table(title=f"{scn.model.name} on {where}: {len(rows):,} configurations, seq {scn.setup.seq_len}",

@@ -5,12 +5,16 @@ Pure: no rich, typer or yaml. Bytes stay integers; schema documented in docs/jso
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeroplan import __version__
-from zeroplan.dscompat import DeepSpeedEstimate
 from zeroplan.estimate import Estimate
-from zeroplan.grid import GridResult, GridRow, best_per_stage, gpus_per_node
 from zeroplan.memory import StageEstimate, Term
 from zeroplan.units import Unit
+
+if TYPE_CHECKING:  # DeepSpeed's tables and the grid load with the commands that show them (fast start-up)
+    from zeroplan.dscompat import DeepSpeedEstimate
+    from zeroplan.grid import GridResult, GridRow
 
 SCHEMA_VERSION = 1
 
@@ -98,6 +102,8 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
 
 
 def grid_view(result: GridResult) -> dict:
+    from zeroplan.grid import best_per_stage, gpus_per_node
+
     """The whole grid: the scenario, the axes, the cheapest fitting row per stage, then every row."""
     scn, axes = result.scenario, result.axes
     best = best_per_stage(result.rows)
@@ -130,6 +136,8 @@ def grid_csv(rows: list[GridRow]) -> str:
         if value is None:
             return ""
         return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    from zeroplan.grid import GridRow
 
     lines = [",".join(GridRow._fields)]
     lines += [",".join(map(cell, row)) for row in rows]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from math import prod
 
 from zeroplan.memory import ModelSummary
-from zeroplan.record import Record, field, record
+from zeroplan.record import Record, record
 
 Shape = tuple[int, ...]
 
