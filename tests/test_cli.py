@@ -181,3 +181,11 @@ def test_estimate_states_its_setup_and_activation_lines(runner):
     assert "seq-len 2048, micro-batch 1, gradient accumulation 1, checkpointing none, attention flash" in res.stdout
     for line in ("layers", "logits (b x s x V)", "logit soft-capping", "loss (fp32 copy, log-softmax, labels)"):
         assert line in res.stdout
+
+
+@pytest.mark.parametrize("name", ["x[/red]", "[bold]llama", "gpu[0]:1"])
+def test_brackets_in_user_text_print_as_typed(runner, name):
+    # Rich markup is off: a name that looks like a [style] tag is neither swallowed nor a MarkupError traceback.
+    res = invoke(runner, "estimate", "--model", name)
+    assert res.exit_code == 1
+    assert name in res.stderr and "Traceback" not in res.output and "MarkupError" not in res.output

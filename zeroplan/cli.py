@@ -39,7 +39,18 @@ def _console(stderr: bool = False):
     no_color = bool(os.environ.get("NO_COLOR")) or not tty
     # Off a terminal rich assumes 80 columns; the stage tables need more to stay readable in logs.
     width = None if tty else PIPE_WIDTH
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width)
+    # markup=False: text is never parsed for [style] tags, so a name or message with brackets prints as
+    # typed (and cannot raise rich's MarkupError); styles come from Text objects. Also skips that parse
+    # for every table cell, as emoji=False skips the :emoji: scan.
+    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width,
+                   markup=False, emoji=False)  # fmt: skip
+
+
+def _error(message: str) -> None:
+    """One red 'error:' line on stderr; the message is printed as is."""
+    from rich.text import Text
+
+    _console(stderr=True).print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
 
 
 def _emit(data: dict, fmt: Format) -> None:
@@ -59,7 +70,7 @@ def run(fn):
     try:
         return fn()
     except ZeroplanError as exc:
-        _console(stderr=True).print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        _error(str(exc))
         raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
     except Exception as exc:
         if not _is_validation_error(exc):
@@ -67,7 +78,7 @@ def run(fn):
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
             msg = err["msg"].removeprefix("Value error, ")
-            _console(stderr=True).print(f"[red]error:[/red] {where + ': ' if where else ''}{msg}", soft_wrap=True)
+            _error(f"{where + ': ' if where else ''}{msg}")
         raise typer.Exit(1) from None
 
 
