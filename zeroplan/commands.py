@@ -5,7 +5,6 @@ Raises ZeroplanError for bad input; never prints or exits (cli.py does).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ from zeroplan import presets
 from zeroplan.errors import ZeroplanError
 from zeroplan.estimate import Estimate, Scenario, estimate_memory, overheads_for, small_param_numel, summarize_model
 from zeroplan.memory import ModelSummary
+from zeroplan.record import Sealed, sealed
 from zeroplan.spec import (
     Architecture,
     Attention,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-c
     from zeroplan.dsconfig import DeepSpeedConfig
 
 
-@dataclass(frozen=True)
-class ScenarioArgs:
+@sealed
+class ScenarioArgs(Sealed):
     """The options that describe one planned run, as typed on the command line (numbers still text)."""
 
     model: str | None = None

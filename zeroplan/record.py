@@ -93,9 +93,43 @@ def _plan(cls: type) -> tuple[tuple[str, Callable, dict], ...]:
     return tuple((f.name, _checker(hints[f.name]), f.metadata.get("bounds", {})) for f in dataclasses.fields(cls))
 
 
+class Sealed:
+    """Frozen once built, with one __setattr__/__repr__/__eq__/__hash__ for every class that derives from it.
+
+    `@dataclass(frozen=True)` compiles a __setattr__ and a __delattr__ per class, and repr/eq/hash three
+    more, each with exec: ~0.6 ms a class on this machine, paid on every start for each class the
+    estimate loads. Here __init__ may set each slot once; after that any assignment raises
+    FrozenInstanceError, as a frozen dataclass does. Subclasses are declared with `@sealed` (slotted).
+    """
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, name):  # set by __init__ already: the instance is frozen
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in type(self).model_fields)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in type(self).model_fields)})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+
 @dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field, positive))
-class Record:
-    """Base of the frozen records. Subclasses are declared with `@record`."""
+class Record(Sealed):
+    """Base of the checked records. Subclasses are declared with `@record`."""
 
     __slots__ = ()
     __pydantic_config__ = {"extra": "forbid"}  # a record inside a pydantic model: unknown keys are errors there too
@@ -118,22 +152,6 @@ class Record:
 
     def _check(self) -> None:
         """Cross-field rules; a subclass overrides this and raises FieldError."""
-
-    # One __repr__/__eq__/__hash__ for every record instead of a generated set per class: `@dataclass`
-    # compiles each generated method with exec (~0.4 ms a class here, on every start).
-    def _values(self) -> tuple:
-        return tuple(getattr(self, name) for name in type(self).model_fields)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in type(self).model_fields)})"
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self), self._values()))
 
     # -- the part of pydantic's BaseModel API the code and the library's users call --------------------
 
@@ -214,13 +232,22 @@ class _Fields:
         return found
 
 
-Record.model_fields = _Fields()  # type: ignore[attr-defined]
+Sealed.model_fields = _Fields()  # type: ignore[attr-defined]
+
+S = TypeVar("S", bound=Sealed)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def sealed(cls: type[S]) -> type[S]:
+    """Declare a Sealed subclass: a slotted, keyword-only dataclass, frozen by Sealed."""
+    made = dataclasses.dataclass(slots=True, kw_only=True, repr=False, eq=False, match_args=False)(cls)
+    made._fields_by_name = None
+    return made
 
 
 @dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field, positive))
 def record(cls: type[R]) -> type[R]:
-    """Declare a Record subclass: a frozen, slotted, keyword-only dataclass."""
-    made = dataclasses.dataclass(frozen=True, slots=True, kw_only=True, repr=False, eq=False, match_args=False)(cls)
+    """Declare a Record subclass: a sealed dataclass whose fields are checked on construction."""
+    made = sealed(cls)
     made._checks = None
-    made._fields_by_name = None
     return made
