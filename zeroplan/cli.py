@@ -228,7 +228,7 @@ def _show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format
     else:
         console = _console()
         for part in renderables():
-            console.print(part)
+            console.print(render.pin_widths(part, console.width))
 
 
 @app.command("models")

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from zeroplan.cli import _console, _scenario_args, app, run
+from zeroplan.cli import _console, _scenario_args, app, render, run
 from zeroplan.cli_options import (
     AttentionOpt,
     CheckFormat,
@@ -81,7 +81,7 @@ def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> N
 
         console = _console()
         for part in check_renderables(report):
-            console.print(part)
+            console.print(render.pin_widths(part, console.width))
         return
     from zeroplan import checkformats
 

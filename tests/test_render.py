@@ -1,0 +1,45 @@
+"""render.pin_widths: every table the CLI prints looks exactly as rich lays it out by measuring."""
+
+import pytest
+from rich.table import Table
+from rich.text import Text
+
+from zeroplan import cli, render
+from zeroplan.cli import app
+
+COMMANDS = [
+    ["estimate", "--params", "9e9", "--gpus", "8"],
+    ["estimate", "--model", "gemma2-9b", "--checkpointing", "selective", "--offload-optimizer", "cpu"],
+    ["estimate", "--model", "t5-3b", "--engine", "fsdp", "--hardware", "a100-sxm-40gb"],
+    ["estimate", "--params", "7e9", "--method", "deepspeed"],
+    ["advise", "--model", "llama-3.1-8b", "--topology", "pcie"],
+    ["capacity", "--model", "llama-2-7b", "--hardware", "l40s-48gb"],
+    ["throughput", "--model", "llama-3.1-70b", "--gpus", "64", "--nodes", "8"],
+    ["check", "configs/plans/gemma2-9b-zero0-8xh100.yaml"],
+    ["sweep", "--params", "9e9", "--hardware", "h100-sxm-80gb"],
+    ["models"],
+    ["hardware"],
+]
+
+
+@pytest.mark.parametrize("width", [40, 80, 110, 200])
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:3]))
+def test_pinned_widths_print_what_rich_measures(runner, monkeypatch, argv, width):
+    monkeypatch.setattr(cli, "PIPE_WIDTH", width)
+    pinned = runner.invoke(app, argv)
+    monkeypatch.setattr(render, "pin_widths", lambda part, max_width: part)
+    measured = runner.invoke(app, argv)
+    assert pinned.exit_code == measured.exit_code == (1 if argv[0] == "check" else 0)  # the example plan does not fit
+    assert pinned.stdout.strip() and pinned.stdout == measured.stdout
+
+
+def test_pins_only_a_table_that_fits():
+    table = Table("name", "GiB")
+    table.add_row("parameters", Text("16.76", style="bold"))
+    assert render.pin_widths(table, 80) is table
+    assert [c.width for c in table.columns] == [10, 5]  # the widest cell of each column
+    wide = Table("name")
+    wide.add_row("x" * 100)
+    render.pin_widths(wide, 80)
+    assert wide.columns[0].width is None  # must wrap: rich measures and collapses it
+    assert render.pin_widths("not a table", 80) == "not a table"
