@@ -11,9 +11,6 @@ h hidden size, a attention heads, g key/value heads, d head dim, f MLP inner wid
 L layers, E experts, k experts per token, e bytes per activation element (compute dtype).
 """
 
-from __future__ import annotations
-
-
 from zeroplan.activation_terms import (
     FP32_BYTES,
     INDEX_BYTES,

@@ -6,8 +6,6 @@ PR #5099) and `estimate_zero3_model_states_mem_needs` (stage3.py, unchanged sinc
 the same way. Pure: no I/O. See reference/deepspeed.md section 1 and docs/deepspeed.md.
 """
 
-from __future__ import annotations
-
 from zeroplan.record import Record, field, record
 
 DEEPSPEED_VERSION = "0.19.6"  # the version whose formulas these are

@@ -6,8 +6,6 @@ engine buffers follow DeepSpeed v0.19.6 (deepspeed/runtime/zero/stage_1_and_2.py
 docs/formulas.md and reference/deepspeed.md section 4.4.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from enum import Enum

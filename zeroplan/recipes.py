@@ -6,9 +6,6 @@ Sources: ZeRO paper (Rajbhandari et al. 2019, arXiv:1910.02054) section 3.1; Ele
 Adafactor (Shazeer & Stern 2018); the source article (pure bf16 AdamW).
 """
 
-from __future__ import annotations
-
-
 from zeroplan.record import Record, field, record
 from zeroplan.spec import Optimizer, Precision
 

@@ -4,9 +4,7 @@ Frozen records (zeroplan.record): every field type-checked and bounded on constr
 rejected by name. Pure: imports neither pydantic, rich, typer nor yaml and does no I/O.
 """
 
-from __future__ import annotations
-
-from decimal import Decimal, InvalidOperation
+import re
 from enum import Enum, IntEnum
 from typing import Literal
 
@@ -14,11 +12,28 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.record import FieldError, Record, field, positive, record
 
 MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
+# The usual spellings, parsed with int(): 124439808, 9e9, 7E+09 (exact, as Decimal would give them).
+_PLAIN_COUNT = re.compile(r"([0-9]+)(?:[eE]\+?([0-9]{1,2}))?")
 
 
 def parse_count(text: str, what: str = "count") -> int:
-    """A positive whole number from '9e9', '7_000_000_000' or '124439808'; ZeroplanError otherwise."""
+    """A positive whole number from '9e9', '7_000_000_000', '1.5e9' or '124439808'; ZeroplanError otherwise."""
     cleaned = text.strip().replace("_", "").replace(",", "")
+    if plain := _PLAIN_COUNT.fullmatch(cleaned):
+        digits, exponent = plain.groups()
+        value = int(digits) * 10 ** int(exponent or 0)
+    else:  # decimals, signs, big exponents, words: Decimal's exact reading (loaded only then)
+        value = _decimal_count(cleaned, text, what)
+    if value <= 0:
+        raise ZeroplanError(f"{what} {text!r} must be positive")
+    if value > MAX_COUNT:
+        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
+    return int(value)
+
+
+def _decimal_count(cleaned: str, text: str, what: str):
+    from decimal import Decimal, InvalidOperation
+
     try:
         value = Decimal(cleaned)
     except InvalidOperation:
@@ -27,11 +42,7 @@ def parse_count(text: str, what: str = "count") -> int:
         raise ZeroplanError(f"{what} {text!r} is not finite")
     if value != value.to_integral_value():
         raise ZeroplanError(f"{what} {text!r} is not a whole number")
-    if value <= 0:
-        raise ZeroplanError(f"{what} {text!r} must be positive")
-    if value > MAX_COUNT:
-        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
-    return int(value)
+    return value
 
 
 class ZeroStage(IntEnum):

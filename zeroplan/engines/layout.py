@@ -6,8 +6,6 @@ Built from zeroplan.params' module inventory: a module whose name has a `*` repe
 Pure: no I/O.
 """
 
-from __future__ import annotations
-
 from math import prod
 
 from zeroplan.memory import ModelSummary
