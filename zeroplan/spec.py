@@ -13,7 +13,7 @@ from zeroplan.record import FieldError, Record, field, positive, record
 
 MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
 # The usual spellings, parsed with int(): 124439808, 9e9, 7E+09 (exact, as Decimal would give them).
-_PLAIN_COUNT = re.compile(r"([0-9]+)(?:[eE]\+?([0-9]{1,2}))?")
+_PLAIN_COUNT = re.compile(r"([0-9]{1,30})(?:[eE]\+?([0-9]{1,2}))?")
 
 
 def parse_count(text: str, what: str = "count") -> int:
