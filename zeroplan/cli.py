@@ -1,7 +1,5 @@
 """The typer app: parse -> load -> compute -> render. The only module that prints or exits."""
 
-from __future__ import annotations
-
 import os
 import sys
 from typing import Annotated, Callable

@@ -3,8 +3,6 @@
 Registered on cli.app when cli.py imports this module; the option aliases and the error boundary are cli.py's.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional

@@ -1,7 +1,5 @@
 """The CLI's option vocabulary: output formats and the typer options the commands share."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Annotated, Optional
 
