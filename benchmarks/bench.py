@@ -3,8 +3,9 @@
 Usage: python benchmarks/bench.py [--runs 15] [--peers-python /path/to/venv/bin/python] [--grid-repeats 5]
                                   [--instructions]
 
-Every command is timed as a whole process: one warm-up, then `--runs` runs; median, min and max of the wall
-clock. Bytecode is cached as in a real install (PYTHONDONTWRITEBYTECODE is removed from the environment).
+Every command is timed as a whole process: one warm-up round, then `--runs` rounds, each running every
+command once (interleaved, so the machine's changing load falls on all commands alike); median, min and
+max of the wall clock. Bytecode is cached as in a real install (PYTHONDONTWRITEBYTECODE is removed from the environment).
 Rows whose tool is missing print "not available" and why. The peers (DeepSpeed, llm-analysis) are optional and
 never dependencies of zeroplan: install them in a scratch venv and pass its python with --peers-python.
 The grid is timed in-process (wall and CPU time of `zeroplan.grid.sweep_grid`, one core) and as the CLI.
@@ -52,7 +53,8 @@ GRID_MICRO_BATCHES = "1-64"
 
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    if zeroplan_command()[0] == sys.executable:  # no console script: run this checkout's package
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -61,18 +63,6 @@ def runs_ok(argv: list[str]) -> tuple[bool, str]:
     done = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), cwd=ROOT)
     lines = (done.stderr or done.stdout).strip().splitlines()
     return done.returncode == 0, lines[-1] if lines else f"exit {done.returncode}"
-
-
-def time_process(argv: list[str], runs: int) -> list[float]:
-    """Wall seconds of `runs` runs after one warm-up (which also writes the bytecode caches)."""
-    env = clean_env()
-    samples = []
-    for i in range(runs + 1):
-        start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env, cwd=ROOT)
-        if i:
-            samples.append(time.perf_counter() - start)
-    return samples
 
 
 def instructions(argv: list[str]) -> int | None:
@@ -94,10 +84,17 @@ def has_module(python: str, module: str) -> bool:
     return subprocess.run([python, "-c", code], env=clean_env(), capture_output=True).returncode == 0
 
 
+def zeroplan_command() -> list[str]:
+    """The `zeroplan` console script beside this python (what a user runs) when there is one; else `python -m
+    zeroplan` on this checkout. Install the checkout into the benchmark's venv (`pip install .`) to time it."""
+    script = Path(sys.executable).with_name("zeroplan")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "zeroplan"]
+
+
 def commands(peers_python: str, scratch: Path) -> list[tuple[str, list[str] | None, str]]:
     """(label, argv or None, why not) in report order."""
     py = sys.executable
-    zp = [py, "-m", "zeroplan"]
+    zp = zeroplan_command()
     rows: list[tuple[str, list[str] | None, str]] = [
         ("python -c pass", [py, "-c", "pass"], ""),
         # What a table command cannot avoid (the CLI parser and the table renderer), imported and nothing else.
@@ -129,17 +126,29 @@ def commands(peers_python: str, scratch: Path) -> list[tuple[str, list[str] | No
 
 
 def time_commands(runs: int, peers_python: str, count: bool = False) -> dict[str, dict]:
+    """Every command `runs` times, interleaved: round r runs each command once, so a change in the machine's
+    load during the benchmark (other jobs share its CPUs) falls on all of them alike, not on whichever ran then."""
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        timed: dict[str, list[str]] = {}
         for label, argv, why in commands(peers_python, Path(tmp)):
             if argv is not None:
                 ok, last = runs_ok(argv)
                 if not ok:
                     argv, why = None, f"fails: {last}"
-            results[label] = {"why": why} if argv is None else {"samples": time_process(argv, runs)}
-            if argv is not None and count and argv[0] == sys.executable:  # zeroplan and the floors, not the peers
-                results[label]["instructions"] = instructions(argv)
-            print(f"  timed {label}", file=sys.stderr)
+            results[label] = {"why": why} if argv is None else {"samples": []}
+            if argv is not None:
+                timed[label] = argv
+                if count and argv[0] in (sys.executable, zeroplan_command()[0]):  # zeroplan and the floors, not the peers
+                    results[label]["instructions"] = instructions(argv)
+        env = clean_env()
+        for i in range(runs + 1):  # round 0 warms up (and writes the bytecode caches)
+            for label, argv in timed.items():
+                start = time.perf_counter()
+                subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env, cwd=ROOT)
+                if i:
+                    results[label]["samples"].append(time.perf_counter() - start)
+            print(f"  round {i} of {runs}", file=sys.stderr)
     return results
 
 
@@ -163,8 +172,9 @@ def time_grid(repeats: int) -> dict:
 
 def report(results: dict[str, dict], grid: dict, runs: int, load: tuple[float, float]) -> str:
     base = statistics.median(results["python -c pass"]["samples"])
-    out = [f"{runs} runs per command after one warm-up; wall-clock seconds; load average "
-           f"{load[0]:.2f} before, {load[1]:.2f} after, on {os.cpu_count()} CPUs.", "",
+    out = [f"{runs} interleaved rounds after one warm-up round; wall-clock seconds; load average "
+           f"{load[0]:.2f} before, {load[1]:.2f} after, on {os.cpu_count()} CPUs; zeroplan run as "
+           f"`{' '.join(zeroplan_command())}`.", "",
            "| command | median s | min | max | x `python -c pass` | instructions (M) |", "|---|---:|---:|---:|---:|---:|"]
     for label, r in results.items():
         if "samples" not in r:
