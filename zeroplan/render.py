@@ -58,7 +58,9 @@ def pin_widths(part: object, max_width: int) -> object:
         return part
     for column, width in zip(part.columns, widths):
         column.width = width
-    return part
+    from zeroplan.tables import Pinned
+
+    return Pinned(part)
 
 
 def _stage_label(s: StageEstimate) -> str:
