@@ -44,10 +44,6 @@ def positive(default: Any = dataclasses.MISSING, description: str = "") -> Any:
     return field(default, gt=0, description=description)
 
 
-def _describe(kind: Any) -> str:
-    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
-
-
 def _checker(kind: Any) -> Callable[[str, Any], Any]:
     """A function (name, value) -> value (an enum's value string becomes the member) that raises FieldError."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)

@@ -27,9 +27,12 @@ class Pinned:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         table = self.table
-        extra = table._extra_width
-        # Pinned columns make this cheap: rich measures nothing, it only applies min_width and the like.
-        widths = table._calculate_column_widths(console, options.update_width(options.max_width - extra))
+        try:  # rich's own width rules; with pinned columns it measures nothing, it applies min_width and the like
+            extra = table._extra_width
+            widths = table._calculate_column_widths(console, options.update_width(options.max_width - extra))
+        except AttributeError:  # a rich without these: it draws the table itself
+            yield table
+            return
         if not _drawable(table, console, options, sum(widths) + extra):
             yield table
             return
