@@ -53,7 +53,7 @@ class Pinned:
         rows = [(Style.null(), [header_style + get_style(c.header_style) for c in table.columns],
                  [c.header for c in table.columns], (box.head_left, box.head_right, box.head_vertical))]  # fmt: skip
         cells = [list(column.cells) for column in table.columns]
-        for index, row in enumerate(table.rows):
+        for index in range(len(table.rows)):
             last = index == len(table.rows) - 1
             sides = (box.foot_left, box.foot_right, box.foot_vertical) if last else (box.mid_left, box.mid_right, box.mid_vertical)
             rows.append((get_style(table.get_row_style(console, index)), column_styles, [c[index] for c in cells], sides))
