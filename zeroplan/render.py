@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.cells import cell_len
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from zeroplan.estimate import Estimate
+from zeroplan.tables import pin_widths  # noqa: F401 - cli.py prints through render.pin_widths
 from zeroplan.memory import StageEstimate
 from zeroplan.units import Unit, format_bytes, to_unit
 
@@ -27,40 +27,6 @@ BAR_PARTS = (  # (gpu_bytes key, glyph, style) drawn left to right
     ("buffers", "B", "blue"),
     ("overhead", "x", "red"),
 )
-
-
-def pin_widths(part: object, max_width: int) -> object:
-    """Give a Table that fits in `max_width` the column widths rich would measure, so it skips measuring.
-
-    Rich measures every cell of a table before it renders it (about half of the tables' render time,
-    ~10 ms of a start here). When the widest cell of each column, plus padding and borders, fits the
-    console, rich's layout is exactly those widths; they are computed here from the cells' text and
-    set on the columns. Anything else (a table that must wrap, a cell that is not text, a column with
-    its own width rules) is left to rich. tests/test_render.py checks the output is unchanged.
-    """
-    if not isinstance(part, Table) or part.expand or part.show_footer:
-        return part
-    widths = []
-    for column in part.columns:
-        if column.width is not None or column.min_width or column.max_width or column.ratio:
-            return part
-        texts = ([column.header] if part.show_header else []) + list(column.cells)
-        if not all(isinstance(t, (str, Text)) for t in texts):
-            return part
-        lines = [line for t in texts for line in (t.plain if isinstance(t, Text) else t).splitlines()]
-        widths.append(max(map(cell_len, lines), default=0))
-    try:
-        padding = sum(part._get_padding_width(i) for i in range(len(part.columns)))
-        borders = part._extra_width
-    except AttributeError:  # another rich: let it measure
-        return part
-    if sum(widths) + padding + borders > max_width:
-        return part
-    for column, width in zip(part.columns, widths):
-        column.width = width
-    from zeroplan.tables import Pinned
-
-    return Pinned(part)
 
 
 def _stage_label(s: StageEstimate) -> str:

@@ -1,7 +1,7 @@
-"""A rich Table whose columns fit, drawn line by line instead of cell by cell.
+"""Rich Tables whose columns fit: widths set from the text (no measuring), drawn line by line.
 
 Rich renders every table cell through Padding, render_lines and Text wrapping (~0.1 ms a cell here,
-~15 ms of an estimate's start for its three tables). When render.pin_widths has fixed every column
+~15 ms of an estimate's start for its three tables). When pin_widths has fixed every column
 at its widest cell, the table needs none of that: each row is one line, each cell its text justified
 in its column. `Pinned` draws exactly those lines, with the characters and per-character styles rich
 would give them, and hands the table to rich whenever a feature it does not draw is in play (a box
@@ -17,6 +17,39 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+
+
+def pin_widths(part: object, max_width: int) -> object:
+    """Give a Table that fits in `max_width` the column widths rich would measure, so it skips measuring.
+
+    Rich measures every cell of a table before it renders it (about half of the tables' render time,
+    ~10 ms of a start here). When the widest cell of each column, plus padding and borders, fits the
+    console, rich's layout is exactly those widths; they are computed here from the cells' text and
+    set on the columns and the table is drawn by `Pinned`. Anything else (a table that must wrap, a
+    cell that is not text, a column with its own width rules) is left to rich. tests/test_render.py
+    checks the output is unchanged.
+    """
+    if not isinstance(part, Table) or part.expand or part.show_footer:
+        return part
+    widths = []
+    for column in part.columns:
+        if column.width is not None or column.min_width or column.max_width or column.ratio:
+            return part
+        texts = ([column.header] if part.show_header else []) + list(column.cells)
+        if not all(isinstance(t, (str, Text)) for t in texts):
+            return part
+        lines = [line for t in texts for line in (t.plain if isinstance(t, Text) else t).splitlines()]
+        widths.append(max(map(cell_len, lines), default=0))
+    try:
+        padding = sum(part._get_padding_width(i) for i in range(len(part.columns)))
+        borders = part._extra_width
+    except AttributeError:  # another rich: let it measure
+        return part
+    if sum(widths) + padding + borders > max_width:
+        return part
+    for column, width in zip(part.columns, widths):
+        column.width = width
+    return Pinned(part)
 
 
 class Pinned:
