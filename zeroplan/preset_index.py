@@ -15,7 +15,6 @@ Importing this module or calling `load_index` imports neither yaml, pydantic nor
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import sys
@@ -62,9 +61,8 @@ def entry(kind: str, name: str, path: Path) -> dict[str, Any] | None:
 
 
 def _as_json(obj: Any) -> dict[str, Any]:
-    """A spec object's fields as plain JSON values, whether spec.py's classes are pydantic models or dataclasses."""
-    fields = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj.model_dump(mode="json")
-    return json.loads(json.dumps(fields))
+    """A spec record's fields as plain JSON values."""
+    return obj.model_dump(mode="json")
 
 
 def build_index(config_dir: Path | None = None) -> dict[str, Any]:
