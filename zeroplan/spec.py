@@ -13,6 +13,8 @@ from zeroplan.record import FieldError, Record, field, positive, record
 
 MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
 # The usual spellings, parsed with int(): 124439808, 9e9, 7E+09 (exact, as Decimal would give them).
+# At most 30 digits and a two-digit exponent, so int() and 10**e stay small (int() refuses 4,300+
+# digits); anything longer is past MAX_COUNT anyway and goes to Decimal, which says so.
 _PLAIN_COUNT = re.compile(r"([0-9]{1,30})(?:[eE]\+?([0-9]{1,2}))?")
 
 
