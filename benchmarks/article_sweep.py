@@ -8,10 +8,11 @@ sequence 2048, bf16 mixed precision, flash attention, no activation checkpointin
 from __future__ import annotations
 
 from benchmarks.cases import GEMMA2_9B, GEMMA2_9B_ARCH
-from zeroplan.perf import estimate_throughput, throughput_by_stage
-from zeroplan.presets import load_hardware
-from zeroplan.spec import DeepSpeedKnobs, Parallelism, Topology, TrainingSetup, ZeroStage
-from zeroplan.sweep import find_overhead_crossing, sweep_global_batch
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import DeepSpeedKnobs, Parallelism, TrainingSetup, ZeroStage
+from zeroplan.perf.sweep import find_overhead_crossing, sweep_global_batch
+from zeroplan.perf.throughput import estimate_throughput, throughput_by_stage
 
 ARTICLE_THRESHOLD_PCT = 11.0  # "with a batch size above 512 the ZeRO-3 loss stays within 11%"
 GLOBAL_BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)

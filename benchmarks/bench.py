@@ -154,9 +154,9 @@ def time_commands(runs: int, peers_python: str, count: bool = False) -> dict[str
 
 def time_grid(repeats: int) -> dict:
     """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process."""
-    from zeroplan.commands import ScenarioArgs, scenario
-    from zeroplan.commands_sweep import GridArgs, grid_axes
-    from zeroplan.grid import offload_pairs, sweep_grid
+    from zeroplan.cli.sweeping import GridArgs, grid_axes
+    from zeroplan.memory.grid import offload_pairs, sweep_grid
+    from zeroplan.scenario import ScenarioArgs, scenario
 
     scn = scenario(ScenarioArgs(params="9e9", largest_layer="917504000", hardware="h100-sxm-80gb"))
     axes = grid_axes(GridArgs(gpu_counts=GRID_GPU_COUNTS, micro_batches=GRID_MICRO_BATCHES))

@@ -5,9 +5,9 @@ Granite-7B's computed from its shape.
 
 from __future__ import annotations
 
-from zeroplan.params import count_params
-from zeroplan.presets import load_model
-from zeroplan.spec import Architecture, ParamCount
+from zeroplan.models.architecture import Architecture, ParamCount
+from zeroplan.models.params import count_params
+from zeroplan.models.presets import load_model
 
 
 def _llama_like_count(arch: Architecture) -> int:

@@ -24,9 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import peers  # noqa: E402
 from benchmarks.peers import PeerTerms  # noqa: E402
-from zeroplan.commands import ScenarioArgs, scenario  # noqa: E402
-from zeroplan.estimate import Estimate, estimate_memory  # noqa: E402
-from zeroplan.spec import Architecture, Checkpointing  # noqa: E402
+from zeroplan.memory.estimate import Estimate, estimate_memory  # noqa: E402
+from zeroplan.memory.setup import Checkpointing  # noqa: E402
+from zeroplan.models.architecture import Architecture
+from zeroplan.scenario import ScenarioArgs, scenario  # noqa: E402
 
 GIB = 2**30
 
@@ -69,9 +70,9 @@ def zeroplan_estimate(q: Question) -> tuple[Estimate, Architecture | None, str]:
     try:
         return estimate_memory(scn), scn.arch, ""
     except ModuleNotFoundError as exc:
-        if exc.name != "zeroplan.activations":
+        if exc.name != "zeroplan.memory.activations":
             raise
-        note = ("zeroplan.activations is not in this build yet: zeroplan's activations read 0 here and its totals "
+        note = ("zeroplan.memory.activations is not in this build yet: zeroplan's activations read 0 here and its totals "
                 "are model states + buffers + overhead; rerun this script once it lands")
         return estimate_memory(scn.model_copy(update={"arch": None})), scn.arch, note
 

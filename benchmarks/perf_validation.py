@@ -18,19 +18,18 @@ from benchmarks.cases import (
     MPT_7B_ARCH,
     dense,
 )
-from zeroplan.perf import Throughput, estimate_throughput
-from zeroplan.presets import load_hardware
-from zeroplan.spec import (
-    Architecture,
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
-    HardwareSpec,
     Parallelism,
-    ParamCount,
     Precision,
     TrainingSetup,
     ZeroStage,
 )
+from zeroplan.models.architecture import Architecture, ParamCount
+from zeroplan.perf.throughput import Throughput, estimate_throughput
 
 H100 = load_hardware("h100-sxm-80gb")
 H200 = load_hardware("h200-141gb")

@@ -12,14 +12,16 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from zeroplan.checkrun import check_run
-from zeroplan.cli import parse_count
-from zeroplan.dsconfig import parse_ds_config
+from zeroplan.check.planfiles import plan_from_data, resolve_plan
+from zeroplan.check.runner import check_run
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import ZeroplanError
 from zeroplan.jsonsource import scan_json_text
-from zeroplan.params import count_params
-from zeroplan.planfiles import plan_from_data, resolve_plan
-from zeroplan.presets import _registry, bundled_config_dir, model_from_data, parse_json, parse_yaml
+from zeroplan.models.params import count_params
+from zeroplan.models.presets import bundled_config_dir, model_from_data
+from zeroplan.readers import parse_json, parse_yaml
+from zeroplan.registry import preset_paths
+from zeroplan.units import parse_count
 
 HOSTILE_VALUES = [
     None, True, False, 0, -1, -(10**30), 10**30, 2**63, 1.5, -0.0, float("nan"), float("inf"), float("-inf"),
@@ -115,7 +117,7 @@ def outcome(fn: Callable[[], object]) -> str:
 def campaign(seed: int, rounds: int) -> Counter:
     """rounds x 6 inputs over every parser; returns outcome counts per parser."""
     rng = random.Random(seed)
-    models = [parse_yaml(p.read_text(encoding="utf-8"), str(p)) for p in _registry("models").values()]
+    models = [parse_yaml(p.read_text(encoding="utf-8"), str(p)) for p in preset_paths("models").values()]
     hf_configs = [m["config"] for m in models]
     plans = [parse_yaml(p.read_text(encoding="utf-8"), str(p)) for p in sorted(Path(PLANS_DIR).glob("*.yaml"))]
     tally: Counter = Counter()

@@ -4,14 +4,21 @@ import importlib
 
 import pytest
 
-from zeroplan.accelerate_emit import LAYER_CLASSES, accelerate_config, layer_class
-from zeroplan.advisor import advise
+from zeroplan.advise.accelerate import LAYER_CLASSES, accelerate_config, layer_class
+from zeroplan.advise.advisor import advise
+from zeroplan.advise.policy import DEFAULT
 from zeroplan.errors import UsageError, ZeroplanError
-from zeroplan.estimate import Scenario, overheads_for
-from zeroplan.memory import ModelSummary
-from zeroplan.policy import DEFAULT
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Architecture, Checkpointing, Engine, Parallelism, Precision, TrainingSetup
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.estimate import Scenario, overheads_for
+from zeroplan.memory.setup import (
+    Checkpointing,
+    Engine,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+)
+from zeroplan.memory.stage import ModelSummary
+from zeroplan.models.architecture import Architecture
 
 H100 = load_hardware("h100-sxm-80gb")
 LLAMA = Architecture(family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=8,
@@ -28,7 +35,7 @@ def advice_for(engine: Engine, num_params: float, arch=None, gpus=8, nodes=1, **
 
 
 def test_fsdp1_config(monkeypatch):
-    monkeypatch.setattr("zeroplan.estimate.activations_for", lambda arch, setup: None)
+    monkeypatch.setattr("zeroplan.memory.estimate.activations_for", lambda arch, setup: None)
     config, notes = accelerate_config(advice_for(Engine.fsdp, 30e9, arch=LLAMA))
     assert config["distributed_type"] == "FSDP" and config["mixed_precision"] == "bf16"
     assert (config["num_processes"], config["num_machines"]) == (8, 1)
@@ -63,7 +70,7 @@ def test_checkpointing_when_the_plan_needs_it(monkeypatch):
         per_seq = {Checkpointing.none: 60, Checkpointing.selective: 60, Checkpointing.full: 1}[setup.checkpointing]
         return SimpleNamespace(total_bytes=per_seq * 2**30 * setup.micro_batch, assumptions=())
 
-    monkeypatch.setattr("zeroplan.estimate.activations_for", fake)
+    monkeypatch.setattr("zeroplan.memory.estimate.activations_for", fake)
     advice = advice_for(Engine.fsdp, 9e9, arch=LLAMA)
     assert advice.recommendation.checkpointing is Checkpointing.full
     config, _ = accelerate_config(advice)
@@ -78,7 +85,7 @@ def test_nothing_to_emit_and_deepspeed_refused():
 
 
 def test_every_supported_family_has_its_block_class():
-    from zeroplan.families import FAMILIES
+    from zeroplan.models.families import FAMILIES
 
     assert [f for f in FAMILIES if layer_class(f) is None] == []
     assert layer_class(None) is None and layer_class("unknown") is None

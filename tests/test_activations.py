@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.activations import ActivationEstimate, activation_bytes
-from zeroplan.spec import Architecture, Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.memory.activations import ActivationEstimate, activation_bytes
+from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.models.architecture import Architecture
 
 LLAMA2_7B = Architecture(
     family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=32, head_dim=128,
@@ -223,7 +224,7 @@ def test_assumptions_name_the_attention_and_checkpointing():
 
 
 def test_activation_modules_are_pure():
-    code = ("import sys, zeroplan.activations, zeroplan.activation_terms, zeroplan.activation_traits\n"
+    code = ("import sys, zeroplan.memory.activations, zeroplan.memory.activations.terms, zeroplan.memory.activations.traits\n"
             "print([m for m in ('rich', 'typer', 'yaml', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

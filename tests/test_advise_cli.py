@@ -6,14 +6,14 @@ import json
 import pytest
 import yaml
 
-from zeroplan import commands
-from zeroplan.checks import run_checks
-from zeroplan.cli import app
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.findings import RunContext
-from zeroplan.memory import ModelSummary
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Parallelism
+from zeroplan import scenario
+from zeroplan.check.findings import RunContext
+from zeroplan.check.rules import run_checks
+from zeroplan.cli.app import app
+from zeroplan.deepspeed.reader import parse_ds_config
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.setup import Parallelism
+from zeroplan.memory.stage import ModelSummary
 
 ZERO3_RULES = ["fit.zero0", "fit.zero1", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"]
 
@@ -66,7 +66,7 @@ def test_advise_defaults_to_gemma2_9b(runner, monkeypatch):
         asked.append(model)
         return ModelSummary(name=model, num_params=9_241_705_984), None
 
-    monkeypatch.setattr(commands, "resolve_model", fake)
+    monkeypatch.setattr(scenario, "resolve_model", fake)
     data = advise_json(runner)
     assert asked == ["gemma2-9b"] and data["model"]["name"] == "gemma2-9b"
     assert data["recommendation"]["stage"] == 1  # 16 B/param at 8 GPUs, no activations in this stand-in
@@ -237,14 +237,15 @@ def test_throughput_table_and_errors(runner):
 def test_emit_says_when_checkpointing_is_the_training_scripts(runner, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from zeroplan import estimate
-    from zeroplan.spec import Architecture, Checkpointing
+    from zeroplan.memory import estimate
+    from zeroplan.memory.setup import Checkpointing
+    from zeroplan.models.architecture import Architecture
 
     arch = Architecture(family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=8,
                         head_dim=128, intermediate_size=14336, vocab_size=128256, gated_mlp=True, norm="rmsnorm",
                         tie_word_embeddings=False)
     per_seq = {Checkpointing.none: 90 * 2**30, Checkpointing.selective: 90 * 2**30, Checkpointing.full: 2**30}
-    monkeypatch.setattr(commands, "resolve_model", lambda *a: (ModelSummary(name="m", num_params=9 * 10**9), arch))
+    monkeypatch.setattr(scenario, "resolve_model", lambda *a: (ModelSummary(name="m", num_params=9 * 10**9), arch))
     monkeypatch.setattr(estimate, "activations_for", lambda arch, setup: SimpleNamespace(
         total_bytes=per_seq[setup.checkpointing] * setup.micro_batch, assumptions=()))
     path = tmp_path / "ds.json"

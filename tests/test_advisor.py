@@ -12,29 +12,36 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroplan import estimate
-from zeroplan.advisor import advise, recommended_scenario
-from zeroplan.candidates import preference
-from zeroplan.capacity import budget_bytes, gpu_layouts
-from zeroplan.engines import supported_stages
+from zeroplan.advise.advisor import advise, recommended_scenario
+from zeroplan.advise.candidates import preference
+from zeroplan.advise.policy import ARTICLE, DEFAULT, with_overrides
+from zeroplan.advise.trees.article import (
+    LEAF_BATCH_NO,
+    LEAF_BATCH_YES,
+    LEAF_GIVE_UP,
+    LEAF_ZERO0,
+    LEAF_ZERO2,
+    LEAF_ZERO3,
+)
 from zeroplan.errors import UsageError, ZeroplanError
-from zeroplan.estimate import Scenario, evaluate, overheads_for
-from zeroplan.memory import ModelSummary
-from zeroplan.policy import ARTICLE, DEFAULT, with_overrides
-from zeroplan.presets import load_hardware
-from zeroplan.spec import (
-    Architecture,
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory import estimate
+from zeroplan.memory.capacity import budget_bytes, gpu_layouts
+from zeroplan.memory.engines import supported_stages
+from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
+from zeroplan.memory.setup import (
     Checkpointing,
     Engine,
     OffloadDevice,
     Optimizer,
     Parallelism,
     Precision,
-    Topology,
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.tree_article import LEAF_BATCH_NO, LEAF_BATCH_YES, LEAF_GIVE_UP, LEAF_ZERO0, LEAF_ZERO2, LEAF_ZERO3
+from zeroplan.memory.stage import ModelSummary
+from zeroplan.models.architecture import Architecture
 
 H100 = load_hardware("h100-sxm-80gb")
 H100_PCIE = load_hardware("h100-pcie-80gb")
@@ -494,7 +501,7 @@ def test_the_rule_ids_in_the_code_are_the_documented_ones():
     import re
 
     code = "".join((Path(__file__).parent.parent / "zeroplan" / name).read_text()
-                   for name in ("advisor.py", "tree_article.py", "tree_default.py", "advisories.py"))
+                   for name in ("advise/advisor.py", "advise/trees/article.py", "advise/trees/default.py", "advise/advisories.py"))
     prefixes = "article|guard|precision|fit|ckpt|offload|gpus|overlap|batch|zero3|advice|correct"
     literal = set(re.findall(rf'"((?:{prefixes})\.[a-z0-9-]+)"', code))
     built = {*FITS, "ckpt.selective", "ckpt.full"}  # f"fit.zero{stage}", f"ckpt.{level}"

@@ -1,53 +1,110 @@
-"""House rules checked: pure modules stay import-light and the CLI surface changes only on purpose."""
+"""House rules checked: the import graph (floors, no circles, typer and rich only in cli/) and the pinned CLI surface."""
 
-import subprocess
-import sys
+import ast
+import functools
+from pathlib import Path
 
-import pytest
 import typer.main
 
-from zeroplan.cli import app
+from zeroplan.cli.app import app
 
-# Pure modules: no I/O, no rich/typer/yaml (STYLE.md). Every new pure module joins this list.
-PURE = [
-    "spec", "record", "frozen", "units", "recipes", "memory", "engine", "estimate", "capacity", "dscompat", "views",
-    "perf", "sweep", "grid", "collectives", "flops", "schedule",
-    "checks", "checks_config", "findings", "dsconfig", "dskeys", "hfauto", "jsonsource",
-    "plan", "checks_memory", "checks_fabric", "checkformats", "dsbatch", "dsconfig_model",
-    "policy", "advice", "candidates", "steps", "tree_article", "tree_default", "advisories", "advisor", "dsemit",
-    "accelerate_emit",
-    "views_advice", "activations", "activation_terms", "activation_traits",
-    "engines", "engines.layout", "engines.storage", "engines.ddp", "engines.fsdp",
-]
-HEAVY = ["rich", "typer", "yaml", "torch"]
-
-
-def test_pure_modules_import_no_heavy_dependency():
-    code = "import sys\n" + "".join(f"import zeroplan.{m}\n" for m in PURE) + f"print([m for m in {HEAVY!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+ROOT = Path(__file__).resolve().parent.parent / "zeroplan"
+# The floors, lowest first (STYLE.md, "The shape of the house"). A module imports only from floors below
+# its own, or from its own package; modules on the ground floor may import each other.
+FLOORS = {
+    "errors": 0, "units": 0, "version": 0, "frozen": 0, "record": 0, "readers": 0, "jsonsource": 0, "registry": 0,
+    "models": 1, "hardware": 1,
+    "memory": 2,
+    "perf": 3, "deepspeed": 3,
+    "scenario": 4,
+    "advise": 5, "check": 5,
+    "cli": 6, "api": 6,
+    "__init__": 7, "__main__": 7,
+}
+UI = {"typer", "rich", "click"}  # only cli/ prints, parses argv or draws
+NEVER = {"torch", "transformers", "peft", "deepspeed"}  # the core stays free of them (the [hf] extra aside)
 
 
-# The estimate path answers without pydantic, PyYAML or the model families (docs/benchmarks.md): its
-# inputs and results are zeroplan.record records and the bundled presets come from configs/index.json.
-FAST_PATH = [
-    ["estimate", "--params", "9e9", "--gpus", "8"],
-    ["estimate", "--params", "9e9", "--gpus", "8", "-f", "json"],
-    ["estimate", "--model", "gemma2-9b", "--hardware", "a100-sxm-80gb", "--checkpointing", "full"],
-    ["estimate", "--model", "mixtral-8x7b", "--gpus", "16", "--nodes", "2", "--offload-optimizer", "cpu", "-f", "json"],
-]
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@pytest.mark.parametrize("argv", FAST_PATH, ids=lambda a: " ".join(a))
-def test_the_estimate_path_imports_no_pydantic_yaml_or_families(argv):
-    code = (
-        "import io, sys\nfrom zeroplan.cli import main\nsys.stdout = io.StringIO()\n"
-        f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-        "sys.__stdout__.write(repr(sorted({m.split('.')[0] if not m.startswith('zeroplan') else m for m in sys.modules}"
-        " & {'pydantic', 'pydantic_core', 'yaml', 'zeroplan.families', 'zeroplan.params'})))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at the top or inside a function, read from the source (nothing imported)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            assert node.level == 0, f"{path}: relative import"
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+@functools.cache
+def import_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    return {name: {m for m in _imports(path) if m in modules and m != name} | {m for m in _imports(path) if m.split(".")[0] != "zeroplan"}
+            for name, path in modules.items()}
+
+
+def _floor(module: str) -> tuple[int, str]:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return FLOORS[top], top
+
+
+def test_every_package_has_a_floor():
+    assert sorted({_floor(m)[1] for m in import_graph()} - set(FLOORS)) == []
+
+
+def test_imports_go_down_the_floors():
+    upward = []
+    for module, targets in import_graph().items():
+        level, package = _floor(module)
+        for target in (t for t in targets if t.startswith("zeroplan.")):
+            t_level, t_package = _floor(target)
+            if t_package != package and not (t_level < level or level == t_level == 0):
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_no_import_circles():
+    graph = {m: {t for t in ts if t.startswith("zeroplan.")} for m, ts in import_graph().items()}
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                circles.append(" -> ".join(path[path.index(target):] + [target]) if target in path else f"{module} -> {target}")
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []
+
+
+def test_only_the_cli_imports_typer_or_rich():
+    outside = sorted(f"{m} -> {t}" for m, ts in import_graph().items() for t in ts
+                     if t.split(".")[0] in UI and not m.startswith("zeroplan.cli"))
+    assert outside == []
+
+
+def test_the_core_imports_no_training_stack():
+    assert sorted(f"{m} -> {t}" for m, ts in import_graph().items() for t in ts if t.split(".")[0] in NEVER) == []
+
+
+def test_the_graph_test_sees_an_upward_import(tmp_path):
+    """The checks above can fail: a memory module importing the CLI is found as upward."""
+    assert _floor("zeroplan.memory.stage") < _floor("zeroplan.cli.app")
+    assert "zeroplan.memory.setup" in import_graph()["zeroplan.memory.stage"]
 
 
 def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors click: no import)
@@ -99,7 +156,7 @@ def test_cli_option_surface_is_pinned():
 
 
 def test_help_lists_commands_in_the_order_users_reach_for_them():
-    from zeroplan.cli import COMMAND_ORDER
+    from zeroplan.cli.app import COMMAND_ORDER
 
     names = list(typer.main.get_command(app).commands)
     assert tuple(names) == COMMAND_ORDER

@@ -2,12 +2,12 @@
 
 import pytest
 
-from zeroplan.capacity import gpu_layouts, max_model, min_gpus
-from zeroplan.estimate import Scenario, evaluate, overheads_for
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory import ModelSummary
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Parallelism, ZeroStage
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.capacity import gpu_layouts, max_model, min_gpus
+from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
+from zeroplan.memory.setup import Parallelism, ZeroStage
+from zeroplan.memory.stage import ModelSummary
 
 H100 = load_hardware("h100-sxm-80gb")
 

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from zeroplan.cli import app
+from zeroplan.cli.app import app
 
 HEADER = "params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\n"
 ZERO3 = "deepspeed:\n  train_micro_batch_size_per_gpu: 1\n  bf16: {enabled: true}\n  zero_optimization:\n    stage: 3\n"
@@ -200,8 +200,8 @@ def test_bare_config_errors_are_plain_errors(runner, plans):
 
 
 def test_github_annotation_escapes_as_the_actions_toolkit_does():
-    from zeroplan.checkformats import github_annotation
-    from zeroplan.findings import Finding
+    from zeroplan.check.findings import Finding
+    from zeroplan.check.formats import github_annotation
 
     finding = Finding(rule="r", severity="info", message="100% done\nnext", file="a,b:c.json", line=3)
     assert github_annotation(finding, "plan.yaml") == (

@@ -7,10 +7,11 @@ import types
 
 import pytest
 
-from zeroplan.checkrun import check_plans, expand_plans, fabric_evidence
+from zeroplan.check.planfiles import load_plan
+from zeroplan.check.runner import check_plans, expand_plans, fabric_evidence
 from zeroplan.errors import UsageError
-from zeroplan.planfiles import load_plan
-from zeroplan.spec import Topology, ZeroStage
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import ZeroStage
 
 MULTINODE = "params: 7e9\nhardware: h100-sxm-80gb\ngpus: 16\nnodes: 2\ndeepspeed:\n  train_batch_size: 16\n" \
             "  zero_optimization: {stage: 3}\n"  # fmt: skip
@@ -56,10 +57,10 @@ def fake_perf(monkeypatch):
         calls.append((params.num_params, hw.name, par.nodes, int(stage), topology))
         return types.SimpleNamespace(overhead_vs_zero0_pct=41.5, topology=topology)
 
-    fake = types.ModuleType("zeroplan.perf")
-    fake.__spec__ = importlib.machinery.ModuleSpec("zeroplan.perf", None)
+    fake = types.ModuleType("zeroplan.perf.throughput")
+    fake.__spec__ = importlib.machinery.ModuleSpec("zeroplan.perf.throughput", None)
     fake.estimate_throughput = estimate_throughput
-    monkeypatch.setitem(sys.modules, "zeroplan.perf", fake)
+    monkeypatch.setitem(sys.modules, "zeroplan.perf.throughput", fake)
     return calls
 
 

@@ -5,15 +5,22 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.checks import RULES, RULES_BY_ID, check_rule_ids, count_by_severity, failed, run_checks
-from zeroplan.dsbatch import derive_batch
-from zeroplan.dsconfig import parse_ds_config
+from zeroplan.check.findings import Finding, Rule, RunContext
+from zeroplan.check.rules import (
+    RULES,
+    RULES_BY_ID,
+    check_rule_ids,
+    count_by_severity,
+    failed,
+    run_checks,
+)
+from zeroplan.deepspeed.batch import derive_batch
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import ZeroplanError
-from zeroplan.findings import Finding, Rule, RunContext
+from zeroplan.hardware.presets import load_hardware
 from zeroplan.jsonsource import scan_json_text
-from zeroplan.presets import parse_json
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Parallelism, TrainingSetup
+from zeroplan.memory.setup import Parallelism, TrainingSetup
+from zeroplan.readers import parse_json
 
 V100 = load_hardware("v100-sxm-32gb")
 H100 = load_hardware("h100-sxm-80gb")

@@ -2,11 +2,12 @@
 
 import pytest
 
-from zeroplan.checks import run_checks
-from zeroplan.checks_fabric import SLOW_FABRIC_WARN_PCT, FabricEvidence
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.findings import RunContext
-from zeroplan.spec import Parallelism, Topology
+from zeroplan.check.findings import RunContext
+from zeroplan.check.rules import run_checks
+from zeroplan.check.rules.fabric import SLOW_FABRIC_WARN_PCT, FabricEvidence
+from zeroplan.deepspeed.reader import parse_ds_config
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import Parallelism
 
 RUN = RunContext(parallelism=Parallelism(gpus=32, nodes=4))
 

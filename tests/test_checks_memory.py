@@ -2,14 +2,14 @@
 
 import pytest
 
-from zeroplan.checks import run_checks
-from zeroplan.checks_memory import LOW_HEADROOM_PCT, buffers_alive, terms_at_peak
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.estimate import Scenario, evaluate, overheads_for
-from zeroplan.findings import RunContext
-from zeroplan.memory import ModelSummary
-from zeroplan.presets import load_hardware
-from zeroplan.spec import DeepSpeedKnobs, Parallelism, ZeroStage
+from zeroplan.check.findings import RunContext
+from zeroplan.check.rules import run_checks
+from zeroplan.check.rules.memory import LOW_HEADROOM_PCT, buffers_alive, terms_at_peak
+from zeroplan.deepspeed.reader import parse_ds_config
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
+from zeroplan.memory.setup import DeepSpeedKnobs, Parallelism, ZeroStage
+from zeroplan.memory.stage import ModelSummary
 from zeroplan.units import GIB
 
 H100 = load_hardware("h100-sxm-80gb")

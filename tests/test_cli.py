@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from zeroplan.cli import app
+from zeroplan.cli.app import app
 
 GB = 10**9
 

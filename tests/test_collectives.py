@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.collectives import (
+from zeroplan.errors import ZeroplanError
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import Parallelism
+from zeroplan.perf.collectives import (
     Collective,
     Link,
     default_topology,
@@ -14,9 +18,6 @@ from zeroplan.collectives import (
     ring_factor,
     ring_time_s,
 )
-from zeroplan.errors import ZeroplanError
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Parallelism, Topology
 
 NVLINK8 = Link(ranks=8, busbw_gbps=360, alpha_us=40, label="nvlink")
 

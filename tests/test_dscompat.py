@@ -2,7 +2,11 @@
 
 import pytest
 
-from zeroplan.dscompat import estimate_deepspeed, zero2_model_states, zero3_model_states
+from zeroplan.deepspeed.estimator import (
+    estimate_deepspeed,
+    zero2_model_states,
+    zero3_model_states,
+)
 
 GIB = 2**30
 

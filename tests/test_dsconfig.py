@@ -4,12 +4,23 @@ import math
 
 import pytest
 
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.dskeys import TOP_LEVEL_KEYS, ZERO_KEYS, find_deprecated_keys, find_unknown_keys
+from zeroplan.deepspeed.keys import (
+    TOP_LEVEL_KEYS,
+    ZERO_KEYS,
+    find_deprecated_keys,
+    find_unknown_keys,
+)
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import SpecError
 from zeroplan.jsonsource import scan_json_text
-from zeroplan.presets import parse_json
-from zeroplan.spec import DS_REDUCE_BUCKET_SIZE, OffloadDevice, Precision, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import (
+    DS_REDUCE_BUCKET_SIZE,
+    OffloadDevice,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.readers import parse_json
 
 # The shape of the ZeRO-3 example in transformers' DeepSpeed docs.
 HF_ZERO3 = {

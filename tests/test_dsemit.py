@@ -4,17 +4,26 @@ import json
 
 import pytest
 
-from zeroplan.advisor import advise
-from zeroplan.checks import run_checks
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.dsemit import DEFAULT_NVME_PATH, deepspeed_config, zero_section
+from zeroplan.advise.advisor import advise
+from zeroplan.advise.emit import deepspeed_config
+from zeroplan.advise.policy import ARTICLE, DEFAULT, with_overrides
+from zeroplan.check.findings import RunContext
+from zeroplan.check.rules import run_checks
+from zeroplan.deepspeed.emit import DEFAULT_NVME_PATH, zero_section
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import ZeroplanError
-from zeroplan.estimate import Scenario, evaluate, overheads_for
-from zeroplan.findings import RunContext
-from zeroplan.memory import ModelSummary
-from zeroplan.policy import ARTICLE, DEFAULT, with_overrides
-from zeroplan.presets import load_hardware
-from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, Parallelism, Precision, Topology, TrainingSetup, ZeroStage
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.memory.stage import ModelSummary
 
 H100 = load_hardware("h100-sxm-80gb")
 V100 = load_hardware("v100-sxm-32gb")

@@ -7,17 +7,30 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from zeroplan.cli import app
-from zeroplan.engines import engine_stage_base, layout_for, param_peak_bytes, supported_stages
-from zeroplan.engines.ddp import greedy_partition
-from zeroplan.engines.fsdp import dim0_shard
-from zeroplan.engines.storage import torch_storage
+from zeroplan.cli.app import app
 from zeroplan.errors import ZeroplanError
-from zeroplan.estimate import summarize_model
-from zeroplan.families import GPT2Config
-from zeroplan.params import count_params
-from zeroplan.recipes import make_recipe
-from zeroplan.spec import DeepSpeedKnobs, Engine, EngineOptions, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.engines import (
+    engine_stage_base,
+    layout_for,
+    param_peak_bytes,
+    supported_stages,
+)
+from zeroplan.memory.engines.ddp import greedy_partition
+from zeroplan.memory.engines.fsdp import dim0_shard
+from zeroplan.memory.engines.storage import torch_storage
+from zeroplan.memory.estimate import summarize_model
+from zeroplan.memory.recipes import make_recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
+    Optimizer,
+    Parallelism,
+    Precision,
+    ZeroStage,
+)
+from zeroplan.models.families import GPT2Config
+from zeroplan.models.params import count_params
 
 # validation/measure_engines.py's model: wte 64,000 + wpe 4,096 + 4 blocks of 49,984 + ln_f 128 = 268,160
 CONFIG = GPT2Config(model_type="gpt2", vocab_size=1000, n_positions=64, n_embd=64, n_layer=4, n_head=4)

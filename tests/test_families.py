@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from zeroplan.errors import SpecError
-from zeroplan.families import FAMILIES, ModelSpec, parse_family_config
-from zeroplan.presets import bundled_config_dir, model_from_data, parse_yaml
+from zeroplan.models.families import FAMILIES, ModelSpec, parse_family_config
+from zeroplan.models.presets import bundled_config_dir, model_from_data
+from zeroplan.readers import parse_yaml
 
 PRESET_FILES = sorted((bundled_config_dir() / "models").glob("*.yaml"))
 SUPPORTED = ", ".join(sorted(FAMILIES))
@@ -209,7 +210,7 @@ def test_configs_are_frozen() -> None:
 
 def test_pure_modules_import_no_io_or_ui_libraries() -> None:
     code = (
-        "import sys, zeroplan.families, zeroplan.params; "
+        "import sys, zeroplan.models.families, zeroplan.models.params; "
         "print(sorted(m for m in ('rich', 'typer', 'yaml', 'torch', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

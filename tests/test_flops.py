@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from presetmodels import GEMMA2_9B as preset_gemma2
+from presetmodels import GEMMA2_9B_ARCH as preset_gemma2_arch
 
-from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
 from zeroplan.errors import ZeroplanError
-from zeroplan.flops import (
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.perf.flops import (
     attention_fwd_flops_per_token,
     hardware_flops_per_micro_step,
     model_flops_per_token,
     peak_tflops,
 )
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Attention, Checkpointing, Precision, TrainingSetup
 
 PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)
 GEMMA2_9B, ARCH = preset_gemma2, preset_gemma2_arch

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from fuzzkit import (
+    ALIAS_BOMB,
+    CLI_NUMBERS,
+    HOSTILE_TEXTS,
+    _yaml_text_case,
+    campaign,
+    outcome,
+)
 
-from fuzzkit import ALIAS_BOMB, CLI_NUMBERS, HOSTILE_TEXTS, _yaml_text_case, campaign, outcome
-from zeroplan.cli import parse_count
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import ZeroplanError
-from zeroplan import presets
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.presets import parse_yaml
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.models.presets import load_model
+from zeroplan.readers import parse_yaml
+from zeroplan.units import parse_count
 
 SEED = 20261129
 
@@ -54,9 +62,9 @@ def test_huge_counts_stay_exact_integers():
 @pytest.mark.parametrize(
     "fn",
     [
-        lambda: presets.load_model("x" * 5000),  # OSError: file name too long
-        lambda: presets.load_model("model\x00.yaml"),  # ValueError: embedded null byte
-        lambda: presets.load_hardware("h" * 5000),
+        lambda: load_model("x" * 5000),  # OSError: file name too long
+        lambda: load_model("model\x00.yaml"),  # ValueError: embedded null byte
+        lambda: load_hardware("h" * 5000),
         lambda: parse_ds_config({"zero_optimization": {"offload_param": {"device": "auto"}}}, origin="ds.json"),
         lambda: parse_ds_config({"zero_optimization": {"offload_param": {"device": [1, 2]}}}, origin="ds.json"),
     ],

@@ -11,14 +11,27 @@ from types import SimpleNamespace
 
 import pytest
 
-from zeroplan.cli import app
-from zeroplan.commands_sweep import GridArgs, grid_axes, parse_axis
+from zeroplan.cli.app import app
+from zeroplan.cli.sweeping import GridArgs, grid_axes, parse_axis
 from zeroplan.errors import ZeroplanError
-from zeroplan.estimate import Scenario, evaluate, overheads_for
-from zeroplan.grid import GridRow, best_per_stage, cluster, offload_pairs, sweep_grid
-from zeroplan.memory import ModelSummary
-from zeroplan.presets import load_hardware
-from zeroplan.spec import Architecture, Checkpointing, DeepSpeedKnobs, OffloadDevice, Parallelism, ZeroStage
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
+from zeroplan.memory.grid import (
+    GridRow,
+    best_per_stage,
+    cluster,
+    offload_pairs,
+    sweep_grid,
+)
+from zeroplan.memory.setup import (
+    Checkpointing,
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Parallelism,
+    ZeroStage,
+)
+from zeroplan.memory.stage import ModelSummary
+from zeroplan.models.architecture import Architecture
 
 H100 = load_hardware("h100-sxm-80gb")
 ALL_OFFLOADS = offload_pairs(OffloadDevice, OffloadDevice)
@@ -43,7 +56,7 @@ def fake_activations(monkeypatch):
         per_layer = setup.seq_len * setup.micro_batch * arch.hidden_size * CKPT_FACTOR[setup.checkpointing]
         return SimpleNamespace(total_bytes=per_layer * arch.num_layers, assumptions=())
 
-    monkeypatch.setitem(sys.modules, "zeroplan.activations", SimpleNamespace(activation_bytes=activation_bytes))
+    monkeypatch.setitem(sys.modules, "zeroplan.memory.activations", SimpleNamespace(activation_bytes=activation_bytes))
 
 
 def expected_row(scn: Scenario, row: GridRow) -> GridRow:
@@ -88,8 +101,9 @@ def test_lines_sum_to_total(fake_activations):
 
 
 def test_rows_match_a_preset_estimate_with_the_real_activation_model():
-    pytest.importorskip("zeroplan.activations")
-    from zeroplan.commands import ScenarioArgs, scenario as build
+    pytest.importorskip("zeroplan.memory.activations")
+    from zeroplan.scenario import ScenarioArgs
+    from zeroplan.scenario import scenario as build
 
     scn = build(ScenarioArgs(model="llama-2-7b"))
     rows = sweep_grid(scn, (ZeroStage.zero1, ZeroStage.zero3), (8,), (1, 4), tuple(Checkpointing), [(OffloadDevice.none,) * 2])

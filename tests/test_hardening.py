@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan import files
-from zeroplan.cli import app
-from zeroplan.dscompat import zero2_model_states, zero3_model_states
+from zeroplan.cli import files
+from zeroplan.cli.app import app
+from zeroplan.deepspeed.estimator import zero2_model_states, zero3_model_states
 from zeroplan.errors import ZeroplanError
 
 PLANS = Path(__file__).resolve().parent.parent / "configs" / "plans"
@@ -47,9 +47,8 @@ def test_a_quadrillion_parameters_on_a_million_gpus_stay_exact(runner):
        fmt=st.sampled_from(["json", "yaml"]))
 @settings(max_examples=25, deadline=None)
 def test_estimate_output_always_parses_with_integer_bytes(params, gpus, stage, fmt):
-    from typer.testing import CliRunner
-
     import yaml
+    from typer.testing import CliRunner
 
     res = CliRunner().invoke(app, ["estimate", "--params", str(params), "--gpus", str(gpus), "--stage", str(stage),
                                    "-f", fmt])

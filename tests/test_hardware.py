@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from zeroplan.presets import _registry, all_hardware, load_hardware
-from zeroplan.spec import HardwareSpec
+from zeroplan.hardware.presets import all_hardware, load_hardware
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.registry import preset_paths
 
 REQUIRED = {
     "h100-sxm-80gb",
@@ -24,7 +25,7 @@ REQUIRED = {
     "mi300x-192gb",
 }
 
-PRESETS = sorted(_registry("hardware").items())
+PRESETS = sorted(preset_paths("hardware").items())
 IDS = [name for name, _ in PRESETS]
 
 
@@ -105,7 +106,7 @@ def test_bf16_flag_must_agree_with_bf16_rate() -> None:
 )
 def test_a_hardware_file_error_names_the_file_and_the_key(tmp_path, change, message) -> None:
     from zeroplan.errors import SpecError
-    from zeroplan.presets import load_hardware_file
+    from zeroplan.hardware.presets import load_hardware_file
 
     path = tmp_path / "my-gpu.yaml"
     path.write_text(yaml.safe_dump(load_hardware("h100-sxm-80gb").model_dump(mode="json") | change))

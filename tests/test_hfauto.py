@@ -2,8 +2,8 @@
 
 import pytest
 
-from zeroplan.hfauto import batch_auto, hidden_size_auto, precision_auto
-from zeroplan.spec import Precision, TrainingSetup
+from zeroplan.deepspeed.auto import batch_auto, hidden_size_auto, precision_auto
+from zeroplan.memory.setup import Precision, TrainingSetup
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,18 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.estimate import Scenario, evaluate
-from zeroplan.memory import ModelSummary, model_state_bytes, shard_numel
-from zeroplan.recipes import make_recipe
-from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.estimate import Scenario, evaluate
+from zeroplan.memory.recipes import make_recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Precision,
+    ZeroStage,
+)
+from zeroplan.memory.stage import ModelSummary, model_state_bytes
+from zeroplan.memory.terms import shard_numel
 
 params = st.integers(min_value=1, max_value=10**15)
 gpus = st.integers(min_value=1, max_value=10**6)

@@ -2,10 +2,18 @@
 
 import pytest
 
-from zeroplan.engine import engine_buffers, stage3_live_params
-from zeroplan.memory import ModelSummary, Phase, estimate_stage, model_state_bytes, shard_numel
-from zeroplan.recipes import make_recipe
-from zeroplan.spec import DeepSpeedKnobs, OffloadDevice, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.buffers import engine_buffers, stage3_live_params
+from zeroplan.memory.recipes import make_recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Precision,
+    ZeroStage,
+)
+from zeroplan.memory.stage import ModelSummary, estimate_stage, model_state_bytes
+from zeroplan.memory.terms import Phase, shard_numel
 
 BF16_TRUE = make_recipe(Precision.bf16_true, Optimizer.adamw)
 MIXED = make_recipe(Precision.bf16_mixed, Optimizer.adamw)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from zeroplan.cli import app
+from zeroplan.cli.app import app
 
 GEMMA2_9B = 9_241_705_984
 # google/gemma-2-9b config.json, keys as the hub has them (plus some it carries that zeroplan ignores)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.families import parse_family_config
-from zeroplan.params import count_params, module_inventory
-from zeroplan.presets import bundled_config_dir, load_model, preset_names
+from zeroplan.models.families import parse_family_config
+from zeroplan.models.params import count_params, module_inventory
+from zeroplan.models.presets import bundled_config_dir, load_model
+from zeroplan.registry import preset_names
 
 PRESETS = preset_names("models")
 

@@ -10,9 +10,9 @@ import importlib
 
 import pytest
 
-from zeroplan.families import ModelSpec, parse_family_config
-from zeroplan.params import count_params
-from zeroplan.presets import preset_names
+from zeroplan.models.families import ModelSpec, parse_family_config
+from zeroplan.models.params import count_params
+from zeroplan.registry import preset_names
 
 pytestmark = pytest.mark.torch
 

@@ -2,32 +2,32 @@
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from presetmodels import GEMMA2_9B as preset_gemma2
+from presetmodels import GEMMA2_9B_ARCH as preset_gemma2_arch
 
-from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
-from zeroplan.collectives import Collective
 from zeroplan.errors import ZeroplanError
-from zeroplan.perf import (
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.models.architecture import ParamCount
+from zeroplan.perf.collectives import Collective
+from zeroplan.perf.throughput import (
     OVERLAP_CONTENTION,
     CommTerm,
     Window,
     estimate_throughput,
     exposed_in_window,
     throughput_by_stage,
-)
-from zeroplan.presets import load_hardware
-from zeroplan.spec import (
-    DeepSpeedKnobs,
-    OffloadDevice,
-    Parallelism,
-    ParamCount,
-    Precision,
-    Topology,
-    TrainingSetup,
-    ZeroStage,
 )
 
 PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)

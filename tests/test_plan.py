@@ -5,12 +5,14 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from zeroplan.dsconfig import parse_ds_config
+from zeroplan.check.plan import Plan, merge_setup
+from zeroplan.check.planfiles import load_plan
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import SpecError
-from zeroplan.plan import Plan, merge_setup
-from zeroplan.planfiles import load_plan
-from zeroplan.presets import bundled_config_dir, yaml_key_lines
-from zeroplan.spec import Attention, OffloadDevice, Precision, Topology, ZeroStage
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import Attention, OffloadDevice, Precision, ZeroStage
+from zeroplan.models.presets import bundled_config_dir
+from zeroplan.readers import yaml_key_lines
 
 BASE = {"params": 7_000_000_000, "hardware": "h100-sxm-80gb", "gpus": 8, "deepspeed": "ds.json"}
 
@@ -221,7 +223,7 @@ def test_yaml_key_lines():
 def test_docs_list_every_plan_key():
     from pathlib import Path
 
-    from zeroplan.plan import PlanOverheads, Training
+    from zeroplan.check.plan import PlanOverheads, Training
 
     docs = (Path(__file__).parent.parent / "docs" / "checks.md").read_text(encoding="utf-8")
     keys = [*(set(Plan.model_fields) - {"training", "overheads"}), *(f"training.{k}" for k in Training.model_fields),

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan import presets
-from zeroplan.checkrun import check_plans
-from zeroplan.cli import app
-from zeroplan.dsconfig import parse_ds_config
-from zeroplan.planfiles import plan_from_data, read_deepspeed_config
+from zeroplan.check.planfiles import plan_from_data
+from zeroplan.check.runner import check_plans
+from zeroplan.cli.app import app
+from zeroplan.deepspeed.reader import parse_ds_config
+from zeroplan.deepspeed.source import read_deepspeed_config
+from zeroplan.readers import parse_yaml
 
 PLANS = Path(__file__).parent.parent / "configs" / "plans"
 # plan file -> (exit code alone, rule ids of its errors and warnings)
@@ -35,7 +36,7 @@ STAND_INS = {
 
 
 def load(name: str) -> dict:
-    return presets.parse_yaml((PLANS / name).read_text(encoding="utf-8"), name)
+    return parse_yaml((PLANS / name).read_text(encoding="utf-8"), name)
 
 
 def test_every_example_has_an_expected_verdict():

@@ -2,8 +2,7 @@
 
 import pytest
 
-from zeroplan.errors import SpecError
-from zeroplan.policy import (
+from zeroplan.advise.policy import (
     ARTICLE,
     DEFAULT,
     THRESHOLDS,
@@ -13,7 +12,8 @@ from zeroplan.policy import (
     policy_named,
     with_overrides,
 )
-from zeroplan.spec import Topology
+from zeroplan.errors import SpecError
+from zeroplan.hardware.spec import Topology
 
 
 @pytest.mark.parametrize("field", THRESHOLDS)

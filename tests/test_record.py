@@ -6,10 +6,16 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from zeroplan.errors import SpecError
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.memory.setup import (
+    Checkpointing,
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+)
 from zeroplan.record import FieldError
-from zeroplan.spec import (
-    Checkpointing, DeepSpeedKnobs, HardwareSpec, OffloadDevice, Parallelism, Precision, TrainingSetup,
-)  # fmt: skip
 
 H100 = dict(
     name="h100", source="datasheet", memory_gib=79.65, bf16_tflops=989, fp16_tflops=989, fp32_tflops=67,

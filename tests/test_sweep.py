@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from presetmodels import GEMMA2_9B as preset_gemma2
+from presetmodels import GEMMA2_9B_ARCH as preset_gemma2_arch
 
-from presetmodels import GEMMA2_9B as preset_gemma2, GEMMA2_9B_ARCH as preset_gemma2_arch
 from zeroplan.errors import ZeroplanError
-from zeroplan.presets import load_hardware
-from zeroplan.spec import DeepSpeedKnobs, Parallelism, Topology, TrainingSetup, ZeroStage
-from zeroplan.sweep import find_overhead_crossing, split_global_batch, sweep_global_batch
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import DeepSpeedKnobs, Parallelism, TrainingSetup, ZeroStage
+from zeroplan.perf.sweep import (
+    find_overhead_crossing,
+    split_global_batch,
+    sweep_global_batch,
+)
 
 PSI = 9_241_705_984  # gemma2-9b's published count (SPEC section 7)
 GEMMA2_9B, ARCH = preset_gemma2, preset_gemma2_arch

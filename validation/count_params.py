@@ -21,9 +21,10 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, T5ForConditionalGeneration  # noqa: E402
 
-from zeroplan.families import ModelSpec  # noqa: E402
-from zeroplan.params import count_params  # noqa: E402
-from zeroplan.presets import load_model, preset_names  # noqa: E402
+from zeroplan.models.families import ModelSpec  # noqa: E402
+from zeroplan.models.params import count_params  # noqa: E402
+from zeroplan.models.presets import load_model
+from zeroplan.registry import preset_names  # noqa: E402
 
 transformers.logging.set_verbosity_error()  # token-id range warnings for the tiny default configs
 

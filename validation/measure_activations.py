@@ -42,9 +42,10 @@ from transformers.masking_utils import eager_mask, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from zeroplan.activations import activation_bytes  # noqa: E402
-from zeroplan.families import parse_family_config  # noqa: E402
-from zeroplan.spec import Architecture, Attention, Checkpointing, Precision, TrainingSetup  # noqa: E402
+from zeroplan.memory.activations import activation_bytes  # noqa: E402
+from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup  # noqa: E402
+from zeroplan.models.architecture import Architecture
+from zeroplan.models.families import parse_family_config  # noqa: E402
 
 TOLERANCE = 0.10  # the bar; the closed forms are meant to be exact
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "activations.md"

@@ -263,12 +263,18 @@ def measure(world: int, jobs: list) -> list[dict]:
 
 def predicted(engine: str, stage: int, precision: str, options: dict, world: int):
     """zeroplan's StageBase for the same model and run."""
-    from zeroplan.engines import EngineOptions, engine_stage_base, layout_for
-    from zeroplan.families import GPT2Config
-    from zeroplan.params import count_params
-    from zeroplan.recipes import make_recipe
-    from zeroplan.spec import DeepSpeedKnobs, Optimizer, Parallelism, Precision, ZeroStage
-    from zeroplan.estimate import summarize_model
+    from zeroplan.memory.engines import EngineOptions, engine_stage_base, layout_for
+    from zeroplan.memory.estimate import summarize_model
+    from zeroplan.memory.recipes import make_recipe
+    from zeroplan.memory.setup import (
+        DeepSpeedKnobs,
+        Optimizer,
+        Parallelism,
+        Precision,
+        ZeroStage,
+    )
+    from zeroplan.models.families import GPT2Config
+    from zeroplan.models.params import count_params
 
     config = GPT2Config(model_type="gpt2", vocab_size=VOCAB, n_positions=POSITIONS, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
     counts = count_params(config)
@@ -280,7 +286,7 @@ def predicted(engine: str, stage: int, precision: str, options: dict, world: int
 
 def compare(rows: list[dict]) -> list[dict]:
     """Per (config, precision, N): the busiest measured rank, zeroplan's figures and the worst error over ranks."""
-    from zeroplan.engines import param_peak_bytes
+    from zeroplan.memory.engines import param_peak_bytes
 
     groups: dict[tuple, list[dict]] = {}
     for r in rows:

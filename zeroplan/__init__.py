@@ -1,3 +1,5 @@
 """zeroplan: per-GPU memory, throughput and advice for DeepSpeed ZeRO / FSDP training runs."""
 
-__version__ = "0.1.0"
+from zeroplan.version import __version__
+
+__all__ = ["__version__"]

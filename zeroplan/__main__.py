@@ -1,5 +1,5 @@
 """`python -m zeroplan` runs the CLI."""
 
-from zeroplan.cli import main
+from zeroplan.cli.app import main
 
 main()

@@ -1,4 +1,4 @@
-"""Errors zeroplan raises on bad input. Only cli.py catches them, prints one line and exits."""
+"""Errors zeroplan raises on bad input. Only cli/common.py (the error boundary) catches them, prints one line and exits."""
 
 
 class ZeroplanError(Exception):

@@ -1,6 +1,12 @@
-"""Bytes to display units and back. Bytes are integers everywhere else; units exist only at the edges."""
+"""Numbers at the edges: bytes to display units and back, and counts as users type them (9e9, 7_000_000_000).
 
+Bytes are integers everywhere else; units exist only at the edges.
+"""
+
+import re
 from enum import Enum
+
+from zeroplan.errors import ZeroplanError
 
 GIB = 2**30  # binary gibibyte; what nvidia-smi and torch report, and zeroplan's default unit
 GB = 10**9  # decimal gigabyte; the article's and the ZeRO paper's unit
@@ -29,3 +35,41 @@ def to_unit(num_bytes: int | float, unit: Unit) -> float:
 def format_bytes(num_bytes: int | float, unit: Unit, digits: int = 2) -> str:
     """'12.34 GiB'-style text."""
     return f"{to_unit(num_bytes, unit):,.{digits}f} {unit.label}"
+
+
+MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not models
+
+
+# The usual spellings, parsed with int(): 124439808, 9e9, 7E+09 (exact, as Decimal would give them).
+# At most 30 digits and a two-digit exponent, so int() and 10**e stay small (int() refuses 4,300+
+# digits); anything longer is past MAX_COUNT anyway and goes to Decimal, which says so.
+_PLAIN_COUNT = re.compile(r"([0-9]{1,30})(?:[eE]\+?([0-9]{1,2}))?")
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """A positive whole number from '9e9', '7_000_000_000', '1.5e9' or '124439808'; ZeroplanError otherwise."""
+    cleaned = text.strip().replace("_", "").replace(",", "")
+    if plain := _PLAIN_COUNT.fullmatch(cleaned):
+        digits, exponent = plain.groups()
+        value = int(digits) * 10 ** int(exponent or 0)
+    else:  # decimals, signs, big exponents, words: Decimal's exact reading (loaded only then)
+        value = _decimal_count(cleaned, text, what)
+    if value <= 0:
+        raise ZeroplanError(f"{what} {text!r} must be positive")
+    if value > MAX_COUNT:
+        raise ZeroplanError(f"{what} {text!r} is larger than {MAX_COUNT:.0e}")
+    return int(value)
+
+
+def _decimal_count(cleaned: str, text: str, what: str):
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation:
+        raise ZeroplanError(f"{what} {text!r} is not a number") from None
+    if not value.is_finite():
+        raise ZeroplanError(f"{what} {text!r} is not finite")
+    if value != value.to_integral_value():
+        raise ZeroplanError(f"{what} {text!r} is not a whole number")
+    return value

@@ -1,0 +1,1 @@
+"""The advisor: policy, the two decision trees, candidates, and Advice (recommendation and trace)."""

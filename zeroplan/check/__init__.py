@@ -1,0 +1,1 @@
+"""CI checks: plan files, rules (one module per group), the runner, report formats."""

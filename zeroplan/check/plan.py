@@ -1,0 +1,207 @@
+"""A plan: one planned training run, as `zeroplan check` reads it from a YAML file (configs/plans/*.yaml).
+
+Key names follow DeepSpeed where it has one (train_batch_size, train_micro_batch_size_per_gpu,
+gradient_accumulation_steps), Hugging Face where it has one (attn_implementation), and zeroplan's CLI
+options otherwise (precision, optimizer, seq_len, checkpointing). Schema: docs/checks.md.
+
+Pure: check/planfiles.py reads the file, resolves the presets and the DeepSpeed config, and builds the Scenario.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PositiveInt, model_validator
+
+from zeroplan.deepspeed.batch import BATCH_KEYS
+from zeroplan.deepspeed.reader import DeepSpeedConfig
+from zeroplan.errors import ZeroplanError
+from zeroplan.frozen import Frozen
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import (
+    Attention,
+    Checkpointing,
+    Engine,
+    EngineOptions,
+    Optimizer,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+)
+from zeroplan.units import parse_count
+
+
+def _count(value: Any) -> Any:
+    """9e9 in YAML is the string '9e9' (YAML 1.1 wants 9.0e+9): read counts as --params does."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {str(value).lower()}")
+    if isinstance(value, (str, float)):
+        try:
+            return parse_count(str(value) if isinstance(value, str) else repr(value), "count")
+        except ZeroplanError as exc:
+            raise ValueError(str(exc).removeprefix("count ")) from None
+    return value
+
+
+Count = Annotated[PositiveInt, BeforeValidator(_count)]
+MICRO, GAS, TBS = BATCH_KEYS  # train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size
+
+# Hugging Face `attn_implementation` values; all but eager keep no score matrices (zeroplan's `flash`).
+AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+
+
+class Training(Frozen):
+    """What one step looks like: the plan's counterpart of Hugging Face TrainingArguments."""
+
+    precision: Precision = Precision.bf16_mixed
+    optimizer: Optimizer = Optimizer.adamw
+    seq_len: Count = Field(2048, description="tokens per sequence")
+    train_micro_batch_size_per_gpu: Count = Field(1, description="sequences per GPU per micro-step")
+    gradient_accumulation_steps: Count | None = Field(None, description="micro-steps per optimizer step")
+    train_batch_size: Count | None = Field(None, description="global batch: micro-batch x accumulation x GPUs")
+    checkpointing: Checkpointing = Checkpointing.none
+    attn_implementation: AttnImplementation = "sdpa"
+
+    @property
+    def attention(self) -> Attention:
+        return Attention.eager if self.attn_implementation == "eager" else Attention.flash
+
+
+class PlanOverheads(Frozen):
+    """Overrides of the hardware profile's per-GPU overheads (as --cuda-context-gib, --nccl-gib, --fragmentation)."""
+
+    cuda_context_gib: float | None = Field(None, ge=0, le=1024)
+    nccl_gib: float | None = Field(None, ge=0, le=1024)
+    fragmentation: float | None = Field(None, ge=0, le=1)
+
+
+class Plan(Frozen):
+    """One planned run: model, hardware, GPUs, training setup and the DeepSpeed config it will use."""
+
+    description: str | None = None
+    model: str | None = Field(None, description="preset name, YAML spec or HF config.json path (relative to the plan)")
+    params: Count | None = Field(None, description="a bare parameter count instead of model")
+    largest_layer: Count | None = Field(None, description="largest layer's parameters (DeepSpeed's definition)")
+    hardware: str = Field(description="hardware preset name or YAML path (relative to the plan)")
+    gpus: Count = Field(description="total GPUs, the data-parallel degree")
+    nodes: Count = 1
+    topology: Topology | None = Field(None, description="pcie: the GPUs talk over PCIe even if the preset has NVLink")
+    training: Training = Field(default_factory=Training)
+    deepspeed: str | dict[str, Any] = Field(description="ds_config.json path (relative to the plan) or an inline block")
+    ignore: tuple[str, ...] = Field((), description="rule ids not checked for this plan")
+    min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold, % of capacity")
+    overheads: PlanOverheads = Field(default_factory=PlanOverheads)
+    engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
+
+    @model_validator(mode="after")
+    def _check(self) -> Plan:
+        if (self.model is None) == (self.params is None):
+            raise ValueError("give either model (a preset or file) or params (a count), not both or neither")
+        if self.params is not None and self.largest_layer is not None and self.largest_layer > self.params:
+            raise ValueError(f"largest_layer ({self.largest_layer:,}) is larger than params ({self.params:,})")
+        Parallelism(gpus=self.gpus, nodes=self.nodes)  # gpus (12) is not a multiple of nodes (5)
+        if self.topology is Topology.multinode and self.nodes == 1:
+            raise ValueError("topology multinode needs nodes > 1")
+        self._check_batch()
+        return self
+
+    def _check_batch(self) -> None:
+        """A train_batch_size no whole micro-batch and accumulation reach is an error whatever the config says."""
+        t, dp = self.training, self.parallelism.dp
+        total = t.train_batch_size
+        micro, gas = self.batch()
+        if total is None or micro * gas * dp == total:
+            return
+        if {MICRO, GAS} <= t.model_fields_set:
+            raise ValueError(f"train_batch_size ({total}) != train_micro_batch_size_per_gpu ({micro}) x "
+                             f"gradient_accumulation_steps ({gas}) x gpus ({dp}) = {micro * gas * dp}")  # fmt: skip
+        key, known = (GAS, gas) if GAS in t.model_fields_set else (MICRO, micro)
+        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x gpus ({known} x {dp} = {known * dp})")
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return Parallelism(gpus=self.gpus, nodes=self.nodes)
+
+    def batch(self, open_micro: int | None = None, open_gas: int | None = None) -> tuple[int, int]:
+        """(micro-batch, accumulation): what the plan states or implies, else open_micro/open_gas (the config's), else 1.
+
+        DeepSpeed's identity, train_batch_size = micro x accumulation x dp_world, fills the one that a stated
+        train_batch_size implies (floor division, like DeepSpeed; the checks report a remainder).
+        """
+        t, dp = self.training, self.parallelism.dp
+        stated, total = t.model_fields_set, t.train_batch_size
+        micro = t.train_micro_batch_size_per_gpu if MICRO in stated else None
+        gas = t.gradient_accumulation_steps
+        if micro is None and total and gas:
+            micro = total // (gas * dp)
+        micro = micro or open_micro or 1
+        if gas is None and total:
+            gas = total // (micro * dp)
+        return micro, gas or open_gas or 1
+
+    def setup(self, micro_batch: int | None = None, grad_accum: int | None = None) -> TrainingSetup:
+        """The training setup the plan states (defaults for the rest), with the batch given if any."""
+        t = self.training
+        micro, gas = self.batch()
+        return TrainingSetup(
+            precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=micro_batch or micro,
+            grad_accum=grad_accum or gas, checkpointing=t.checkpointing, attention=t.attention,
+        )  # fmt: skip
+
+    def topology_for(self, intra_node_fabric: str | None) -> Topology:
+        """nodes > 1: multinode; else pcie when the plan or the hardware says so; else nvlink."""
+        if self.nodes > 1:
+            return Topology.multinode
+        if self.topology is Topology.pcie or intra_node_fabric == "pcie":
+            return Topology.pcie
+        return Topology.nvlink
+
+
+def _deepspeed_batch(config: DeepSpeedConfig, dp: int) -> dict[str, tuple[int, bool]]:
+    """key -> (value, derived by DeepSpeed) for each batch value the config states or DeepSpeed derives from it."""
+    given = {key: getattr(config, key) for key in BATCH_KEYS if getattr(config, key) is not None}
+    triple = config.batch(dp)
+    if triple is None:
+        return {key: (value, False) for key, value in given.items()}
+    derived = dict(zip(BATCH_KEYS, (triple.micro_batch, triple.grad_acc, triple.train_batch)))
+    return {key: (value, key not in given) for key, value in derived.items()}
+
+
+def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, list[str]]:
+    """The setup the run has, and every stated value that disagrees with it (Hugging Face refuses those too).
+
+    The plan's values first; what it leaves open from the DeepSpeed config (as given, or derived by
+    DeepSpeed's batch rule), else the defaults. `config` is read without the plan's setup, so its
+    `"auto"` values are still open.
+    """
+    t, dp, origin = plan.training, plan.parallelism.dp, config.origin
+    theirs = _deepspeed_batch(config, dp)
+    micro, gas = plan.batch(theirs.get(MICRO, (None,))[0], theirs.get(GAS, (None,))[0])
+    ours = {MICRO: micro, GAS: gas, TBS: micro * gas * dp}
+    problems = []
+    uneven = t.train_batch_size is not None and t.train_batch_size != ours[TBS]
+    if uneven:
+        problems.append(f"training.train_batch_size ({t.train_batch_size}) is not a whole multiple of "
+                        f"{MICRO} x gpus ({micro} x {dp}, the micro-batch {origin} gives)")  # fmt: skip
+    for key, (value, derived) in theirs.items():
+        if value != ours[key] and not (key == TBS and uneven):
+            how = " (derived by DeepSpeed)" if derived else ""
+            problems.append(f"training.{key} is {ours[key]}{_how(t, key)} but {origin} gives {value}{how}")
+    pinned = config.setup_fields()
+    precision = pinned.get("precision")
+    if "precision" in t.model_fields_set and precision is not None and precision is not t.precision:
+        problems.append(f"training.precision is {t.precision.value} but {origin} makes DeepSpeed run {precision.value}")
+    update = {"fp32_grad_accum": pinned["fp32_grad_accum"]}
+    if precision is not None and "precision" not in t.model_fields_set:
+        update["precision"] = precision
+    return plan.setup(micro, gas).model_copy(update=update), problems
+
+
+def _how(training: Training, key: str) -> str:
+    """'' for a value the plan states, else ' (derived)' or ' (default)'."""
+    stated = training.model_fields_set
+    if key in stated:
+        return ""
+    derived = key == TBS or (key == GAS and TBS in stated) or (key == MICRO and {TBS, GAS} <= stated)
+    return " (derived)" if derived else " (default)"

@@ -1,0 +1,121 @@
+"""Plan files -> the runs that `zeroplan check` checks (PlannedRun: Scenario and DeepSpeedConfig).
+
+Reads through zeroplan.readers (size limit, UTF-8, safe YAML without duplicate keys); check/plan.py stays pure.
+A path inside a plan (model, hardware, deepspeed) is relative to the plan's folder. Every problem is a
+ZeroplanError whose message starts with the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from zeroplan.check.findings import RunContext
+from zeroplan.check.plan import Plan, merge_setup
+from zeroplan.check.rules import check_rule_ids
+from zeroplan.deepspeed.reader import DeepSpeedConfig
+from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
+from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.engines import check_stage
+from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
+from zeroplan.memory.setup import DeepSpeedKnobs
+from zeroplan.readers import parse_yaml, read_text, validation_message, yaml_key_lines
+from zeroplan.registry import looks_like_path
+from zeroplan.scenario import layout_of, resolve_model
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One plan, resolved: what the calculators and the rules take."""
+
+    origin: str  # the plan file; for a bare --deepspeed-config check, the config file
+    plan: Plan
+    scenario: Scenario
+    config: DeepSpeedConfig
+    topology: Topology
+
+    @property
+    def context(self) -> RunContext:
+        scn = self.scenario
+        return RunContext(parallelism=scn.parallelism, hardware=scn.hardware, min_headroom_pct=self.plan.min_headroom_pct)
+
+
+def load_plan(path: Path) -> PlannedRun:
+    """Read, validate and resolve one plan file."""
+    origin = str(path)
+    text = read_text(path)
+    plan = plan_from_data(parse_yaml(text, origin), origin)
+    return resolve_plan(plan, origin, path.parent, yaml_key_lines(text))
+
+
+def plan_from_data(data: object, origin: str) -> Plan:
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise SpecError(f"{origin}: expected a mapping of plan keys, got {kind}")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(validation_message(origin, exc)) from None
+
+
+def _near(ref: str, base: Path) -> str:
+    """A file reference relative to the plan's folder; preset names and absolute paths unchanged."""
+    if not looks_like_path(ref) or os.path.isabs(ref):
+        return ref
+    return os.path.normpath(base / ref)
+
+
+def _deepspeed_source(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int]) -> DeepSpeedSource:
+    if isinstance(plan.deepspeed, str):
+        return read_deepspeed_config(Path(_near(plan.deepspeed, base)))
+    inline = {key.removeprefix("deepspeed."): line for key, line in plan_lines.items() if key.startswith("deepspeed.")}
+    return DeepSpeedSource(plan.deepspeed, origin, key_lines=inline)
+
+
+def resolve_plan(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int] | None = None) -> PlannedRun:
+    """Presets, the model and the DeepSpeed config of a validated plan, into a Scenario.
+
+    Raises SpecError 'origin: ...' (a problem in a file the plan names keeps that file's name too).
+    """
+    try:
+        return _resolve(plan, origin, base, plan_lines or {})
+    except ZeroplanError as exc:
+        if str(exc).startswith(f"{origin}: "):
+            raise
+        raise SpecError(f"{origin}: {exc}") from None
+
+
+def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int]) -> PlannedRun:
+    """The config is read twice: first without the plan's setup, to see what it states (a value the plan
+    states differently is an error, as in Hugging Face); then with the merged setup, so its `"auto"`
+    values resolve to what the run will use.
+    """
+    try:
+        check_rule_ids(plan.ignore)
+    except ZeroplanError as exc:
+        raise SpecError(f"ignore: {exc}") from None
+    hardware = load_hardware(_near(plan.hardware, base))
+    model = _near(plan.model, base) if plan.model else None
+    largest = str(plan.largest_layer) if plan.largest_layer else None
+    summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
+    hidden, dp = (arch.hidden_size if arch else None), plan.parallelism.dp
+    ds = _deepspeed_source(plan, origin, base, plan_lines)
+    setup, problems = merge_setup(plan, ds.parse(hidden_size=hidden, dp_world=dp))
+    if problems:
+        raise SpecError("; ".join(problems))
+    config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup)
+    extra = plan.overheads
+    scenario = Scenario(
+        model=summary.model_copy(update={"small_param_numel": small_param_numel(arch, config.knobs)}),
+        arch=arch, setup=setup, parallelism=plan.parallelism, knobs=config.knobs, hardware=hardware,
+        overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
+        engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine),
+    )  # fmt: skip
+    check_stage(plan.engine, config.stage)
+    return PlannedRun(origin, plan, scenario, config, plan.topology_for(hardware.intra_node_fabric))

@@ -1,0 +1,97 @@
+"""CI rules over the memory estimate of the stage the DeepSpeed config runs: fit, headroom, buffer sizes.
+
+Each takes that stage's StageEstimate (memory/stage.py, via estimate.evaluate) as the evidence "memory".
+Pure: no I/O. Sizes in messages are GiB (2^30 B), as everywhere on screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from zeroplan.check.findings import Finding, Rule, RunContext
+from zeroplan.deepspeed.reader import DeepSpeedConfig
+from zeroplan.memory.buffers import HPZ_TERM
+from zeroplan.memory.setup import ZeroStage
+from zeroplan.memory.stage import StageEstimate
+from zeroplan.memory.terms import Phase
+from zeroplan.units import Unit, format_bytes
+
+# Warn when a plan fits with less than this share of the GPU free. The modelled fragmentation margin
+# (memory.FRAGMENTATION_FRACTION) is already in the peak; this is the headroom beyond the model, for
+# what it leaves out (allocator spikes, a longer batch): the low end of reference/hardware.md §6's 5-10 %.
+LOW_HEADROOM_PCT = 5.0
+
+
+def _gib(num_bytes: int) -> str:
+    return format_bytes(num_bytes, Unit.gib)
+
+
+def _on(run: RunContext) -> str:
+    return f" on {run.hardware.name}" if run.hardware else ""
+
+
+def terms_at_peak(est: StageEstimate) -> list[tuple[str, int]]:
+    """Every line alive at the peak, by name: the three model states, activations, each buffer, each overhead."""
+    alive = (Phase.always, est.peak_phase)
+    lines = [("parameters", est.states.parameters), ("gradients", est.states.gradients),
+             ("optimizer states", est.states.optimizer_states), ("activations", est.activations_at_peak)]  # fmt: skip
+    lines += [(t.name, t.bytes) for t in est.buffers if t.phase in alive]
+    return lines + [(t.name, t.bytes) for t in est.overhead]
+
+
+def check_fits(config: DeepSpeedConfig, run: RunContext, *, memory: StageEstimate) -> Iterator[Finding]:
+    if memory.fits is not False:
+        return
+    name, size = max(terms_at_peak(memory), key=lambda line: line[1])
+    yield Finding(rule="does-not-fit", severity="error", key="zero_optimization.stage", message=(
+        f"does not fit at ZeRO-{int(memory.stage)}: peak {_gib(memory.total)} per GPU ({memory.peak_phase.value} phase) "
+        f"> usable {_gib(memory.usable_bytes)}{_on(run)}, {_gib(-memory.headroom_bytes)} over; biggest term: "
+        f"{name} {_gib(size)}"))  # fmt: skip
+
+
+def check_headroom(config: DeepSpeedConfig, run: RunContext, *, memory: StageEstimate) -> Iterator[Finding]:
+    if not memory.fits:
+        return
+    pct = LOW_HEADROOM_PCT if run.min_headroom_pct is None else run.min_headroom_pct
+    free, usable = memory.headroom_bytes, memory.usable_bytes
+    if free * 100 >= usable * pct:
+        return
+    yield Finding(rule="low-headroom", severity="warning", key="zero_optimization.stage", message=(
+        f"fits at ZeRO-{int(memory.stage)} with only {_gib(free)} free ({free / usable:.1%} of {_gib(usable)}{_on(run)}), "
+        f"under the {pct:g}% headroom threshold: peak {_gib(memory.total)} per GPU; allocator spikes or a longer "
+        "batch can tip it over"))  # fmt: skip
+
+
+def buffers_alive(est: StageEstimate) -> int:
+    """The most buffer bytes alive at once, leaving out hpZ (a deliberate ZeRO++ memory-for-bandwidth trade)."""
+    by_phase = dict.fromkeys(Phase, 0)
+    for term in est.buffers:
+        if term.name != HPZ_TERM:
+            by_phase[term.phase] += term.bytes
+    return by_phase[Phase.always] + max(by_phase[Phase.backward], by_phase[Phase.step])
+
+
+def check_buffers(config: DeepSpeedConfig, run: RunContext, *, memory: StageEstimate) -> Iterator[Finding]:
+    alive, states = buffers_alive(memory), memory.states.total
+    if alive <= states:
+        return
+    biggest = max((t for t in memory.buffers if t.name != HPZ_TERM), key=lambda t: t.bytes)
+    zero0 = memory.stage is ZeroStage.zero0
+    knob = "allgather_bucket_size" if zero0 else "reduce_bucket_size"
+    yield Finding(rule="buffers-exceed-states", severity="warning", key=f"zero_optimization.{knob}", message=(
+        f"DeepSpeed's buffers ({_gib(alive)} at once, biggest: {biggest.name} {_gib(biggest.bytes)}) exceed the model "
+        f"states ({_gib(states)}) per GPU at ZeRO-{int(memory.stage)}: the default sizes are made for billion-parameter "
+        f"models; size {knob}{'' if zero0 else ' (and for ZeRO-3 stage3_prefetch_bucket_size, stage3_max_live_parameters)'} "
+        "to the model, e.g. Hugging Face's \"auto\" (hidden_size^2)"))  # fmt: skip
+
+
+_MEMORY = "zeroplan/memory/stage.py estimate_stage (docs/formulas.md)"
+MEMORY_RULES = (
+    Rule("does-not-fit", "error", "peak memory per GPU at the configured stage exceeds the usable capacity",
+         _MEMORY, check_fits, needs=("memory",)),
+    Rule("low-headroom", "warning", f"fits, with less free than the headroom threshold ({LOW_HEADROOM_PCT:g}% of capacity)",
+         f"{_MEMORY}; reference/hardware.md §6", check_headroom, needs=("memory",)),
+    Rule("buffers-exceed-states", "warning", "DeepSpeed's buffers exceed the model states (small models, default buckets)",
+         "deepspeed/runtime/zero/stage_1_and_2.py, stage3.py buffers; DeepSpeed issues #1302, #4305",
+         check_buffers, needs=("memory",)),
+)  # fmt: skip

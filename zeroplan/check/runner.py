@@ -1,0 +1,175 @@
+"""`zeroplan check`: expand the plan arguments, load each plan, compute the evidence, run the rules.
+
+A plan that cannot be read or resolved becomes an `invalid-input` finding for that file, and the other
+plans are still checked. The command line's own mistakes raise UsageError (exit 2); a bare
+--deepspeed-config check raises its input errors (exit 1), since there is no plan to report them on.
+Never prints.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from zeroplan.check.findings import Finding
+from zeroplan.check.planfiles import PlannedRun, load_plan, plan_from_data, resolve_plan
+from zeroplan.check.rules import check_rule_ids, count_by_severity, failed, run_checks
+from zeroplan.check.rules.fabric import FabricEvidence
+from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.estimate import evaluate, param_count
+from zeroplan.memory.setup import Attention, ZeroStage
+from zeroplan.memory.stage import StageEstimate
+from zeroplan.readers import validation_message
+from zeroplan.scenario import ScenarioArgs
+
+INVALID_INPUT = "invalid-input"  # a plan (or its DeepSpeed config) that cannot be read: always an error, never ignored
+GLOB_CHARS = "*?["
+# CLI option -> plan training key, for a bare --deepspeed-config check.
+TRAINING_OPTIONS = {
+    "precision": "precision", "optimizer": "optimizer", "seq_len": "seq_len",
+    "micro_batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps",
+    "checkpointing": "checkpointing", "attention": "attn_implementation",
+}  # fmt: skip
+# Options that describe the run for a bare --deepspeed-config check; a plan states its own.
+SCENARIO_OPTIONS = ("model", "params", "largest_layer", "gpus", "nodes", "hardware", *TRAINING_OPTIONS)
+_ATTN_IMPLEMENTATION = {Attention.eager: "eager", Attention.flash: "sdpa"}
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """One plan's findings, with what was resolved and estimated when it could be read."""
+
+    file: str
+    findings: tuple[Finding, ...]
+    run: PlannedRun | None = None
+    memory: StageEstimate | None = None
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every plan's result, and whether warnings fail the check."""
+
+    results: tuple[PlanResult, ...]
+    strict: bool = False
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(f for result in self.results for f in result.findings)
+
+    def plan_failed(self, result: PlanResult) -> bool:
+        return failed(result.findings, strict=self.strict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return count_by_severity(self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 any error (or, strict, any warning)."""
+        return 1 if failed(self.findings, strict=self.strict) else 0
+
+
+def expand_plans(patterns: Iterable[str]) -> list[str]:
+    """Each argument, a glob expanded (sorted) by zeroplan as the shell would; a glob matching nothing stays, to be reported."""
+    out: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True)) if any(c in pattern for c in GLOB_CHARS) else []
+        out.extend(m for m in (matches or [pattern]) if m not in out)
+    return out
+
+
+def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, output: Path | None, force: bool) -> None:
+    """The command line's own mistakes, before anything is read: UsageError (exit 2)."""
+    if plans and args.deepspeed_config:
+        raise UsageError("give plan files or --deepspeed-config, not both")
+    if not plans and not args.deepspeed_config:
+        raise UsageError("give plan files (or globs), or --deepspeed-config PATH with --model or --params")
+    if plans and (extra := [o for o in SCENARIO_OPTIONS if o in args.given]):
+        names = ", ".join("--" + o.replace("_", "-") for o in extra)
+        raise UsageError(f"{names} describe the run for --deepspeed-config; a plan states its own")
+    if output is not None and not machine_output:
+        raise UsageError("--output writes the json, github or junit report: choose one with --format")
+    if output is not None and output.is_dir():
+        raise UsageError(f"--output {output} is a directory")
+    if output is not None and output.exists() and not force:
+        raise UsageError(f"--output {output} exists; pass --force to replace it")
+
+
+def check_ignore_ids(ignore: Iterable[str]) -> None:
+    """--ignore ids must be rules: an unknown one is a usage error, with close matches."""
+    try:
+        check_rule_ids(ignore)
+    except ZeroplanError as exc:
+        raise UsageError(f"--ignore: {exc}") from None
+
+
+def check_plans(patterns: Iterable[str], *, ignore: Iterable[str] = (), strict: bool = False) -> CheckReport:
+    """Check every plan the patterns name; unreadable ones are findings."""
+    ignore = tuple(ignore)
+    check_ignore_ids(ignore)
+    return CheckReport(tuple(check_file(path, ignore) for path in expand_plans(patterns)), strict)
+
+
+def check_file(path: str, ignore: Iterable[str] = ()) -> PlanResult:
+    if any(c in path for c in GLOB_CHARS) and not Path(path).exists():
+        return _invalid(path, f"no file matches {path!r}")
+    try:
+        run = load_plan(Path(path))
+    except ZeroplanError as exc:
+        return _invalid(path, str(exc).removeprefix(f"{path}: "))
+    except ValidationError as exc:  # a value no loader check caught; still this plan's problem only
+        return _invalid(path, validation_message(path, exc).removeprefix(f"{path}: "))
+    return check_run(run, ignore)
+
+
+def _invalid(path: str, message: str) -> PlanResult:
+    return PlanResult(path, (Finding(rule=INVALID_INPUT, severity="error", message=message, file=path),))
+
+
+def check_run(run: PlannedRun, ignore: Iterable[str] = ()) -> PlanResult:
+    """The rules over one resolved plan, with the memory estimate of its stage and its fabric as evidence."""
+    memory = evaluate(run.scenario, run.config.stage)
+    evidence = {"memory": memory, "throughput": fabric_evidence(run)}
+    findings = run_checks(run.config, run.context, evidence=evidence, ignore={*ignore, *run.plan.ignore})
+    return PlanResult(run.origin, findings, run, memory)
+
+
+def fabric_evidence(run: PlannedRun) -> FabricEvidence:
+    """The plan's topology, and ZeRO-3's predicted overhead over ZeRO-0 where it matters and can be modelled."""
+    if run.topology is Topology.nvlink or run.config.stage is not ZeroStage.zero3:
+        return FabricEvidence(run.topology)
+    return FabricEvidence(run.topology, zero3_overhead_pct(run))
+
+
+def zero3_overhead_pct(run: PlannedRun) -> float | None:
+    """ZeRO-3's step time over ZeRO-0's, percent, from the throughput model; None without hardware."""
+    scn = run.scenario
+    if scn.hardware is None:
+        return None
+    from zeroplan.perf.throughput import estimate_throughput
+
+    throughput = estimate_throughput(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism, ZeroStage.zero3,
+                                     scn.knobs, run.topology)  # fmt: skip
+    return throughput.overhead_vs_zero0_pct
+
+
+def check_deepspeed_config(path: str, args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: bool = False) -> CheckReport:
+    """One DeepSpeed config against the run the command line describes, as if it were a plan's.
+
+    Options given on the command line are the plan's training setup; the others come from the config.
+    """
+    ignore = tuple(ignore)
+    check_ignore_ids(ignore)
+    training = {key: getattr(args, opt) for opt, key in TRAINING_OPTIONS.items() if opt in args.given}
+    if "attn_implementation" in training:
+        training["attn_implementation"] = _ATTN_IMPLEMENTATION[training["attn_implementation"]]
+    data = {"model": args.model, "params": args.params, "largest_layer": args.largest_layer, "hardware": args.hardware,
+            "gpus": args.gpus, "nodes": args.nodes, "training": training, "deepspeed": path}  # fmt: skip
+    plan = plan_from_data({k: v for k, v in data.items() if v is not None}, "command line")
+    run = resolve_plan(plan, path, Path("."))
+    return CheckReport((check_run(run, ignore),), strict)

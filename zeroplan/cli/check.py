@@ -1,0 +1,95 @@
+"""`zeroplan check`: plans (or one DeepSpeed config) for CI, in text, JSON, GitHub annotations or JUnit XML.
+
+Registered on the app by cli/app.py; option aliases in cli/options.py, the error boundary in cli/common.py.
+"""
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from zeroplan.cli.common import console, run, scenario_args
+from zeroplan.cli.options import (
+    DEFAULT_HARDWARE,
+    AttentionOpt,
+    CheckFormat,
+    CheckpointingOpt,
+    GpusOpt,
+    GradAccumOpt,
+    HardwareOpt,
+    LargestOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NodesOpt,
+    OptimizerOpt,
+    ParamsOpt,
+    PrecisionOpt,
+    SeqLenOpt,
+)
+from zeroplan.memory.setup import Attention, Checkpointing, Optimizer, Precision
+
+
+def check(
+    ctx: typer.Context,
+    plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
+    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
+    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    largest_layer: LargestOpt = None,
+    gpus: GpusOpt = "8",
+    nodes: NodesOpt = "1",
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    grad_accum: GradAccumOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+) -> None:
+    """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
+    args = scenario_args(locals(), ctx)
+
+    def go() -> None:
+        from zeroplan.check import runner as checkrun
+
+        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
+        if deepspeed_config:
+            report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
+        else:
+            report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
+        _emit_check(report, fmt, output, force)
+        raise typer.Exit(report.exit_code)
+
+    run(go)
+
+
+def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> None:
+    """The report on stdout (text through rich), or written to --output."""
+    if fmt is CheckFormat.text:
+        from zeroplan.cli.render.check import check_renderables
+
+        out = console()
+        for part in check_renderables(report):
+            out.print(part)
+        return
+    from zeroplan.check import formats as checkformats
+
+    if fmt is CheckFormat.json:
+        import json
+
+        text = json.dumps(checkformats.check_view(report), indent=2) + "\n"
+    else:
+        text = checkformats.github_report(report) if fmt is CheckFormat.github else checkformats.junit_report(report)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from zeroplan.cli.files import write_new_file
+
+        write_new_file(output, text, force=force)

@@ -1,0 +1,114 @@
+"""What every command shares: the consoles, the one error boundary, machine output, the ScenarioArgs out of a command's options."""
+
+import os
+import sys
+from typing import Callable
+
+import typer
+
+from zeroplan.cli.options import Format
+from zeroplan.errors import UsageError, ZeroplanError
+
+PIPE_WIDTH = 110  # console width when stdout is not a terminal
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    no_color = bool(os.environ.get("NO_COLOR")) or not tty
+    # Off a terminal rich assumes 80 columns; the stage tables need more to stay readable in logs.
+    width = None if tty else PIPE_WIDTH
+    # markup=False: text is never parsed for [style] tags, so a name or message with brackets prints as
+    # typed (and cannot raise rich's MarkupError); styles come from Text objects. Also skips that parse
+    # for every table cell, as emoji=False skips the :emoji: scan.
+    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width,
+                   markup=False, emoji=False)  # fmt: skip
+
+
+def print_error(message: str) -> None:
+    """One red 'error:' line on stderr; the message is printed as is."""
+    from rich.text import Text
+
+    console(stderr=True).print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+
+
+def emit(data: dict, fmt: Format) -> None:
+    """Machine output on stdout, nothing else."""
+    if fmt is Format.json:
+        import json
+
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif fmt is Format.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
+def run(fn):
+    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1 (UsageError: 2)."""
+    try:
+        return fn()
+    except ZeroplanError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
+    except Exception as exc:
+        if not is_validation_error(exc):
+            raise
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            print_error(f"{where + ': ' if where else ''}{msg}")
+        raise typer.Exit(1) from None
+
+
+def is_validation_error(exc: Exception) -> bool:
+    """Whether `exc` is pydantic's ValidationError. pydantic is imported only by the paths that read files
+    into pydantic models (plans, DeepSpeed configs, model specs), so when it is not loaded, no such error exists."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The parameters typed on the command line (or set from the environment), not left at their defaults."""
+    # By name: recent typer vendors its own click, whose ParameterSource is not click.core's.
+    sources = {name: ctx.get_parameter_source(name) for name in ctx.params}
+    return frozenset(name for name, src in sources.items() if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP"))
+
+
+def scenario_args(values: dict, ctx: typer.Context | None = None):
+    """The ScenarioArgs out of a command's locals(), with the options the user gave (known only with ctx,
+    which the commands that read a --deepspeed-config pass: options typed there override the file)."""
+    from dataclasses import fields
+
+    from zeroplan.scenario import ScenarioArgs
+
+    names = {f.name for f in fields(ScenarioArgs)} - {"given"}
+    given = given_options(ctx) if ctx is not None else frozenset()
+    return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=given)
+
+
+class LazyRender:
+    """zeroplan.cli.render, imported on first attribute access: JSON output never loads rich."""
+
+    def __getattr__(self, name: str):
+        from zeroplan.cli import render as module
+
+        return getattr(module, name)
+
+
+render = LazyRender()
+
+
+def show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format) -> None:
+    """Print machine output (data) or the rich renderables; each is built only when needed."""
+    if fmt in (Format.json, Format.yaml):
+        emit(data(), fmt)
+    elif fmt is Format.markdown:
+        from zeroplan.cli.render.markdown import to_markdown
+
+        sys.stdout.write(to_markdown(data()) + "\n")
+    else:
+        out = console()
+        for part in renderables():
+            out.print(part)

@@ -1,0 +1,99 @@
+"""`zeroplan estimate`: per-GPU memory under each ZeRO stage."""
+
+from typing import Annotated
+
+import typer
+
+from zeroplan.cli.common import render, run, scenario_args, show
+from zeroplan.cli.options import (
+    DEFAULT_HARDWARE,
+    AttentionOpt,
+    CheckpointingOpt,
+    DsConfigOpt,
+    EngineOpt,
+    Format,
+    FormatOpt,
+    Fp32AccumOpt,
+    FragOpt,
+    GibOpt,
+    GpusOpt,
+    GradAccumOpt,
+    HardwareOpt,
+    KnobOpt,
+    LargestOpt,
+    Method,
+    MicroBatchOpt,
+    ModelOpt,
+    NodesOpt,
+    OffloadOptOpt,
+    OffloadParamOpt,
+    OptimizerOpt,
+    OverlapOpt,
+    ParamsOpt,
+    PrecisionOpt,
+    SeqLenOpt,
+    StageOpt,
+    UnitsOpt,
+)
+from zeroplan.memory.setup import (
+    Attention,
+    Checkpointing,
+    Engine,
+    OffloadDevice,
+    Optimizer,
+    Precision,
+)
+from zeroplan.units import Unit
+
+
+def estimate(
+    ctx: typer.Context,
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    largest_layer: LargestOpt = None,
+    gpus: GpusOpt = "8",
+    nodes: NodesOpt = "1",
+    hardware: HardwareOpt = DEFAULT_HARDWARE,
+    stage: StageOpt = None,
+    precision: PrecisionOpt = Precision.bf16_mixed,
+    optimizer: OptimizerOpt = Optimizer.adamw,
+    fp32_grad_accum: Fp32AccumOpt = False,
+    seq_len: SeqLenOpt = "2048",
+    micro_batch: MicroBatchOpt = "1",
+    grad_accum: GradAccumOpt = "1",
+    checkpointing: CheckpointingOpt = Checkpointing.none,
+    attention: AttentionOpt = Attention.flash,
+    offload_optimizer: OffloadOptOpt = OffloadDevice.none,
+    offload_param: OffloadParamOpt = OffloadDevice.none,
+    reduce_bucket_size: KnobOpt = None,
+    overlap_comm: OverlapOpt = None,
+    prefetch_bucket_size: KnobOpt = None,
+    max_live_parameters: KnobOpt = None,
+    param_persistence_threshold: KnobOpt = None,
+    sub_group_size: KnobOpt = None,
+    hpz_partition_size: KnobOpt = None,
+    cuda_context_gib: GibOpt = None,
+    nccl_gib: GibOpt = None,
+    fragmentation: FragOpt = None,
+    deepspeed_config: DsConfigOpt = None,
+    engine: EngineOpt = Engine.deepspeed,
+    method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
+    buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
+    units: UnitsOpt = Unit.gib,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per-GPU memory under each ZeRO stage (a --deepspeed-config's stage): model states, buffers, activations, overhead."""
+    args = scenario_args(locals(), ctx)
+
+    def go() -> None:
+        from zeroplan import scenario
+        from zeroplan.cli import views
+
+        if method is Method.deepspeed:
+            result = scenario.deepspeed_estimate(args, buffer_factor)
+            show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
+        else:
+            result = scenario.estimate(args, stage)
+            show(lambda: views.estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
+
+    run(go)

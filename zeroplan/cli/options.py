@@ -1,0 +1,86 @@
+"""The CLI's option vocabulary: output formats and the typer options the commands share."""
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.setup import (
+    Attention,
+    Checkpointing,
+    Engine,
+    OffloadDevice,
+    Optimizer,
+    Precision,
+)
+from zeroplan.units import Unit
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    markdown = "markdown"
+
+
+class Method(str, Enum):
+    zeroplan = "zeroplan"
+    deepspeed = "deepspeed"
+
+
+class CheckFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+    junit = "junit"
+
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path.")]
+ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9.")]
+LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
+GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
+NodesOpt = Annotated[str, typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over.")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict.")]
+StageOpt = Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")]
+PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Byte recipe precision.")]
+OptimizerOpt = Annotated[Optimizer, typer.Option("--optimizer", help="Optimizer (sets the optimizer-state bytes).")]
+Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param).")]
+SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
+MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
+GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
+CheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation checkpointing.")]
+AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
+OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
+OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]
+KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given.")]
+OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
+GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
+FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
+UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
+EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+DEFAULT_HARDWARE = "h100-sxm-80gb"
+
+
+DsConfigOpt = Annotated[Optional[str], typer.Option("--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.')]
+
+
+# advise and throughput
+class PolicyName(str, Enum):
+    article = "article"
+    default = "default"
+
+
+AdviseModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path (default: gemma2-9b).")]
+GlobalBatchOpt = Annotated[str, typer.Option("--global-batch", help="Sequences per optimizer step over all GPUs (= micro-batch x accumulation x GPUs).")]
+TopologyOpt = Annotated[Optional[Topology], typer.Option("--topology", help="How the GPUs talk (default: the hardware's fabric; multinode past one node).")]
+PolicyOpt = Annotated[PolicyName, typer.Option("--policy", help="article: the source article's tree as written; default: zeroplan's.")]
+PolicyFileOpt = Annotated[Optional[str], typer.Option("--policy-file", help="YAML mapping of policy thresholds to override (docs/advisor.md).")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override one policy threshold, key=value; repeatable, applied after --policy-file.")]
+EmitOpt = Annotated[Optional[str], typer.Option("--emit-deepspeed", help="Write a DeepSpeed config for the recommendation to this path.")]
+EmitAccelerateOpt = Annotated[Optional[str], typer.Option("--emit-accelerate", help="Write an Accelerate config (FSDP or DDP) for an --engine fsdp|fsdp2|ddp recommendation to this path.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate overwrite an existing file.")]
+MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
+SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
+MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]

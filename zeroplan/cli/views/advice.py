@@ -1,0 +1,40 @@
+"""Plain-dict views of the advisor's answer: what `zeroplan advise --format json|yaml` prints.
+
+The Advice objects dumped, plus the policy's sources, so table and JSON cannot drift. Bytes stay integers.
+Pure: no rich, typer or yaml. Schema: docs/advisor.md.
+"""
+
+from __future__ import annotations
+
+from zeroplan.advise.advice import Advice
+from zeroplan.advise.policy import THRESHOLDS, AdvisorPolicy
+from zeroplan.version import __version__
+
+SCHEMA_VERSION = 1
+
+
+def policy_view(policy: AdvisorPolicy) -> dict:
+    """{"name", "tree", "thresholds": {key: {"value", "source"}}}."""
+    values = policy.model_dump(mode="json")
+    return {"name": policy.name, "tree": policy.tree.value,
+            "thresholds": {k: {"value": values[k], "source": policy.source(k)} for k in THRESHOLDS}}
+
+
+def advice_view(advice: Advice) -> dict:
+    scn = advice.scenario
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "zeroplan_version": __version__,
+        "model": scn.model.model_dump(mode="json"),
+        "hardware": scn.hardware.name,
+        "usable_bytes": scn.usable_bytes,
+        "parallelism": {"gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "dp": scn.parallelism.dp},
+        "setup": scn.setup.model_dump(mode="json", exclude={"micro_batch", "grad_accum"}),  # the advisor sizes them
+        "recipe": scn.recipe.name,
+        "policy": policy_view(advice.policy),
+        "recommendation": advice.recommendation.model_dump(mode="json"),
+        "trace": [step.model_dump(mode="json") for step in advice.trace],
+        "advisories": [step.model_dump(mode="json") for step in advice.advisories],
+        "alternatives": [plan.model_dump(mode="json") for plan in advice.alternatives],
+        "assumptions": list(advice.assumptions),
+    }

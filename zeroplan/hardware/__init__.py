@@ -1,0 +1,1 @@
+"""Hardware: GPU presets and what a node's fabric offers."""

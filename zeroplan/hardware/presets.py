@@ -1,0 +1,33 @@
+"""Hardware presets (configs/hardware/*.yaml) and user hardware files, validated into HardwareSpec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zeroplan.errors import SpecError
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.readers import parse_yaml, read_text, require_mapping
+from zeroplan.record import FieldError
+from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
+
+
+def load_hardware_file(path: Path) -> HardwareSpec:
+    text = read_text(path)
+    data = require_mapping(parse_yaml(text, str(path)), str(path))
+    try:
+        return HardwareSpec.model_validate(data)
+    except FieldError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+
+
+def load_hardware(ref: str) -> HardwareSpec:
+    """A hardware profile by preset name or YAML path."""
+    if (path := preset_paths("hardware").get(ref)) is not None:
+        return load_hardware_file(path)
+    if looks_like_path(ref) or is_file(ref):
+        return load_hardware_file(Path(ref))
+    raise unknown_preset("hardware", ref)
+
+
+def all_hardware() -> list[HardwareSpec]:
+    return [load_hardware_file(p) for p in preset_paths("hardware").values()]

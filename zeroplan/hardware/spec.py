@@ -1,0 +1,50 @@
+"""One accelerator and the node it sits in (HardwareSpec), and how its GPUs talk (Topology).
+
+The numbers come from configs/hardware/*.yaml, each with its datasheet or measurement. Pure: no I/O.
+"""
+
+from enum import Enum
+from typing import Literal
+
+from zeroplan.record import FieldError, Record, field, positive, record
+
+
+class Topology(str, Enum):
+    """How the data-parallel GPUs are connected (reference/hardware.md 2e)."""
+
+    nvlink = "nvlink"  # one node, GPUs on the node's fast fabric (NVLink/NVSwitch; xGMI on AMD)
+    pcie = "pcie"  # one node, GPUs talk over PCIe only
+    multinode = "multinode"  # several nodes: rings cross the NICs
+
+
+@record
+class HardwareSpec(Record):
+    """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml."""
+
+    name: str
+    source: str = field(description="datasheet / measurement the numbers come from")
+    memory_gib: float = field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")
+    bf16_tflops: float = field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")
+    fp16_tflops: float = field(gt=0, description="dense fp16 tensor TFLOPS")
+    fp32_tflops: float = field(gt=0, description="dense fp32 (non-tensor) TFLOPS")
+    hbm_bandwidth_tbps: float = field(gt=0, description="memory bandwidth, TB/s")
+    supports_bf16: bool
+    gpus_per_node: int = positive()
+    intra_node_fabric: Literal["nvlink", "pcie", "xgmi"]
+    intra_node_busbw_gbps: float = field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
+    intra_node_alpha_us: float = field(gt=0, description="latency of one collective inside a node, microseconds")
+    pcie_busbw_gbps: float = field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")
+    pcie_alpha_us: float = field(gt=0, description="latency of one collective over PCIe, microseconds")
+    nic_gbps_per_gpu: float = field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
+    inter_node_alpha_us: float = field(gt=0, description="latency of one collective that crosses nodes, microseconds")
+    host_link_gbps: float = field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
+    default_mfu: float = field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
+    cuda_context_gib: float = field(ge=0, description="CUDA context + kernels per process, GiB")
+    nccl_gib: float = field(ge=0, description="NCCL communicator buffers per process, GiB")
+
+    def _check(self) -> None:
+        if self.supports_bf16 != (self.bf16_tflops > 0):
+            raise FieldError(
+                f"supports_bf16 ({self.supports_bf16}) disagrees with bf16_tflops ({self.bf16_tflops}): "
+                "bf16_tflops is 0 exactly when the hardware has no bf16"
+            )

@@ -1,0 +1,109 @@
+"""How each family's Hugging Face modules save tensors for backward: the facts activation_terms reads.
+
+Pure: imports neither rich, typer, yaml nor torch and does no I/O. Every entry names the HF module
+(transformers 5.x) it describes; validation/measure_activations.py checks them against PyTorch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeroplan.models.architecture import Architecture
+
+GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
+# One q/k/v matmul whose output the q, k, v are views of: GPT2Attention.c_attn, Phi3Attention.qkv_proj,
+# GPTNeoXAttention / BloomAttention / FalconAttention.query_key_value.
+FUSED_QKV_FAMILIES = frozenset({"gpt2", "phi3", "gpt_neox", "bloom"})
+# FalconAttention reshapes q, k, v out of the fused output into tensors of their own and broadcasts the
+# k/v heads to the query heads with expand (no repeat_kv copy).
+KV_BROADCAST_FAMILIES = frozenset({"falcon"})
+ALIBI_FAMILIES = frozenset({"bloom"})  # no rotary tables; the ALiBi bias is not saved by baddbmm
+# Eager softmax in the compute dtype (GPT2/T5 eager_attention_forward, FalconAttention); the others
+# call softmax(..., dtype=torch.float32) and cast the probabilities back.
+SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon"}) | T5_FAMILIES
+EAGER_ONLY_FAMILIES = frozenset({"bloom"})  # BloomAttention has no SDPA / FlashAttention path
+EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_layernorm
+PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
+# Rotary dims / head dim when the Architecture cannot say: GPTNeoXConfig rotary_pct (partial_rotary_factor)
+# defaults to 0.25 and every published GPT-NeoX / Pythia config keeps it.
+ROTARY_FRACTION = {"gpt_neox": 0.25}
+
+# HF hidden_act per family, as their configs ship it (T5 v1.1's gated-gelu is gelu_new).
+FAMILY_ACTIVATION = {"gpt2": "gelu_new", "opt": "relu", "gpt_neox": "gelu", "bloom": "gelu", "falcon": "gelu"}
+# Tensors an activation saves, each T x f (HF activations.py): native kernels save one (silu and gelu their
+# input, relu its output); NewGELUActivation is Python: input, tanh output, 0.5 x and 1 + tanh.
+ACTIVATION_SAVED_TENSORS = {"gelu_new": 4}
+DEFAULT_ACTIVATION_SAVED_TENSORS = 1
+ACTIVATIONS_SAVING_OUTPUT = frozenset({"relu"})
+
+# Where a family's hidden dropout (Architecture.dropout) applies; the attention probabilities follow
+# Architecture.attention_dropout in every family.
+HIDDEN_DROPOUT_SITES = {
+    "gpt2": frozenset({"embed", "attn_out", "mlp_out"}),  # GPT2Model.drop (embd_pdrop taken = resid_pdrop)
+    "t5": frozenset({"embed", "attn_out", "mlp_inner", "mlp_out", "final"}),  # T5Stack, T5LayerFF, T5DenseActDense
+}
+DEFAULT_HIDDEN_DROPOUT_SITES = frozenset({"attn_out", "mlp_out"})  # residual-branch dropout (OPT, Phi-3, GPT-NeoX)
+
+
+@dataclass(frozen=True)
+class Traits:
+    """How one family's HF modules save tensors; derived from the Architecture, never stored."""
+
+    norm: str  # llama | gemma | t5 | layernorm (see activation_terms.norm_bytes)
+    rope: bool  # rotary cos/sin tables, shared by all layers
+    rotary_fraction: float
+    fused_qkv: bool
+    softmax_fp32: bool
+    dropout_sites: frozenset[str]  # embed, attn_probs, attn_out, mlp_inner, mlp_out, final
+    loss_upcast: bool  # ForCausalLMLoss .float(); T5 calls CrossEntropyLoss on the 16-bit logits
+    act: str
+    eager_only: bool
+    embedding_norm: bool
+    per_token_positions: bool
+    alibi: bool
+    kv_broadcast: bool
+
+
+def traits_of(arch: Architecture) -> Traits:
+    family = "t5" if arch.family in T5_FAMILIES else arch.family
+    return Traits(
+        norm=_norm_style(arch),
+        rope=arch.learned_positions == 0 and family not in ALIBI_FAMILIES | T5_FAMILIES,
+        rotary_fraction=ROTARY_FRACTION.get(family, 1.0),
+        fused_qkv=family in FUSED_QKV_FAMILIES,
+        softmax_fp32=family not in SOFTMAX_IN_COMPUTE_DTYPE,
+        dropout_sites=_dropout_sites(arch, family),
+        loss_upcast=family != "t5",
+        act=_activation(arch, family),
+        eager_only=family in EAGER_ONLY_FAMILIES,
+        embedding_norm=family in EMBEDDING_NORM_FAMILIES,
+        per_token_positions=family in PER_TOKEN_POSITION_IDS,
+        alibi=family in ALIBI_FAMILIES,
+        kv_broadcast=family in KV_BROADCAST_FAMILIES,
+    )
+
+
+def activation_saved_tensors(traits: Traits) -> int:
+    return ACTIVATION_SAVED_TENSORS.get(traits.act, DEFAULT_ACTIVATION_SAVED_TENSORS)
+
+
+def _norm_style(arch: Architecture) -> str:
+    if arch.family in GEMMA_FAMILIES:
+        return "gemma"
+    if arch.family in T5_FAMILIES:
+        return "t5"
+    return "layernorm" if arch.norm == "layernorm" else "llama"
+
+
+def _dropout_sites(arch: Architecture, family: str) -> frozenset[str]:
+    hidden = HIDDEN_DROPOUT_SITES.get(family, DEFAULT_HIDDEN_DROPOUT_SITES) if arch.dropout > 0 else frozenset()
+    return hidden | ({"attn_probs"} if arch.attention_dropout > 0 else frozenset())
+
+
+def _activation(arch: Architecture, family: str) -> str:
+    if family == "t5":
+        return "gelu_new" if arch.gated_mlp else "relu"
+    if arch.family in GEMMA_FAMILIES:
+        return "gelu_pytorch_tanh"
+    return FAMILY_ACTIVATION.get(family, "silu")

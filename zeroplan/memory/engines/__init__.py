@@ -1,0 +1,164 @@
+"""PyTorch engines (DDP, FSDP1, FSDP2) as StageBase builders beside DeepSpeed's (zeroplan.memory.stage_base).
+
+The ZeRO stage is the user's vocabulary; each engine maps it to what it really runs:
+
+    deepspeed: stage s = ZeRO-s                  ddp: 0 = DDP, 1 = DDP + ZeroRedundancyOptimizer
+    fsdp:  0 = NO_SHARD, 2 = SHARD_GRAD_OP, 3 = FULL_SHARD (1 has no FSDP equivalent)
+    fsdp2: 2 = fully_shard(reshard_after_forward=False), 3 = reshard_after_forward=True
+
+Results are the same StageBase/StageEstimate as DeepSpeed's, with the engine's settings as named lines.
+Figures are the busiest rank's. Pure: no I/O. See docs/engines.md.
+"""
+
+from __future__ import annotations
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.engines.ddp import ddp_buffers, ddp_settings, ddp_states
+from zeroplan.memory.engines.fsdp import (
+    FSDP1_STRATEGY,
+    PARAM_TERMS,
+    fsdp1_buffers,
+    fsdp1_settings,
+    fsdp1_shard,
+    fsdp2_buffers,
+    fsdp2_settings,
+    fsdp2_shard,
+    sharded_states,
+    unsharded_grad,
+)
+from zeroplan.memory.engines.layout import ModelLayout, layout_for, layout_from_summary
+from zeroplan.memory.engines.storage import torch_storage
+from zeroplan.memory.recipes import Recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
+    Parallelism,
+    ZeroStage,
+)
+from zeroplan.memory.stage import (
+    ModelSummary,
+    StageBase,
+    buffer_bytes_by_phase,
+    phase_totals,
+)
+
+SUPPORTED = {
+    Engine.deepspeed: tuple(ZeroStage),
+    Engine.ddp: (ZeroStage.zero0, ZeroStage.zero1),
+    Engine.fsdp: (ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3),
+    Engine.fsdp2: (ZeroStage.zero2, ZeroStage.zero3),
+}
+UNSUPPORTED_WHY = {
+    (Engine.ddp, 2): "DDP does not shard gradients: use --engine fsdp (SHARD_GRAD_OP) or fsdp2 for stage 2",
+    (Engine.ddp, 3): "DDP does not shard parameters: use --engine fsdp (FULL_SHARD) or fsdp2 for stage 3",
+    (Engine.fsdp, 1): "FSDP has no optimizer-only sharding: use --engine ddp (ZeroRedundancyOptimizer) for stage 1, "
+                      "or stage 2 (SHARD_GRAD_OP)",
+    (Engine.fsdp2, 0): "FSDP2 always shards: use --engine ddp for stage 0",
+    (Engine.fsdp2, 1): "FSDP2 has no optimizer-only sharding: use --engine ddp (ZeroRedundancyOptimizer) for stage 1",
+}
+
+
+def supported_stages(engine: Engine) -> tuple[ZeroStage, ...]:
+    """The ZeRO stages `engine` maps to something it runs, lowest first (the advisor searches only these)."""
+    return SUPPORTED[Engine(engine)]
+
+
+def models_offload(engine: Engine) -> bool:
+    """Offload (optimizer states, parameters to CPU or NVMe) is modelled for DeepSpeed only (docs/engines.md)."""
+    return Engine(engine) is Engine.deepspeed
+
+
+# The engine's own name for each stage it supports; FSDP1's comes from its ShardingStrategy table.
+_DDP_WORDS = {ZeroStage.zero0: "DDP", ZeroStage.zero1: "DDP + ZeroRedundancyOptimizer"}
+
+
+def strategy_label(engine: Engine, stage: ZeroStage) -> str:
+    """Short: 'ZeRO-3', 'FULL_SHARD', 'reshard_after_forward=True', 'DDP + ZeroRedundancyOptimizer'."""
+    engine, stage = Engine(engine), ZeroStage(stage)
+    check_stage(engine, stage)
+    if engine is Engine.deepspeed:
+        return f"ZeRO-{int(stage)}"
+    if engine is Engine.ddp:
+        return _DDP_WORDS[stage]
+    if engine is Engine.fsdp:
+        return FSDP1_STRATEGY[stage]
+    return f"reshard_after_forward={stage is ZeroStage.zero3}"
+
+
+def strategy_words(engine: Engine, stage: ZeroStage) -> str:
+    """In the engine's own words, with the ZeRO stage it matches: 'FSDP FULL_SHARD (ZeRO-3 equivalent)'."""
+    engine = Engine(engine)
+    label = strategy_label(engine, stage)
+    if engine is Engine.deepspeed:
+        return label
+    if engine is Engine.fsdp2:
+        label = f"FSDP2 fully_shard({label})"
+    elif engine is Engine.fsdp:
+        label = f"FSDP {label}"
+    return f"{label} (ZeRO-{int(stage)} equivalent)"
+
+
+def strategy_settings(engine: Engine, stage: ZeroStage, options: EngineOptions = EngineOptions()) -> dict:
+    """The engine's own settings for `stage`, as the training script (or Accelerate) spells them; {} for DeepSpeed,
+    whose settings are its zero_optimization knobs."""
+    engine, stage = Engine(engine), ZeroStage(stage)
+    check_stage(engine, stage)
+    if engine is Engine.fsdp:
+        return {"sharding_strategy": FSDP1_STRATEGY[stage]}
+    if engine is Engine.fsdp2:
+        return {"reshard_after_forward": stage is ZeroStage.zero3}
+    if engine is Engine.ddp:
+        return {"gradient_as_bucket_view": options.gradient_as_bucket_view,
+                "zero_redundancy_optimizer": stage is ZeroStage.zero1}
+    return {}
+
+
+def check_stage(engine: Engine, stage: ZeroStage) -> None:
+    """Raise ZeroplanError when `engine` has no equivalent of ZeRO `stage`, naming the alternative."""
+    why = UNSUPPORTED_WHY.get((Engine(engine), int(stage)))
+    if why:
+        raise ZeroplanError(f"--engine {Engine(engine).value} has no ZeRO-{int(stage)}: {why}")
+
+
+def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLayout | None, recipe: Recipe,
+                      stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs,
+                      options: EngineOptions = EngineOptions()) -> StageBase:
+    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (no offload modelled)."""
+    engine = Engine(engine)
+    check_stage(engine, stage)
+    layout = layout or layout_from_summary(model)
+    store, dp, mixed = torch_storage(recipe), par.dp, recipe.has_master
+    notes: tuple[str, ...] = ()
+    if engine is Engine.ddp:
+        states, notes = ddp_states(model.num_params, layout, store, stage, dp)
+        buffers, settings = ddp_buffers(model.num_params, store, options), ddp_settings(stage, options)
+    elif engine is Engine.fsdp:
+        states = sharded_states(fsdp1_shard(layout, stage, dp), store)
+        buffers = fsdp1_buffers(layout, stage, dp, store, mixed) + _grad_term(layout, stage, dp, store)
+        settings = fsdp1_settings(stage, dp, mixed, layout)
+    else:
+        states = sharded_states(fsdp2_shard(layout, dp), store)
+        buffers = fsdp2_buffers(layout, stage, dp, store) + (unsharded_grad(layout, dp, store),)
+        settings = fsdp2_settings(stage, mixed, layout)
+    if not layout.exact_shapes and engine is not Engine.deepspeed:
+        notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
+                  "ZeroRedundancyOptimizer's partition approximate)",)
+    backward, step = phase_totals(states, buffers)
+    return StageBase(stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
+                     cpu_terms=(), gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
+                     step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes)
+
+
+def _grad_term(layout: ModelLayout, stage: ZeroStage, dp: int, store) -> tuple:
+    return () if stage is ZeroStage.zero0 or dp == 1 else (unsharded_grad(layout, dp, store),)
+
+
+def param_peak_bytes(base: StageBase) -> int:
+    """Parameter bytes at their peak in forward/backward: persistent parameters + the gathered/staging lines."""
+    return base.states.parameters + sum(t.bytes for t in base.buffers if t.name.startswith(PARAM_TERMS))
+
+
+__all__ = ["ModelLayout", "check_stage", "engine_stage_base", "layout_for", "layout_from_summary",
+           "models_offload", "param_peak_bytes", "strategy_label", "strategy_settings", "strategy_words",
+           "supported_stages", "EngineOptions"]

@@ -1,0 +1,235 @@
+"""Compose the calculators into one estimate for every requested ZeRO stage.
+
+Pure: takes loaded specs, returns a frozen Estimate. The CLI, the advisor and the checks all call this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.memory.recipes import Recipe, make_recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
+    OffloadDevice,
+    Parallelism,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.memory.stage import (
+    ModelSummary,
+    Overheads,
+    StageEstimate,
+    estimate_stage,
+    stage_peak,
+)
+from zeroplan.models.architecture import Architecture, ParamCount
+from zeroplan.units import GIB
+
+LAYERNORM_TENSORS = 2  # LayerNorm has weight and bias; RMSNorm weight only
+T5_ENCODER_NORMS_PER_LAYER = 2  # self-attention + feed-forward
+T5_FINAL_NORMS = 2  # encoder and decoder final norms
+
+
+def norm_param_numel(arch: Architecture) -> int:
+    """Elements in normalization weights (and biases): the small tensors ZeRO-3 keeps whole.
+
+    Decoder layers x norms_per_layer + one final norm (+ the encoder's for T5), x hidden x (2 LayerNorm | 1 RMSNorm).
+    Biases of projections are left out (small next to norms in every supported family but GPT-2/OPT/BLOOM).
+    """
+    per_norm = arch.hidden_size * (LAYERNORM_TENSORS if arch.norm == "layernorm" else 1)
+    norms = arch.num_layers * arch.norms_per_layer + 1
+    if arch.num_encoder_layers:
+        norms += arch.num_encoder_layers * T5_ENCODER_NORMS_PER_LAYER + T5_FINAL_NORMS - 1
+    return norms * per_norm
+
+
+def small_param_numel(arch: Architecture | None, knobs: DeepSpeedKnobs) -> int:
+    """Elements ZeRO-3 keeps whole on every GPU: the norms, when the hidden size is under the persistence threshold."""
+    if arch is not None and arch.hidden_size <= knobs.stage3_param_persistence_threshold:
+        return norm_param_numel(arch)
+    return 0
+
+
+def param_count(model: ModelSummary) -> ParamCount:
+    """The counts the throughput model reads, back from a ModelSummary; a bare count is dense (active = all)."""
+    return ParamCount(num_params=model.num_params, num_embedding_params=model.num_embedding_params,
+                      largest_layer_params=model.largest_layer_params,
+                      num_active_params=model.num_active_params or model.num_params)
+
+
+def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, knobs: DeepSpeedKnobs) -> ModelSummary:
+    """The counts the memory model reads, from an exact ParamCount and its architecture."""
+    return ModelSummary(
+        name=name,
+        num_params=counts.num_params,
+        largest_layer_params=counts.largest_layer_params,
+        num_embedding_params=counts.num_embedding_params,
+        num_active_params=counts.num_active_params,
+        small_param_numel=small_param_numel(arch, knobs),
+    )
+
+
+def stage_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage) -> DeepSpeedKnobs:
+    """The knobs as DeepSpeed applies them at `stage`: offload only where the stage allows it.
+
+    Optimizer offload needs stage >= 1 (CPU) or stage 3 (NVMe); parameter offload needs stage 3.
+    """
+    opt, par = knobs.offload_optimizer, knobs.offload_param
+    if stage < ZeroStage.zero3:
+        par = OffloadDevice.none
+        if opt is OffloadDevice.nvme or stage is ZeroStage.zero0:
+            opt = OffloadDevice.none
+    if (opt, par) == (knobs.offload_optimizer, knobs.offload_param):
+        return knobs
+    return knobs.model_copy(update={"offload_optimizer": opt, "offload_param": par})
+
+
+def overheads_for(hardware: HardwareSpec | None, fragmentation_fraction: float | None,
+                  cuda_context_gib: float | None, nccl_gib: float | None) -> Overheads | None:
+    """Overhead terms from the hardware profile, each overridable; None without hardware and overrides."""
+    if hardware is None and cuda_context_gib is None and nccl_gib is None and fragmentation_fraction is None:
+        return None
+    ctx = cuda_context_gib if cuda_context_gib is not None else (hardware.cuda_context_gib if hardware else 0.0)
+    nccl = nccl_gib if nccl_gib is not None else (hardware.nccl_gib if hardware else 0.0)
+    extra = {} if fragmentation_fraction is None else {"fragmentation_fraction": fragmentation_fraction}
+    return Overheads(cuda_context_bytes=int(ctx * GIB), nccl_bytes=int(nccl * GIB), **extra)
+
+
+# Scenario and Estimate are frozen dataclasses of already-validated parts, not pydantic models: building a
+# pydantic schema over every nested spec cost ~50 ms of each command's start-up and validated nothing new.
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One planned run: the model, the setup, the cluster, DeepSpeed's knobs. The stage is chosen per evaluation."""
+
+    model: ModelSummary
+    arch: Architecture | None = None
+    setup: TrainingSetup = field(default_factory=TrainingSetup)
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    knobs: DeepSpeedKnobs = field(default_factory=DeepSpeedKnobs)
+    hardware: HardwareSpec | None = None
+    overheads: Overheads | None = None
+    engine: Engine = Engine.deepspeed
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
+
+    def model_copy(self, *, update: dict) -> Scenario:
+        """A copy with some fields replaced (spelled like the pydantic inputs' model_copy)."""
+        return replace(self, **update)
+
+    @property
+    def usable_bytes(self) -> int | None:
+        return int(self.hardware.memory_gib * GIB) if self.hardware else None
+
+    @property
+    def recipe(self) -> Recipe:
+        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
+
+
+def activations_for(arch: Architecture | None, setup: TrainingSetup):
+    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
+    if arch is None:
+        return None
+    from zeroplan.memory.activations import activation_bytes
+
+    return activation_bytes(arch, setup)
+
+
+def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
+    """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+    if activation_bytes is None:
+        acts = activations_for(scn.arch, scn.setup)
+        activation_bytes = acts.total_bytes if acts is not None else 0
+    if scn.engine is not Engine.deepspeed:
+        from zeroplan.memory.engines import engine_stage_base
+
+        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe or scn.recipe, stage, scn.parallelism,
+                                 scn.knobs, scn.engine_options)
+        return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
+    return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
+                          activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Everything `zeroplan estimate` reports: the scenario, one StageEstimate per stage, assumptions."""
+
+    scenario: Scenario
+    recipe: Recipe
+    stages: tuple[StageEstimate, ...]
+    activations: object | None = None  # the ActivationEstimate breakdown, when modelled
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def model(self) -> ModelSummary:
+        return self.scenario.model
+
+    @property
+    def setup(self) -> TrainingSetup:
+        return self.scenario.setup
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return self.scenario.parallelism
+
+    @property
+    def knobs(self) -> DeepSpeedKnobs:
+        return self.scenario.knobs
+
+    @property
+    def hardware(self) -> HardwareSpec | None:
+        return self.scenario.hardware
+
+
+def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
+    """The assumptions every estimate of `scn` rests on, in words."""
+    knobs, model = scn.knobs, scn.model
+    setup = scn.setup
+    notes = [f"byte recipe {recipe.describe()}"] + engine_notes(scn) + [
+        f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
+        f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
+        f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
+    ]
+    if model.largest_layer_params == 0:
+        notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
+    if knobs.offload_param is not OffloadDevice.none:
+        notes.append("parameter offload applies to ZeRO-3 only")
+    if knobs.offload_optimizer is not OffloadDevice.none:
+        notes.append("optimizer offload applies to ZeRO-1/2 (CPU) and ZeRO-3 (CPU or NVMe) only")
+    if scn.arch is None:
+        notes.append("activations not modelled for a bare parameter count: give --model for them")
+    notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
+    if scn.overheads is None:
+        notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    return notes
+
+
+def engine_notes(scn: Scenario) -> list[str]:
+    """How the engine stores the recipe and what its figures mean (none for DeepSpeed)."""
+    if scn.engine is Engine.deepspeed:
+        return []
+    from zeroplan.memory.engines.storage import torch_storage
+
+    store = torch_storage(scn.recipe)
+    notes = [f"engine {scn.engine.value}: PyTorch keeps {store.param} B params + {store.grad} B grads + "
+             f"{store.optimizer} B optimizer states per parameter (mixed precision: fp32 params are the master, "
+             "no persistent 16-bit copy); figures are the busiest rank's (docs/engines.md)"]
+    if scn.knobs.offload_optimizer is not OffloadDevice.none or scn.knobs.offload_param is not OffloadDevice.none:
+        notes.append(f"offload is modelled for DeepSpeed only: ignored for --engine {scn.engine.value}")
+    return notes
+
+
+def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
+                    assumptions: tuple[str, ...] = ()) -> Estimate:
+    """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
+    recipe = scn.recipe
+    acts = activations_for(scn.arch, scn.setup)
+    act_bytes = acts.total_bytes if acts is not None else 0
+    results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
+    notes = scenario_notes(scn, recipe)
+    if acts is not None:
+        notes += list(acts.assumptions)
+    return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,
+                    assumptions=tuple(notes) + assumptions)

@@ -1,0 +1,162 @@
+"""The configuration grid: stages x GPU counts x micro-batches x checkpointing x offload of one scenario.
+
+Pure: imports neither rich, typer nor yaml and does no I/O. Each row is what `estimate.evaluate` returns for that
+configuration, computed by the same functions (`estimate.activations_for`, `estimate.stage_knobs`,
+`memory.stage_base`, `memory.stage_peak`, which `evaluate` composes). The speed comes only from computing each
+piece once for the axes it depends on: activations per (micro-batch, checkpointing), model states and engine
+buffers per (stage, GPU count, offload); per configuration only the activations and the overhead are added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import product
+from typing import NamedTuple
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.estimate import Scenario, activations_for, stage_knobs
+from zeroplan.memory.setup import (
+    Checkpointing,
+    DeepSpeedKnobs,
+    OffloadDevice,
+    Parallelism,
+    ZeroStage,
+)
+from zeroplan.memory.stage import StageEstimate, stage_base, stage_peak
+
+OffloadPair = tuple[OffloadDevice, OffloadDevice]  # (offload_optimizer, offload_param)
+
+# Cheapest first, for choosing the best fitting configuration (offload and recomputation cost throughput).
+OFFLOAD_COST = {OffloadDevice.none.value: 0, OffloadDevice.cpu.value: 1, OffloadDevice.nvme.value: 2}
+RECOMPUTE_COST = {Checkpointing.none.value: 0, Checkpointing.selective.value: 1, Checkpointing.full.value: 2}
+
+
+class GridRow(NamedTuple):
+    """One configuration and its per-GPU peak; the four byte lines are those alive at the peak and sum to total."""
+
+    stage: int
+    gpus: int
+    nodes: int
+    micro_batch: int
+    checkpointing: str
+    offload_optimizer: str
+    offload_param: str
+    total_bytes: int
+    model_states_bytes: int
+    activations_bytes: int
+    buffers_bytes: int
+    overhead_bytes: int
+    fits: bool | None
+    headroom_bytes: int | None
+
+
+def peak_lines(est: StageEstimate) -> tuple[int, int, int, int, int, bool | None, int | None]:
+    """total, model states, activations, buffers, overhead (the lines alive at the peak), fits, headroom."""
+    return (est.total, est.states.total, est.activations_at_peak, est.buffers_at_peak, est.overhead_bytes,
+            est.fits, est.headroom_bytes)
+
+
+def cluster(gpus: int, gpus_per_node: int) -> Parallelism:
+    """`gpus` on the fewest nodes of up to `gpus_per_node` that hold them, the same number on each node."""
+    nodes = -(-gpus // gpus_per_node)
+    if gpus % nodes:
+        raise ZeroplanError(f"{gpus} GPUs do not split evenly over {nodes} nodes of at most {gpus_per_node} GPUs")
+    return Parallelism(gpus=gpus, nodes=nodes)
+
+
+def offload_pairs(optimizer: Iterable[OffloadDevice], param: Iterable[OffloadDevice]) -> list[OffloadPair]:
+    return list(product(optimizer, param))
+
+
+def applied_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage, pair: OffloadPair) -> DeepSpeedKnobs | None:
+    """`knobs` with this offload, or None where DeepSpeed would not apply it at `stage` (stage_knobs would drop it)."""
+    wanted = knobs.model_copy(update={"offload_optimizer": pair[0], "offload_param": pair[1]})
+    applied = stage_knobs(wanted, stage)
+    return applied if (applied.offload_optimizer, applied.offload_param) == pair else None
+
+
+def activation_sizes(scn: Scenario, micro_batches: Sequence[int],
+                     checkpointings: Sequence[Checkpointing]) -> list[tuple[int, str, int]]:
+    """(micro_batch, checkpointing, activation bytes) for every pair, through `estimate.activations_for`."""
+    sizes = []
+    for ckpt, mb in product(checkpointings, micro_batches):
+        acts = activations_for(scn.arch, scn.setup.model_copy(update={"micro_batch": mb, "checkpointing": ckpt}))
+        sizes.append((mb, ckpt.value, acts.total_bytes if acts is not None else 0))
+    return sizes
+
+
+def gpus_per_node(scn: Scenario) -> int:
+    """Node size for laying out GPU counts: the hardware's, else the scenario's own."""
+    return scn.hardware.gpus_per_node if scn.hardware else scn.parallelism.gpus_per_node
+
+
+def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
+               checkpointings: Sequence[Checkpointing], offloads: Sequence[OffloadPair]) -> list[GridRow]:
+    """Every valid configuration of the grid, in axis order (stage, GPUs, offload, checkpointing, micro-batch).
+
+    Offload pairs DeepSpeed does not apply at a stage (any offload at ZeRO-0, NVMe or parameter offload below
+    ZeRO-3) are left out rather than repeated as their no-offload twin. `scn`'s own micro-batch, checkpointing,
+    GPU count and offload are replaced by the axes; everything else (sequence, recipe, knobs, hardware) is kept.
+    """
+    recipe, overheads, usable = scn.recipe, scn.overheads, scn.usable_bytes
+    gpn = gpus_per_node(scn)
+    clusters = [cluster(g, gpn) for g in gpu_counts]
+    sizes = activation_sizes(scn, micro_batches, checkpointings)
+    rows: list[GridRow] = []
+    for stage in stages:
+        knob_sets = [k for k in (applied_knobs(scn.knobs, stage, pair) for pair in offloads) if k is not None]
+        for par, knobs in product(clusters, knob_sets):
+            base = stage_base(scn.model, recipe, stage, par, knobs)
+            head = (int(stage), par.gpus, par.nodes)
+            offload = (knobs.offload_optimizer.value, knobs.offload_param.value)
+            rows.extend(GridRow(*head, mb, ckpt, *offload, *peak_lines(stage_peak(base, act, overheads, usable)))
+                        for mb, ckpt, act in sizes)
+    return rows
+
+
+def cheapest_key(row: GridRow) -> tuple:
+    """Fewest GPUs, then no offload over CPU over NVMe, then less recomputation, then the largest micro-batch."""
+    return (row.gpus, OFFLOAD_COST[row.offload_optimizer] + OFFLOAD_COST[row.offload_param],
+            RECOMPUTE_COST[row.checkpointing], -row.micro_batch)
+
+
+def best_per_stage(rows: Iterable[GridRow]) -> dict[int, GridRow | None]:
+    """Per stage in the grid, the cheapest configuration that fits (cheapest_key); None when none fits."""
+    best: dict[int, GridRow | None] = {}
+    for row in rows:
+        current = best.setdefault(row.stage, None)
+        if row.fits and (current is None or cheapest_key(row) < cheapest_key(current)):
+            best[row.stage] = row
+    return best
+
+
+class GridAxes(NamedTuple):
+    """The grid's axes, as evaluated."""
+
+    stages: tuple[ZeroStage, ...]
+    gpu_counts: tuple[int, ...]
+    micro_batches: tuple[int, ...]
+    checkpointings: tuple[Checkpointing, ...]
+    offload_optimizers: tuple[OffloadDevice, ...]
+    offload_params: tuple[OffloadDevice, ...]
+
+    @property
+    def size(self) -> int:
+        """Configurations before dropping offloads a stage does not apply."""
+        return (len(self.stages) * len(self.gpu_counts) * len(self.micro_batches) * len(self.checkpointings)
+                * len(self.offload_optimizers) * len(self.offload_params))
+
+
+class GridResult(NamedTuple):
+    """A scenario, the axes swept over it, and one row per valid configuration."""
+
+    scenario: Scenario
+    axes: GridAxes
+    rows: list[GridRow]
+
+
+def sweep_axes(scn: Scenario, axes: GridAxes) -> GridResult:
+    """sweep_grid over `axes`, with every optimizer offload paired with every parameter offload."""
+    offloads = offload_pairs(axes.offload_optimizers, axes.offload_params)
+    rows = sweep_grid(scn, axes.stages, axes.gpu_counts, axes.micro_batches, axes.checkpointings, offloads)
+    return GridResult(scn, axes, rows)

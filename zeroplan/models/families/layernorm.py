@@ -1,0 +1,250 @@
+"""LayerNorm decoder families: GPT-2, GPT-NeoX, OPT, BLOOM, Falcon.
+
+Keys and defaults are those of the transformers config classes (configuration_<family>.py,
+transformers 5.x); only keys that change the parameter count or the Architecture are modelled.
+Pure: imports neither rich, typer nor yaml and does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
+
+from zeroplan.models.architecture import Architecture
+from zeroplan.models.families.base import FamilyConfig, check_divides
+
+GPT2_MLP_RATIO = 4  # GPT2MLP inner width when n_inner is None (modeling_gpt2.py: 4 * hidden_size)
+BLOOM_MLP_RATIO = 4  # BloomMLP: dense_h_to_4h is 4 * hidden_size wide, no config key
+FALCON_MLP_RATIO = 4  # FalconConfig: ffn_hidden_size defaults to 4 * hidden_size
+OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding keeps 2 extra rows (padding offset, fairseq legacy)
+
+
+def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) -> Architecture:
+    """A LayerNorm decoder with a plain (ungated) MLP; one K/V head per query head unless given."""
+    fields.setdefault("num_key_value_heads", heads)
+    return Architecture(
+        family=config.model_type,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        head_dim=hidden // heads,
+        vocab_size=config.vocab_size,
+        gated_mlp=False,
+        norm="layernorm",
+        tie_word_embeddings=config.tie_word_embeddings,
+        **fields,
+    )
+
+
+class GPT2Config(FamilyConfig):
+    """GPT-2 (`GPT2Config`): learned positions, fused QKV Conv1D, tied LM head."""
+
+    model_type: Literal["gpt2"]
+    vocab_size: PositiveInt = 50257
+    n_positions: PositiveInt = 1024
+    n_embd: PositiveInt = 768
+    n_layer: PositiveInt = 12
+    n_head: PositiveInt = 12
+    n_inner: PositiveInt | None = None
+    resid_pdrop: NonNegativeFloat = 0.1
+    embd_pdrop: NonNegativeFloat = 0.1
+    attn_pdrop: NonNegativeFloat = 0.1
+    tie_word_embeddings: bool = True
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> GPT2Config:
+        check_divides("n_head", self.n_head, "n_embd", self.n_embd)
+        return self
+
+    @property
+    def inner_size(self) -> int:
+        return self.n_inner or GPT2_MLP_RATIO * self.n_embd
+
+    def architecture(self) -> Architecture:
+        return _architecture(
+            self,
+            self.n_embd,
+            self.n_head,
+            num_layers=self.n_layer,
+            intermediate_size=self.inner_size,
+            learned_positions=self.n_positions,
+            dropout=self.resid_pdrop,
+            attention_dropout=self.attn_pdrop,
+        )
+
+
+class GPTNeoXConfig(FamilyConfig):
+    """GPT-NeoX (`GPTNeoXConfig`, defaults = gpt-neox-20b): rotary, parallel residual, untied head."""
+
+    model_type: Literal["gpt_neox"]
+    vocab_size: PositiveInt = 50432
+    hidden_size: PositiveInt = 6144
+    num_hidden_layers: PositiveInt = 44
+    num_attention_heads: PositiveInt = 64
+    intermediate_size: PositiveInt = 24576
+    max_position_embeddings: PositiveInt = 2048
+    use_parallel_residual: bool = True
+    attention_bias: bool = True
+    hidden_dropout: NonNegativeFloat = 0.0
+    attention_dropout: NonNegativeFloat = 0.0
+    tie_word_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> GPTNeoXConfig:
+        check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.hidden_size)
+        return self
+
+    def architecture(self) -> Architecture:
+        return _architecture(
+            self,
+            self.hidden_size,
+            self.num_attention_heads,
+            num_layers=self.num_hidden_layers,
+            intermediate_size=self.intermediate_size,
+            parallel_attn=self.use_parallel_residual,
+            dropout=self.hidden_dropout,
+            attention_dropout=self.attention_dropout,
+        )
+
+
+class OPTConfig(FamilyConfig):
+    """OPT (`OPTConfig`): learned positions (+2 rows), optional word-embedding projection, tied head."""
+
+    model_type: Literal["opt"]
+    vocab_size: PositiveInt = 50272
+    hidden_size: PositiveInt = 768
+    num_hidden_layers: PositiveInt = 12
+    ffn_dim: PositiveInt = 3072
+    max_position_embeddings: PositiveInt = 2048
+    do_layer_norm_before: bool = True
+    remove_final_layer_norm: bool = Field(False, alias="_remove_final_layer_norm")
+    word_embed_proj_dim: PositiveInt | None = None
+    num_attention_heads: PositiveInt = 12
+    enable_bias: bool = True
+    layer_norm_elementwise_affine: bool = True
+    dropout: NonNegativeFloat = 0.1
+    attention_dropout: NonNegativeFloat = 0.0
+    tie_word_embeddings: bool = True
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> OPTConfig:
+        check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.hidden_size)
+        return self
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the token embedding: word_embed_proj_dim, defaulting to hidden_size."""
+        return self.word_embed_proj_dim or self.hidden_size
+
+    def architecture(self) -> Architecture:
+        return _architecture(
+            self,
+            self.hidden_size,
+            self.num_attention_heads,
+            num_layers=self.num_hidden_layers,
+            intermediate_size=self.ffn_dim,
+            learned_positions=self.max_position_embeddings + OPT_POSITION_OFFSET,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+        )
+
+
+class BloomConfig(FamilyConfig):
+    """BLOOM (`BloomConfig`): ALiBi, a LayerNorm after the embedding, 4x MLP, tied head."""
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        "n_embed": "hidden_size",  # popped from kwargs by BloomConfig
+        "num_hidden_layers": "n_layer",  # BloomConfig.attribute_map
+        "num_attention_heads": "n_head",
+    }
+
+    model_type: Literal["bloom"]
+    vocab_size: PositiveInt = 250880
+    hidden_size: PositiveInt = 64
+    n_embed: PositiveInt | None = None
+    n_layer: PositiveInt = 2
+    num_hidden_layers: PositiveInt | None = None
+    n_head: PositiveInt = 8
+    num_attention_heads: PositiveInt | None = None
+    hidden_dropout: NonNegativeFloat = 0.0
+    attention_dropout: NonNegativeFloat = 0.0
+    tie_word_embeddings: bool = True
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> BloomConfig:
+        check_divides("n_head", self.resolved("n_head"), "hidden_size", self.resolved("hidden_size"))
+        return self
+
+    def architecture(self) -> Architecture:
+        hidden = self.resolved("hidden_size")
+        return _architecture(
+            self,
+            hidden,
+            self.resolved("n_head"),
+            num_layers=self.resolved("n_layer"),
+            intermediate_size=BLOOM_MLP_RATIO * hidden,
+            dropout=self.hidden_dropout,
+            attention_dropout=self.attention_dropout,
+        )
+
+
+class FalconConfig(FamilyConfig):
+    """Falcon (`FalconConfig`, defaults = falcon-7b): multi-query or grouped (new architecture) attention."""
+
+    ALIASES: ClassVar[dict[str, str]] = {"n_embed": "hidden_size"}  # popped from kwargs by FalconConfig
+
+    model_type: Literal["falcon"]
+    vocab_size: PositiveInt = 65024
+    hidden_size: PositiveInt = 4544
+    n_embed: PositiveInt | None = None
+    num_hidden_layers: PositiveInt = 32
+    num_attention_heads: PositiveInt = 71
+    num_kv_heads: PositiveInt | None = None
+    num_ln_in_parallel_attn: PositiveInt | None = None
+    new_decoder_architecture: bool = False
+    multi_query: bool = True
+    parallel_attn: bool = True
+    bias: bool = False
+    ffn_hidden_size: PositiveInt | None = None
+    max_position_embeddings: PositiveInt = 2048
+    hidden_dropout: NonNegativeFloat = 0.0
+    attention_dropout: NonNegativeFloat = 0.0
+    tie_word_embeddings: bool = True
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> FalconConfig:
+        check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.resolved("hidden_size"))
+        if self.new_decoder_architecture:
+            check_divides("num_kv_heads", self.kv_heads, "num_attention_heads", self.num_attention_heads)
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        """K/V heads: num_kv_heads (new architecture), 1 (multi-query), else one per query head."""
+        if self.new_decoder_architecture:
+            return self.num_kv_heads or self.num_attention_heads
+        return 1 if self.multi_query else self.num_attention_heads
+
+    @property
+    def norms_per_layer(self) -> int:
+        """FalconDecoderLayer: two norms unless parallel attention shares one (num_ln_in_parallel_attn)."""
+        if not self.parallel_attn:
+            return 2
+        # FalconDecoderLayer sets num_ln_in_parallel_attn = 2 when it is None and the architecture is new.
+        default = 2 if self.new_decoder_architecture else 1
+        return 2 if (self.num_ln_in_parallel_attn or default) == 2 else 1
+
+    def architecture(self) -> Architecture:
+        hidden = self.resolved("hidden_size")
+        return _architecture(
+            self,
+            hidden,
+            self.num_attention_heads,
+            num_key_value_heads=self.kv_heads,
+            num_layers=self.num_hidden_layers,
+            intermediate_size=self.ffn_hidden_size or FALCON_MLP_RATIO * hidden,
+            norms_per_layer=self.norms_per_layer,
+            parallel_attn=self.new_decoder_architecture or self.parallel_attn,
+            dropout=self.hidden_dropout,
+            attention_dropout=self.attention_dropout,
+        )

@@ -1,0 +1,1 @@
+"""Throughput: FLOPs, collectives, the per-stage step schedule, step time and MFU, batch sweeps."""

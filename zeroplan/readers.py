@@ -1,0 +1,170 @@
+"""Reading input files safely: size-capped UTF-8 text, YAML with the safe loader only (no duplicate keys,
+no alias bombs), JSON with DeepSpeed's comments, and pydantic errors as one line each.
+
+The readers in models/, hardware/, deepspeed/ and check/ read through these.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zeroplan.errors import SpecError
+
+if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
+    from pydantic import ValidationError
+
+
+
+MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
+
+
+def read_text(path: Path) -> str:
+    """A user file's text, with every failure turned into one SpecError line."""
+    if "\x00" in str(path):
+        raise SpecError(f"{str(path)!r}: a file name cannot contain a NUL byte")
+    try:
+        if path.is_dir():
+            raise SpecError(f"{path}: is a directory, not a file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; not a config file")
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except PermissionError:
+        raise SpecError(f"{path}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+@functools.cache
+def _loader() -> type:
+    """A safe loader that rejects duplicate keys instead of silently keeping the last one.
+
+    libyaml's CSafeLoader where PyYAML was built with it (the pure-Python scanner is quadratic in
+    nesting depth), else SafeLoader. Built on first use so commands that read no YAML never import yaml.
+    """
+    import yaml
+
+    class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    def construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return UniqueKeyLoader
+
+
+MAX_YAML_NODES = 100_000  # values in a document once aliases are expanded; 'billion laughs' bombs exceed it
+
+
+def _expanded_size(value: Any, memo: dict[int, int]) -> int:
+    """Values in `value` with every alias expanded, counted in linear time (shared objects memoized)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    if (key := id(value)) in memo:
+        return memo[key]
+    memo[key] = MAX_YAML_NODES + 1  # a self-referencing alias is unbounded
+    children = value.values() if isinstance(value, dict) else value
+    memo[key] = size = 1 + sum(_expanded_size(c, memo) for c in children)
+    return size
+
+
+MAX_YAML_FLOW_DEPTH = 64  # [ and { nesting; real configs stay under 10, deep nesting only slows the parser
+
+
+def _flow_depth(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def parse_yaml(text: str, origin: str) -> Any:
+    """Safe-load YAML, rejecting duplicate keys, alias bombs and deep nesting, errors as one SpecError line."""
+    import yaml
+
+    if _flow_depth(text) > MAX_YAML_FLOW_DEPTH:
+        raise SpecError(f"{origin}: YAML nested more than {MAX_YAML_FLOW_DEPTH} brackets deep; refusing it")
+
+    try:
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        if _expanded_size(data, {}) > MAX_YAML_NODES:
+            raise SpecError(f"{origin}: YAML expands to more than {MAX_YAML_NODES:,} values (aliases); refusing it")
+        return data
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{origin}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(f"{origin}: YAML nested too deeply") from None
+
+
+def yaml_key_lines(text: str) -> dict[str, int]:
+    """1-based line of every mapping key in a YAML text, by dotted path through mappings; {} if it does not parse.
+
+    Call after parse_yaml accepted the text (aliases are bounded there); a shared node is walked once.
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    stack, seen = [(root, "")], set()
+    while stack:
+        node, prefix = stack.pop()
+        if not isinstance(node, yaml.MappingNode) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines.setdefault(prefix + key.value, key.start_mark.line + 1)
+                stack.append((value, f"{prefix}{key.value}."))
+    return lines
+
+
+def parse_json(text: str, origin: str) -> Any:
+    """Parse JSON, errors as one SpecError line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{origin}: invalid JSON (line {exc.lineno}): {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(f"{origin}: JSON nested too deeply") from None
+
+
+def validation_message(origin: str, exc: ValidationError, prefix: str = "") -> str:
+    """One line per pydantic error: 'origin: dotted.path: reason', joined by '; '."""
+    parts = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"])) or "(top level)"
+        reason = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{path}: {reason}")
+    return f"{origin}: " + "; ".join(parts)
+
+
+def require_mapping(data: Any, origin: str) -> dict:
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise SpecError(f"{origin}: expected a mapping of keys to values, got {kind}")
+    return data

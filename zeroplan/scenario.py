@@ -1,0 +1,266 @@
+"""From what a user typed to a Scenario, and the estimates it answers: resolve the model and hardware,
+build the training setup and DeepSpeed knobs, read a --deepspeed-config, call the calculator.
+
+Shared by the CLI, the checks and the Python API. Raises ZeroplanError for bad input; never prints or exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.memory.estimate import (
+    Estimate,
+    Scenario,
+    estimate_memory,
+    overheads_for,
+    small_param_numel,
+    summarize_model,
+)
+from zeroplan.memory.setup import (
+    Attention,
+    Checkpointing,
+    DeepSpeedKnobs,
+    Engine,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.memory.stage import ModelSummary
+from zeroplan.models.architecture import Architecture
+from zeroplan.models.presets import load_model, model_facts
+from zeroplan.record import Sealed, sealed
+from zeroplan.units import parse_count
+
+if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
+    from zeroplan.deepspeed.estimator import DeepSpeedEstimate
+    from zeroplan.deepspeed.reader import DeepSpeedConfig
+
+
+@sealed
+class ScenarioArgs(Sealed):
+    """The options that describe one planned run, as typed on the command line (numbers still text)."""
+
+    model: str | None = None
+    params: str | None = None
+    largest_layer: str | None = None
+    gpus: str = "8"
+    nodes: str = "1"
+    hardware: str = "none"
+    precision: Precision = Precision.bf16_mixed
+    optimizer: Optimizer = Optimizer.adamw
+    fp32_grad_accum: bool = False
+    seq_len: str = "2048"
+    micro_batch: str = "1"
+    grad_accum: str = "1"
+    checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.flash
+    offload_optimizer: OffloadDevice = OffloadDevice.none
+    offload_param: OffloadDevice = OffloadDevice.none
+    reduce_bucket_size: str | None = None
+    overlap_comm: bool | None = None
+    prefetch_bucket_size: str | None = None
+    max_live_parameters: str | None = None
+    param_persistence_threshold: str | None = None
+    sub_group_size: str | None = None
+    hpz_partition_size: str | None = None
+    cuda_context_gib: float | None = None
+    nccl_gib: float | None = None
+    fragmentation: float | None = None
+    deepspeed_config: str | None = None
+    engine: Engine = Engine.deepspeed
+    given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
+
+
+# CLI option -> DeepSpeedKnobs field, for the knobs given as element counts.
+KNOB_OPTIONS = {
+    "reduce_bucket_size": "reduce_bucket_size",
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "param_persistence_threshold": "stage3_param_persistence_threshold",
+    "sub_group_size": "sub_group_size",
+    "hpz_partition_size": "zero_hpz_partition_size",
+}
+
+
+def resolve_model(model: str | None, params: str | None, largest_layer: str | None,
+                  knobs: DeepSpeedKnobs) -> tuple[ModelSummary, Architecture | None]:
+    """A ModelSummary (and the architecture, when known) from --model or --params."""
+    if model and params:
+        raise ZeroplanError("give either --model or --params, not both")
+    if not model and not params:
+        raise ZeroplanError("give --model NAME|PATH or --params N (e.g. --params 9e9)")
+    override = parse_count(largest_layer, "--largest-layer") if largest_layer else None
+    if params:
+        num = parse_count(params, "--params")
+        if override is not None and override > num:
+            raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
+        return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
+    name, counts, arch = model_facts(model)  # a bundled preset from the index: no YAML, no families
+    summary = summarize_model(name, counts, arch, knobs)
+    if override is not None:
+        summary = summary.model_copy(update={"largest_layer_params": override})
+    return summary, arch
+
+
+def _parallelism(gpus: str, nodes: str) -> Parallelism:
+    return Parallelism(gpus=parse_count(gpus, "--gpus"), nodes=parse_count(nodes, "--nodes"))
+
+
+def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
+    return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
+
+
+def knobs_from(args: ScenarioArgs, base: DeepSpeedKnobs | None = None) -> DeepSpeedKnobs:
+    """The knobs the command line gives, over `base` (a DeepSpeed config's knobs) or DeepSpeed's defaults."""
+    values = {field: parse_count(getattr(args, opt), "--" + opt.replace("_", "-"))
+              for opt, field in KNOB_OPTIONS.items() if getattr(args, opt) is not None}
+    if args.overlap_comm is not None:
+        values["overlap_comm"] = args.overlap_comm
+    for opt in ("offload_optimizer", "offload_param"):
+        if base is None or opt in args.given:
+            values[opt] = getattr(args, opt)
+    return DeepSpeedKnobs(**{**(base.model_dump() if base else {}), **values})
+
+
+def _fraction(value: float | None, what: str, upper: float) -> float | None:
+    if value is not None and not 0 <= value <= upper:  # also rejects NaN
+        raise ZeroplanError(f"{what} {value} must be between 0 and {upper:g}")
+    return value
+
+
+def setup_from(args: ScenarioArgs) -> TrainingSetup:
+    return TrainingSetup(
+        precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
+        seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
+        grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+    )
+
+
+def hardware_from(ref: str) -> HardwareSpec | None:
+    return None if ref == "none" else load_hardware(ref)
+
+
+def scenario(args: ScenarioArgs) -> Scenario:
+    """Resolve presets and parse every number of one planned run."""
+    return scenario_and_config(args)[0]
+
+
+def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
+    """The run, and the --deepspeed-config it reads (None without one)."""
+    par = _parallelism(args.gpus, args.nodes)
+    knobs = knobs_from(args)
+    summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
+    hw = hardware_from(args.hardware)
+    setup, config = setup_from(args), None
+    if args.deepspeed_config:
+        config, setup = _with_config(args, arch, par.dp, setup)
+        knobs = knobs_from(args, config.knobs)
+        summary = summary.model_copy(update={"small_param_numel": small_param_numel(arch, knobs)})
+    overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
+                              _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
+                              _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
+                   engine=args.engine, layout=layout_of(args.model, args.engine))
+    return scn, config
+
+
+def layout_of(model: str | None, engine: Engine):
+    """The wrapping units and tensor shapes of a --model, for the PyTorch engines (None otherwise)."""
+    if engine is Engine.deepspeed or not model:
+        return None
+    from zeroplan.memory.engines import layout_for
+
+    return layout_for(load_model(model))
+
+
+def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
+    """The stages to estimate: `stage` (if the engine has it) or every stage the engine maps."""
+    if engine is Engine.deepspeed:  # every stage; the engines package loads only for the PyTorch engines
+        return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
+    from zeroplan.memory.engines import check_stage, supported_stages
+
+    if stage is None:
+        return supported_stages(engine)
+    check_stage(engine, ZeroStage(stage))
+    return (ZeroStage(stage),)
+
+
+def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
+                 setup: TrainingSetup) -> tuple[DeepSpeedConfig, TrainingSetup]:  # fmt: skip
+    """The config's batch and precision fill what the command line leaves at its defaults; its "auto" values resolve to the result."""
+    from zeroplan.deepspeed.source import read_deepspeed_config
+
+    ds = read_deepspeed_config(Path(args.deepspeed_config))
+    hidden = arch.hidden_size if arch else None
+    pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
+    setup = setup.model_copy(update={k: v for k, v in pinned.items() if k not in args.given})
+    return ds.parse(hidden_size=hidden, dp_world=dp, setup=setup), setup
+
+
+def config_notes(config: DeepSpeedConfig) -> tuple[str, ...]:
+    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"."""
+    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {config.precision.value}, batch, offload and "
+             "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
+    notes += [f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]
+    return tuple(notes)
+
+
+def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
+    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage."""
+    scn, config = scenario_and_config(args)
+    if config is None:
+        return estimate_memory(scn, stages=engine_stages(args.engine, stage))
+    stages = engine_stages(args.engine, stage if stage is not None else int(config.stage))
+    return estimate_memory(scn, stages=stages, assumptions=config_notes(config))
+
+
+def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
+    from zeroplan.deepspeed.estimator import estimate_deepspeed
+
+    par = _parallelism(args.gpus, args.nodes)
+    summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
+    if not 0 < buffer_factor < float("inf"):
+        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
+    return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
+                              buffer_factor)
+
+
+def capacity(args: ScenarioArgs) -> dict:
+    """Per stage: largest micro-batch, fewest GPUs, largest model. Plain data (it is also the JSON)."""
+    from zeroplan.memory.capacity import (
+        MAX_GPUS,
+        MAX_MICRO_BATCH,
+        max_micro_batch,
+        max_model,
+        min_gpus,
+    )
+
+    scn = scenario(args)
+    if scn.hardware is None:
+        raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
+    stages = []
+    for stage in ZeroStage:
+        fewest = min_gpus(scn, stage)
+        largest = max_model(scn, stage)
+        stages.append({
+            "stage": int(stage),
+            "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
+            "min_gpus": fewest.gpus if fewest else None,
+            "min_nodes": fewest.nodes if fewest else None,
+            "max_model_params": largest.num_params if largest else None,
+            "max_model_layers": largest.num_layers if largest and scn.arch else None,
+        })
+    return {
+        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
+        "setup": scn.setup.model_dump(mode="json"),
+        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
+        "stages": stages,
+    }
