@@ -1,6 +1,8 @@
 """JSON text facts: comments blanked in place, key lines, duplicate keys."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +65,23 @@ def test_escaped_quotes_in_keys():
 @pytest.mark.parametrize("text", ["", "{", "}}]]", '{"a": ', '{"a" "b"}', "[1, 2"])
 def test_invalid_json_never_raises(text):
     scan_json_text(text)
+
+
+# Hostile texts that a backtracking scan handles in O(n^2) (73 s, 21 s and 512 s before the fix). Run in a
+# subprocess with a timeout: the guard is against a hang, not a timing target (benchmarks/ measure speed).
+HOSTILE = {
+    "escaped quotes, never closed": "'\"' + '\\\\\"' * 40000",
+    "comment openers, never closed": "'/* ' * 40000",
+    "objects nested 100,000 deep": "'{\"a\":' * 100000",
+}
+
+
+@pytest.mark.parametrize("expr", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_json_is_refused_without_hanging(tmp_path, expr):
+    path = tmp_path / "ds.json"
+    code = (f"import pathlib; pathlib.Path({str(path)!r}).write_text({expr})\n"
+            "from zeroplan.cli.app import main\nmain(['estimate', '--params', '7e9', '--deepspeed-config', "
+            f"{str(path)!r}])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "ds.json" in out.stderr and "Traceback" not in out.stderr

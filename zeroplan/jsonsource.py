@@ -21,8 +21,12 @@ from pydantic import Field
 from zeroplan.frozen import Frozen
 
 # A JSON string first, so comment markers inside strings are left alone; then the three comment forms.
-_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|#[^\n]*|/\*.*?\*/', re.DOTALL)
-_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|[{}\[\]:,]|\n')
+# An unclosed string or /* comment runs to the end of the text (the JSON parser then reports it), so the
+# scan stays linear: a form that must close would be retried from every later quote and cost O(n^2).
+_STRING = r'"(?:[^"\\\n]++|\\.)*+(?:"|\Z|(?=\n))'
+_COMMENT_OR_STRING = re.compile(_STRING + r'|//[^\n]*|#[^\n]*|/\*(?:.*?\*/|.*\Z)', re.DOTALL)
+_TOKEN = re.compile(_STRING + r'|[{}\[\]:,]|\n')
+MAX_KEY_DEPTH = 64  # key nesting whose lines are kept; DeepSpeed configs nest 3 deep, and a deeper bomb would cost O(depth^2)
 
 
 class JsonSource(Frozen):
@@ -68,6 +72,8 @@ def locate_keys(text: str) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]
         if token == "\n":
             line += 1
         elif token in "{[":
+            if len(stack) == MAX_KEY_DEPTH:  # no config is this deep: leave the rest to the parser
+                break
             stack.append([token, None, set()])
             expect_key = token == "{"
         elif token in "}]":
