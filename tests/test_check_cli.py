@@ -206,3 +206,19 @@ def test_github_annotation_escapes_as_the_actions_toolkit_does():
     finding = Finding(rule="r", severity="info", message="100% done\nnext", file="a,b:c.json", line=3)
     assert github_annotation(finding, "plan.yaml") == (
         "::notice file=a%2Cb%3Ac.json,line=3,title=zeroplan r::100%25 done%0Anext (plan plan.yaml)")  # fmt: skip
+
+
+BAD_BATCH = {"train_batch_size": 1000, "train_micro_batch_size_per_gpu": 3, "bf16": {"enabled": True}}
+ASSERT_TEXT = "1000 != 3 * 41 * 8"  # DeepSpeed's _batch_assertion, with the accumulation it floors to
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github", "junit"])
+def test_a_config_inconsistent_with_itself_is_the_batch_identity_finding(runner, tmp_path, fmt):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(BAD_BATCH), encoding="utf-8")
+    args = ["check", "--deepspeed-config", str(path), "--params", "1e9", "--gpus", "8", "-f", fmt]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and "batch-identity" in result.stdout and ASSERT_TEXT in result.stdout
+    assert "(derived)" not in result.stdout + result.stderr  # the user's files say 1000 and 3, nothing else
+    ignored = runner.invoke(app, [*args, "--ignore", "batch-identity"])
+    assert ignored.exit_code == 0 and "batch-identity" not in ignored.stdout

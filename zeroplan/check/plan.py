@@ -185,7 +185,9 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
         problems.append(f"training.train_batch_size ({t.train_batch_size}) is not a whole multiple of "
                         f"{MICRO} x gpus ({micro} x {dp}, the micro-batch {origin} gives)")  # fmt: skip
     for key, (value, derived) in theirs.items():
-        if value != ours[key] and not (key == TBS and uneven):
+        # Only what the plan says can disagree with the config; the config against itself is DeepSpeed's
+        # batch assert, the batch-identity rule's finding (which --ignore and every report format see).
+        if value != ours[key] and not (key == TBS and uneven) and _plan_states(t, key):
             how = " (derived by DeepSpeed)" if derived else ""
             problems.append(f"training.{key} is {ours[key]}{_how(t, key)} but {origin} gives {value}{how}")
     pinned = config.setup_fields()
@@ -196,6 +198,14 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
     if precision is not None and "precision" not in t.model_fields_set:
         update["precision"] = precision
     return plan.setup(micro, gas).model_copy(update=update), problems
+
+
+def _plan_states(training: Training, key: str) -> bool:
+    """Whether the plan gives `key`: stated, or derived from batch values it states."""
+    stated = training.model_fields_set
+    return key in stated or {
+        TBS: bool({MICRO, GAS} & stated), GAS: TBS in stated, MICRO: {TBS, GAS} <= stated,
+    }.get(key, False)
 
 
 def _how(training: Training, key: str) -> str:
