@@ -147,6 +147,13 @@ def hardware_from(ref: str) -> HardwareSpec | None:
     return None if ref == "none" else load_hardware(ref)
 
 
+def needs_hardware(scn: Scenario, command: str) -> Scenario:
+    """`scn`, or ZeroplanError when `command` has no hardware profile to answer with."""
+    if scn.hardware is None:
+        raise ZeroplanError(f"{command} needs a hardware profile: pass --hardware NAME")
+    return scn
+
+
 def scenario(args: ScenarioArgs) -> Scenario:
     """Resolve presets and parse every number of one planned run."""
     return scenario_and_config(args)[0]

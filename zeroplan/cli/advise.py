@@ -63,7 +63,7 @@ def advise(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""
-    from zeroplan.cli.advising import AdviseArgs
+    from zeroplan.advise.request import AdviseArgs
 
     args = scenario_args(locals())
     opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
@@ -72,6 +72,7 @@ def advise(
     accelerate = Path(emit_accelerate) if emit_accelerate else None
 
     def go() -> None:
+        from zeroplan.advise.request import advise_from
         from zeroplan.cli import advising as commands_advise
         from zeroplan.cli.render import advice as render_advice
         from zeroplan.cli.views import advice as views_advice
@@ -80,7 +81,7 @@ def advise(
         for path in (target, accelerate):
             if path is not None and path.exists() and not force:
                 raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
-        result = commands_advise.advise(args, opts)
+        result = advise_from(args, opts)
         show(lambda: views_advice.advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
             write_new_file(target, commands_advise.deepspeed_config_text(result), force=force)
