@@ -14,10 +14,10 @@ import typer.main
 
 import zeroplan
 from zeroplan import api
+from zeroplan.advise.view import advice_view
 from zeroplan.check.formats import check_view
 from zeroplan.cli.app import app
-from zeroplan.cli.views import estimate_view
-from zeroplan.cli.views.advice import advice_view
+from zeroplan.memory.view import estimate_view
 from zeroplan.units import Unit
 
 ROOT = Path(__file__).resolve().parent.parent

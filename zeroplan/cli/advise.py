@@ -76,16 +76,16 @@ def advise(
 
     def go() -> None:
         from zeroplan.advise.request import advise_from
+        from zeroplan.advise.view import advice_view
         from zeroplan.cli import advising as commands_advise
         from zeroplan.cli.render import advice as render_advice
-        from zeroplan.cli.views import advice as views_advice
 
         commands_advise.check_emit(engine, target is not None, accelerate is not None)
         for path in (target, accelerate):
             if path is not None and path.exists() and not force:
                 raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
         result = advise_from(args, opts)
-        show(lambda: views_advice.advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
+        show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
             write_new_file(target, commands_advise.deepspeed_config_text(result), force=force)
             note = commands_advise.emit_note(result)

@@ -91,7 +91,9 @@ def estimate(
             result = scenario.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
         else:
+            from zeroplan.memory.view import estimate_view
+
             result = scenario.estimate(args, stage)
-            show(lambda: views.estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
+            show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go)
