@@ -14,11 +14,7 @@ import typer.main
 
 import zeroplan
 from zeroplan import api
-from zeroplan.advise.view import advice_view
-from zeroplan.check.formats import check_view
 from zeroplan.cli.app import app
-from zeroplan.memory.view import estimate_view
-from zeroplan.units import Unit
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "api.md"
@@ -33,7 +29,7 @@ def test_every_python_block_in_docs_api_runs(block, monkeypatch, capsys):
 
 def test_the_page_has_a_block_per_function():
     for name in ("estimate", "recommend", "check_plans", "count_params", "model_names", "hardware_names",
-                 "load_model", "load_hardware"):
+                 "load_model", "load_hardware", "to_dict"):
         assert any(f"zeroplan.{name}(" in block for block in BLOCKS), name
 
 
@@ -60,9 +56,9 @@ def cli_json(runner, *args):
 def test_estimate_is_what_the_cli_prints(runner, monkeypatch, argv, kwargs):
     monkeypatch.chdir(ROOT)
     code, printed = cli_json(runner, "estimate", *argv)
-    unit = Unit.gb if "gb" in argv else Unit.gib
+    units = zeroplan.Unit.gb if "gb" in argv else "gib"  # a member or its value
     assert code == 0
-    assert estimate_view(zeroplan.estimate(**kwargs), unit) == printed
+    assert zeroplan.to_dict(zeroplan.estimate(**kwargs), units=units) == printed
 
 
 @pytest.mark.parametrize(("argv", "kwargs"), [
@@ -75,7 +71,7 @@ def test_estimate_is_what_the_cli_prints(runner, monkeypatch, argv, kwargs):
 ], ids=["defaults", "multinode", "article-pcie", "fsdp-threshold"])
 def test_recommend_is_what_advise_prints(runner, argv, kwargs):
     code, printed = cli_json(runner, "advise", *argv)
-    view = advice_view(zeroplan.recommend(**kwargs))
+    view = zeroplan.to_dict(zeroplan.recommend(**kwargs))
     if "thresholds" in kwargs:  # the same value, from --set in one and the mapping in the other
         for key in kwargs["thresholds"]:
             assert printed["policy"]["thresholds"][key].pop("source") == "set by --set"
@@ -88,7 +84,7 @@ def test_check_plans_is_what_check_prints(runner, monkeypatch):
     monkeypatch.chdir(ROOT)
     res = runner.invoke(app, ["check", "configs/plans/*.yaml", "--ignore", "low-headroom", "-f", "json"])
     report = zeroplan.check_plans(Path("configs/plans/*.yaml"), ignore="low-headroom")
-    assert check_view(report) == json.loads(res.stdout)
+    assert zeroplan.to_dict(report) == json.loads(res.stdout)
     assert report.exit_code == res.exit_code == 1
 
 
@@ -118,7 +114,13 @@ def test_enum_members_and_their_values_are_the_same_input():
     by_value = zeroplan.estimate(model="gpt2", precision="fp16-mixed", optimizer="lion", attention="eager")
     by_member = zeroplan.estimate(model="gpt2", precision=zeroplan.Precision.fp16_mixed,
                                   optimizer=zeroplan.Optimizer.lion, attention=zeroplan.Attention.eager)
-    assert estimate_view(by_value, Unit.gib) == estimate_view(by_member, Unit.gib)
+    assert zeroplan.to_dict(by_value) == zeroplan.to_dict(by_member)
+
+
+def test_to_dict_prints_the_bytes_the_cli_prints(runner):
+    res = runner.invoke(app, ["estimate", "--model", "qwen2.5-7b", "--units", "gb", "-f", "json"])
+    data = zeroplan.to_dict(zeroplan.estimate(model="qwen2.5-7b"), units="gb")
+    assert json.dumps(data, indent=2) + "\n" == res.stdout
 
 
 @pytest.mark.parametrize(("argv", "call"), [
@@ -159,6 +161,8 @@ def test_bad_input_raises_the_message_the_cli_prints(runner, monkeypatch, argv, 
     (lambda: zeroplan.recommend(policy="strict"), "unknown policy 'strict'; policies: article, default"),
     (lambda: zeroplan.check_plans(), "give plan files (or globs)"),
     (lambda: zeroplan.count_params(7e9), "count_params takes a preset name, a model file path, a config mapping or a ModelSpec, not float"),
+    (lambda: zeroplan.to_dict(zeroplan.count_params("gpt2")), "to_dict takes an Estimate, an Advice or a CheckReport, not ParamCount"),
+    (lambda: zeroplan.to_dict(zeroplan.estimate(model="gpt2"), units="mib"), "--units 'mib' is not one of: gib, gb"),
     (lambda: zeroplan.load_model("gpt3"), "unknown model preset 'gpt3'; did you mean gpt2, gpt2-xl, opt-1.3b?"),
 ])
 def test_what_only_the_api_can_be_given_is_refused_in_the_same_words(call, message):

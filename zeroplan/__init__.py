@@ -1,9 +1,9 @@
 """zeroplan: per-GPU memory, throughput and advice for DeepSpeed ZeRO / FSDP training runs.
 
 The Python API (docs/api.md): `estimate`, `recommend`, `check_plans`, `count_params`, `model_names`,
-`hardware_names`, `load_model`, `load_hardware`, and the types they take and return. Each name loads on
-first use (PEP 562): every `zeroplan.*` import, the CLI's included, runs this file first, so it imports
-nothing but the version.
+`hardware_names`, `load_model`, `load_hardware`, `to_dict`, and the types they take and return. Each name
+loads on first use (PEP 562): every `zeroplan.*` import, the CLI's included, runs this file first, so it
+imports nothing but the version.
 """
 
 from zeroplan.version import __version__
@@ -11,7 +11,7 @@ from zeroplan.version import __version__
 # name -> the module that defines it; the functions are zeroplan/api.py's.
 _EXPORTS = {
     **dict.fromkeys(("estimate", "recommend", "check_plans", "count_params", "model_names", "hardware_names",
-                     "load_model", "load_hardware"), "zeroplan.api"),
+                     "load_model", "load_hardware", "to_dict"), "zeroplan.api"),
     "Estimate": "zeroplan.memory.estimate",
     "StageEstimate": "zeroplan.memory.stage",
     "Advice": "zeroplan.advise.advice",
@@ -22,6 +22,7 @@ _EXPORTS = {
     "Topology": "zeroplan.hardware.spec",
     **dict.fromkeys(("ZeroStage", "Precision", "Optimizer", "Checkpointing", "Attention", "OffloadDevice", "Engine"),
                     "zeroplan.memory.setup"),
+    "Unit": "zeroplan.units",
     "ZeroplanError": "zeroplan.errors",
 }
 __all__ = ["__version__", *_EXPORTS]

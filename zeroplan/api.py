@@ -2,10 +2,10 @@
 
 Keyword-only functions over plain Python values -- counts as ints, floats or text ("9e9"), enums as their
 values or members, paths as str or Path -- that return the typed objects the CLI renders: Estimate, Advice,
-CheckReport, ParamCount, ModelSpec, HardwareSpec. The defaults are the CLI's, read from the same places
-(the records in memory/setup.py, DEFAULT_HARDWARE, advise/request.py). Bad input raises ZeroplanError (or
-pydantic's ValidationError) with the one-line message the CLI prints, which names the CLI's option. Never
-prints, writes or exits.
+CheckReport, ParamCount, ModelSpec, HardwareSpec; `to_dict` turns the first three into the CLI's JSON data.
+The defaults are the CLI's, read from the same places (the records in memory/setup.py, DEFAULT_HARDWARE,
+advise/request.py). Bad input raises ZeroplanError (or pydantic's ValidationError) with the one-line message
+the CLI prints, which names the CLI's option. Never prints, writes or exits.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from zeroplan.memory.setup import (
 from zeroplan.models import presets as model_presets
 from zeroplan.models.architecture import ParamCount
 from zeroplan.registry import preset_names
+from zeroplan.units import Unit
 
 if TYPE_CHECKING:  # loaded by the functions that return them: an estimate never imports the advisor or the checks
     from zeroplan.advise.advice import Advice
@@ -193,6 +194,27 @@ def load_model(name: str | Path) -> ModelSpec:
 def load_hardware(name: str | Path) -> HardwareSpec:
     """A hardware profile by preset name or YAML path: `.memory_gib`, `.bf16_tflops`, `.source`, ..."""
     return hardware_presets.load_hardware(str(name))
+
+
+def to_dict(result: Estimate | Advice | CheckReport, *, units: Unit | str = Unit.gib) -> dict[str, Any]:
+    """What `--format json` prints for `result`: the same keys and integers (docs/json.md, docs/advisor.md,
+    docs/checks.md). `units` is the display unit an estimate names (`"gib"` or `"gb"`); bytes stay bytes."""
+    if isinstance(result, Estimate):
+        from zeroplan.memory.view import estimate_view
+
+        return estimate_view(result, _member(Unit, units, "--units"))
+    from zeroplan.advise.advice import Advice
+    from zeroplan.check.runner import CheckReport
+
+    if isinstance(result, Advice):
+        from zeroplan.advise.view import advice_view
+
+        return advice_view(result)
+    if isinstance(result, CheckReport):
+        from zeroplan.check.formats import check_view
+
+        return check_view(result)
+    raise ZeroplanError(f"to_dict takes an Estimate, an Advice or a CheckReport, not {type(result).__name__}")
 
 
 # -- plain values -> ScenarioArgs, the options as the CLI holds them --------------------------------------------
