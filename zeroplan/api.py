@@ -242,21 +242,27 @@ def _option(name: str, value: Any) -> Any:
     return value
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)  # True is an int, not a count
+
+
 def _count_text(value: Any, option: str) -> str | None:
     """A count as the CLI reads it: text stays text; an int or float becomes its digits, for parse_count."""
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if not _is_number(value):
+        raise ZeroplanError(f"{option} {value!r} is not a number")
+    if isinstance(value, numbers.Integral):
         return str(int(value))
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return repr(float(value))  # 9e9 -> '9000000000.0'; parse_count refuses fractions, nan and inf
-    raise ZeroplanError(f"{option} {value!r} is not a number")
+    return repr(float(value))  # 9e9 -> '9000000000.0'; parse_count refuses fractions, nan and inf
 
 
 def _amount(value: Any, option: str) -> float | None:
-    if value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        return None if value is None else float(value)
-    raise ZeroplanError(f"{option} {value!r} is not a number")
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise ZeroplanError(f"{option} {value!r} is not a number")
+    return float(value)
 
 
 def _path_text(value: str | Path | None) -> str | None:
@@ -269,7 +275,7 @@ def _member(kind: type[E], value: E | str | None, option: str) -> E | None:
         return value
     try:
         return kind(value)
-    except ValueError:
+    except (ValueError, TypeError):
         raise UsageError(f"{option} {value!r} is not one of: {', '.join(str(m.value) for m in kind)}") from None
 
 
@@ -277,7 +283,7 @@ def _stage(value: int | None) -> int | None:
     """None (every stage) or 0-3, as --stage takes it."""
     if value is None:
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and min(ZeroStage) <= value <= max(ZeroStage):
+    if _is_number(value) and isinstance(value, numbers.Integral) and min(ZeroStage) <= value <= max(ZeroStage):
         return int(value)
     raise UsageError(f"--stage {value!r} is not one of: {', '.join(str(int(s)) for s in ZeroStage)}")
 
