@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.hardware.presets import load_hardware
+from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
     Estimate,
@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-c
     from zeroplan.deepspeed.reader import DeepSpeedConfig
 
 
+_SETUP, _PARALLELISM = TrainingSetup(), Parallelism()  # the defaults, as the CLI shows them (cli/options.py)
+
+
 @sealed
 class ScenarioArgs(Sealed):
     """The options that describe one planned run, as typed on the command line (numbers still text)."""
@@ -50,17 +53,17 @@ class ScenarioArgs(Sealed):
     model: str | None = None
     params: str | None = None
     largest_layer: str | None = None
-    gpus: str = "8"
-    nodes: str = "1"
-    hardware: str = "none"
-    precision: Precision = Precision.bf16_mixed
-    optimizer: Optimizer = Optimizer.adamw
-    fp32_grad_accum: bool = False
-    seq_len: str = "2048"
-    micro_batch: str = "1"
-    grad_accum: str = "1"
-    checkpointing: Checkpointing = Checkpointing.none
-    attention: Attention = Attention.flash
+    gpus: str = str(_PARALLELISM.gpus)
+    nodes: str = str(_PARALLELISM.nodes)
+    hardware: str = DEFAULT_HARDWARE
+    precision: Precision = _SETUP.precision
+    optimizer: Optimizer = _SETUP.optimizer
+    fp32_grad_accum: bool = _SETUP.fp32_grad_accum
+    seq_len: str = str(_SETUP.seq_len)
+    micro_batch: str = str(_SETUP.micro_batch)
+    grad_accum: str = str(_SETUP.grad_accum)
+    checkpointing: Checkpointing = _SETUP.checkpointing
+    attention: Attention = _SETUP.attention
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None
@@ -145,6 +148,13 @@ def setup_from(args: ScenarioArgs) -> TrainingSetup:
 
 def hardware_from(ref: str) -> HardwareSpec | None:
     return None if ref == "none" else load_hardware(ref)
+
+
+def needs_hardware(scn: Scenario, command: str) -> Scenario:
+    """`scn`, or ZeroplanError when `command` has no hardware profile to answer with."""
+    if scn.hardware is None:
+        raise ZeroplanError(f"{command} needs a hardware profile: pass --hardware NAME")
+    return scn
 
 
 def scenario(args: ScenarioArgs) -> Scenario:

@@ -5,10 +5,12 @@ from typing import Annotated
 
 import typer
 
+from zeroplan.advise.request import DEFAULT_GLOBAL_BATCH, DEFAULT_POLICY
 from zeroplan.cli.common import console, run, scenario_args, show
 from zeroplan.cli.files import write_new_file
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    PARALLELISM,
+    SETUP,
     AdviseModelOpt,
     AttentionOpt,
     EmitAccelerateOpt,
@@ -34,7 +36,8 @@ from zeroplan.cli.options import (
     UnitsOpt,
 )
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.setup import Attention, Checkpointing, Engine, Optimizer, Precision
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
+from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
 
 
@@ -42,18 +45,18 @@ def advise(
     model: AdviseModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
+    gpus: GpusOpt = str(PARALLELISM.gpus),
+    nodes: NodesOpt = str(PARALLELISM.nodes),
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = SETUP.checkpointing,
+    attention: AttentionOpt = SETUP.attention,
     engine: EngineOpt = Engine.deepspeed,
-    global_batch: GlobalBatchOpt = "512",
+    global_batch: GlobalBatchOpt = str(DEFAULT_GLOBAL_BATCH),
     topology: TopologyOpt = None,
-    policy: PolicyOpt = PolicyName.default,
+    policy: PolicyOpt = PolicyName(DEFAULT_POLICY),
     policy_file: PolicyFileOpt = None,
     assignments: SetOpt = None,
     emit_deepspeed: EmitOpt = None,
@@ -63,7 +66,7 @@ def advise(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""
-    from zeroplan.cli.advising import AdviseArgs
+    from zeroplan.advise.request import AdviseArgs
 
     args = scenario_args(locals())
     opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
@@ -72,16 +75,17 @@ def advise(
     accelerate = Path(emit_accelerate) if emit_accelerate else None
 
     def go() -> None:
+        from zeroplan.advise.request import advise_from
+        from zeroplan.advise.view import advice_view
         from zeroplan.cli import advising as commands_advise
         from zeroplan.cli.render import advice as render_advice
-        from zeroplan.cli.views import advice as views_advice
 
         commands_advise.check_emit(engine, target is not None, accelerate is not None)
         for path in (target, accelerate):
             if path is not None and path.exists() and not force:
                 raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
-        result = commands_advise.advise(args, opts)
-        show(lambda: views_advice.advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
+        result = advise_from(args, opts)
+        show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
             write_new_file(target, commands_advise.deepspeed_config_text(result), force=force)
             note = commands_advise.emit_note(result)

@@ -1,30 +1,19 @@
-"""What `zeroplan advise` and `zeroplan throughput` do between parsing and printing.
-
-Resolve the scenario (commands.scenario), the policy (named, then a YAML file, then --set), call the pure
-advisor or throughput model. Raises ZeroplanError for bad input; never prints, writes or exits (cli/ does).
+"""What `zeroplan advise` and `zeroplan throughput` do between parsing and printing, beyond the advice itself
+(zeroplan/advise/request.py, shared with the Python API): the text of the configs advise writes, and the
+throughput table's data. Raises ZeroplanError for bad input; never prints, writes or exits (cli/ does).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 from zeroplan.advise.advice import Advice
-from zeroplan.advise.policy import (
-    AdvisorPolicy,
-    parse_assignments,
-    policy_named,
-    with_overrides,
-)
-from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.errors import UsageError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import Engine, ZeroStage
-from zeroplan.readers import parse_yaml, read_text
-from zeroplan.scenario import ScenarioArgs, scenario
+from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
 
-DEFAULT_MODEL = "gemma2-9b"  # the article's model (seed/article-notes.md 3)
-DEFAULT_GLOBAL_BATCH = "512"  # the article's batch threshold; ~1M tokens per step at sequence length 2048
 SWEEP_PER_GPU = tuple(2**k for k in range(10))  # `--sweep auto`: 1..512 sequences per GPU
 
 
@@ -32,46 +21,6 @@ def _count(text: str, what: str) -> int:
     from zeroplan.units import parse_count
 
     return parse_count(text, what)
-
-
-@dataclass(frozen=True)
-class AdviseArgs:
-    """advise's own options, as typed (numbers still text)."""
-
-    global_batch: str = DEFAULT_GLOBAL_BATCH
-    topology: Topology | None = None
-    policy: str = "default"
-    policy_file: str | None = None
-    assignments: tuple[str, ...] = ()
-
-
-def load_policy(name: str, policy_file: str | None, assignments: tuple[str, ...]) -> AdvisorPolicy:
-    """The named policy, then the file's overrides, then --set's: later wins."""
-    policy = policy_named(name)
-    if policy_file:
-        path = Path(policy_file)
-        policy = with_overrides(policy, parse_yaml(read_text(path), str(path)), str(path))
-    if assignments:
-        policy = with_overrides(policy, parse_assignments(assignments), "--set")
-    return policy
-
-
-def _with_default_model(args: ScenarioArgs) -> ScenarioArgs:
-    return args if args.model or args.params else replace(args, model=DEFAULT_MODEL)
-
-
-def _needs_hardware(scn: Scenario, command: str) -> Scenario:
-    if scn.hardware is None:
-        raise ZeroplanError(f"{command} needs a hardware profile: pass --hardware NAME")
-    return scn
-
-
-def advise(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
-    from zeroplan.advise.advisor import advise as run_advisor
-
-    policy = load_policy(opts.policy, opts.policy_file, opts.assignments)
-    scn = _needs_hardware(scenario(_with_default_model(args)), "advise")
-    return run_advisor(scn, policy, opts.topology, global_batch=_count(opts.global_batch, "--global-batch"))
 
 
 def deepspeed_config_text(advice: Advice) -> str:
@@ -169,7 +118,7 @@ def throughput(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
     from zeroplan.perf.collectives import default_topology
     from zeroplan.perf.throughput import throughput_by_stage
 
-    scn = _needs_hardware(scenario(args), "throughput")
+    scn = needs_hardware(scenario(args), "throughput")
     topology = opts.topology or default_topology(scn.hardware, scn.parallelism)
     rows = throughput_by_stage(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism,
                                scn.knobs, topology, opts.mfu)

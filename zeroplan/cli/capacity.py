@@ -5,7 +5,8 @@ import typer
 
 from zeroplan.cli.common import render, run, scenario_args, show
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    PARALLELISM,
+    SETUP,
     AttentionOpt,
     CheckpointingOpt,
     Format,
@@ -24,12 +25,9 @@ from zeroplan.cli.options import (
     SeqLenOpt,
     UnitsOpt,
 )
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
-    Attention,
-    Checkpointing,
     OffloadDevice,
-    Optimizer,
-    Precision,
 )
 from zeroplan.units import Unit
 
@@ -39,15 +37,15 @@ def capacity(
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
+    gpus: GpusOpt = str(PARALLELISM.gpus),
+    nodes: NodesOpt = str(PARALLELISM.nodes),
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    micro_batch: MicroBatchOpt = "1",
-    checkpointing: CheckpointingOpt = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
+    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    attention: AttentionOpt = SETUP.attention,
     offload_optimizer: OffloadOptOpt = OffloadDevice.none,
     offload_param: OffloadParamOpt = OffloadDevice.none,
     units: UnitsOpt = Unit.gib,

@@ -11,7 +11,8 @@ import typer
 
 from zeroplan.cli.common import console, run, scenario_args
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    PARALLELISM,
+    SETUP,
     AttentionOpt,
     CheckFormat,
     CheckpointingOpt,
@@ -27,7 +28,7 @@ from zeroplan.cli.options import (
     PrecisionOpt,
     SeqLenOpt,
 )
-from zeroplan.memory.setup import Attention, Checkpointing, Optimizer, Precision
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 
 
 def check(
@@ -42,16 +43,16 @@ def check(
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
+    gpus: GpusOpt = str(PARALLELISM.gpus),
+    nodes: NodesOpt = str(PARALLELISM.nodes),
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    micro_batch: MicroBatchOpt = "1",
-    grad_accum: GradAccumOpt = "1",
-    checkpointing: CheckpointingOpt = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
+    grad_accum: GradAccumOpt = str(SETUP.grad_accum),
+    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    attention: AttentionOpt = SETUP.attention,
 ) -> None:
     """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
     args = scenario_args(locals(), ctx)

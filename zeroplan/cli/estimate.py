@@ -6,7 +6,8 @@ import typer
 
 from zeroplan.cli.common import render, run, scenario_args, show
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    PARALLELISM,
+    SETUP,
     AttentionOpt,
     CheckpointingOpt,
     DsConfigOpt,
@@ -35,13 +36,10 @@ from zeroplan.cli.options import (
     StageOpt,
     UnitsOpt,
 )
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
-    Attention,
-    Checkpointing,
     Engine,
     OffloadDevice,
-    Optimizer,
-    Precision,
 )
 from zeroplan.units import Unit
 
@@ -51,18 +49,18 @@ def estimate(
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
+    gpus: GpusOpt = str(PARALLELISM.gpus),
+    nodes: NodesOpt = str(PARALLELISM.nodes),
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     stage: StageOpt = None,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    fp32_grad_accum: Fp32AccumOpt = False,
-    seq_len: SeqLenOpt = "2048",
-    micro_batch: MicroBatchOpt = "1",
-    grad_accum: GradAccumOpt = "1",
-    checkpointing: CheckpointingOpt = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    fp32_grad_accum: Fp32AccumOpt = SETUP.fp32_grad_accum,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
+    grad_accum: GradAccumOpt = str(SETUP.grad_accum),
+    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    attention: AttentionOpt = SETUP.attention,
     offload_optimizer: OffloadOptOpt = OffloadDevice.none,
     offload_param: OffloadParamOpt = OffloadDevice.none,
     reduce_bucket_size: KnobOpt = None,
@@ -93,7 +91,9 @@ def estimate(
             result = scenario.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
         else:
+            from zeroplan.memory.view import estimate_view
+
             result = scenario.estimate(args, stage)
-            show(lambda: views.estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
+            show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go)

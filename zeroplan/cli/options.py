@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from zeroplan.advise.request import DEFAULT_MODEL
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
     Attention,
@@ -12,9 +13,15 @@ from zeroplan.memory.setup import (
     Engine,
     OffloadDevice,
     Optimizer,
+    Parallelism,
     Precision,
+    TrainingSetup,
 )
 from zeroplan.units import Unit
+
+# The defaults every command shows are the records' own (memory/setup.py), as ScenarioArgs's and the Python
+# API's are (zeroplan/scenario.py, zeroplan/api.py); counts become text, as typed.
+SETUP, PARALLELISM = TrainingSetup(), Parallelism()
 
 
 class Format(str, Enum):
@@ -60,7 +67,6 @@ FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Alloc
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-DEFAULT_HARDWARE = "h100-sxm-80gb"
 
 
 DsConfigOpt = Annotated[Optional[str], typer.Option("--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.')]
@@ -72,7 +78,7 @@ class PolicyName(str, Enum):
     default = "default"
 
 
-AdviseModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path (default: gemma2-9b).")]
+AdviseModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help=f"Preset name, YAML spec path or HF config.json path (default: {DEFAULT_MODEL}).")]
 GlobalBatchOpt = Annotated[str, typer.Option("--global-batch", help="Sequences per optimizer step over all GPUs (= micro-batch x accumulation x GPUs).")]
 TopologyOpt = Annotated[Optional[Topology], typer.Option("--topology", help="How the GPUs talk (default: the hardware's fabric; multinode past one node).")]
 PolicyOpt = Annotated[PolicyName, typer.Option("--policy", help="article: the source article's tree as written; default: zeroplan's.")]

@@ -11,7 +11,7 @@ import typer
 
 from zeroplan.cli.common import render, run, scenario_args, show
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    SETUP,
     AttentionOpt,
     Format,
     HardwareOpt,
@@ -23,7 +23,7 @@ from zeroplan.cli.options import (
     SeqLenOpt,
     UnitsOpt,
 )
-from zeroplan.memory.setup import Attention, Optimizer, Precision
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.units import Unit
 
 
@@ -49,10 +49,10 @@ def sweep(
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    attention: AttentionOpt = SETUP.attention,
     stages: Annotated[str, typer.Option(help="ZeRO stages, e.g. 0,1,2,3 or 2-3.")] = "0,1,2,3",
     gpu_counts: Annotated[str, typer.Option(help="GPU counts (values, A-B, A-B:STEP), on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
     micro_batches: AxisOpt = "1-16",

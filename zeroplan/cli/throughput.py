@@ -5,7 +5,8 @@
 
 from zeroplan.cli.common import run, scenario_args, show
 from zeroplan.cli.options import (
-    DEFAULT_HARDWARE,
+    PARALLELISM,
+    SETUP,
     AttentionOpt,
     CheckpointingOpt,
     Format,
@@ -30,12 +31,9 @@ from zeroplan.cli.options import (
     SweepOpt,
     TopologyOpt,
 )
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
-    Attention,
-    Checkpointing,
     OffloadDevice,
-    Optimizer,
-    Precision,
 )
 
 
@@ -43,16 +41,16 @@ def throughput(
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
-    gpus: GpusOpt = "8",
-    nodes: NodesOpt = "1",
+    gpus: GpusOpt = str(PARALLELISM.gpus),
+    nodes: NodesOpt = str(PARALLELISM.nodes),
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = Precision.bf16_mixed,
-    optimizer: OptimizerOpt = Optimizer.adamw,
-    seq_len: SeqLenOpt = "2048",
-    micro_batch: MicroBatchOpt = "1",
-    grad_accum: GradAccumOpt = "1",
-    checkpointing: CheckpointingOpt = Checkpointing.none,
-    attention: AttentionOpt = Attention.flash,
+    precision: PrecisionOpt = SETUP.precision,
+    optimizer: OptimizerOpt = SETUP.optimizer,
+    seq_len: SeqLenOpt = str(SETUP.seq_len),
+    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
+    grad_accum: GradAccumOpt = str(SETUP.grad_accum),
+    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    attention: AttentionOpt = SETUP.attention,
     offload_optimizer: OffloadOptOpt = OffloadDevice.none,
     offload_param: OffloadParamOpt = OffloadDevice.none,
     overlap_comm: OverlapOpt = None,

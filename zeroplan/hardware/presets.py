@@ -10,6 +10,8 @@ from zeroplan.readers import parse_yaml, read_text, require_mapping
 from zeroplan.record import FieldError
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
 
+DEFAULT_HARDWARE = "h100-sxm-80gb"  # what the CLI and the Python API plan on unless told: the source article's GPU
+
 
 def load_hardware_file(path: Path) -> HardwareSpec:
     text = read_text(path)

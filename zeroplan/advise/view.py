@@ -1,4 +1,5 @@
-"""Plain-dict views of the advisor's answer: what `zeroplan advise --format json|yaml` prints.
+"""Plain-dict views of the advisor's answer: what `zeroplan advise --format json|yaml` prints, and `zeroplan.to_dict`
+gives.
 
 The Advice objects dumped, plus the policy's sources, so table and JSON cannot drift. Bytes stay integers.
 Pure: no rich, typer or yaml. Schema: docs/advisor.md.

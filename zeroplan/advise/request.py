@@ -1,0 +1,69 @@
+"""An advise request as typed: the run's ScenarioArgs and advise's own options -> the policy they name -> Advice.
+
+Shared by `zeroplan advise` and the Python API (`zeroplan.recommend`), with the defaults both show. Reads the
+policy file when one is named; raises ZeroplanError for bad input; never prints or exits. The heavy modules
+load when `advise_from` runs, so that the CLI can read the defaults at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zeroplan.hardware.spec import Topology
+
+if TYPE_CHECKING:
+    from zeroplan.advise.advice import Advice
+    from zeroplan.advise.policy import AdvisorPolicy
+    from zeroplan.scenario import ScenarioArgs
+
+DEFAULT_MODEL = "gemma2-9b"  # the article's model (seed/article-notes.md 3)
+DEFAULT_GLOBAL_BATCH = 512  # the article's batch threshold; ~1M tokens per step at sequence length 2048
+DEFAULT_POLICY = "default"  # zeroplan's tree; "article" follows the source article's as written
+
+
+@dataclass(frozen=True)
+class AdviseArgs:
+    """advise's own options, as typed (numbers still text)."""
+
+    global_batch: str = str(DEFAULT_GLOBAL_BATCH)
+    topology: Topology | None = None
+    policy: str = DEFAULT_POLICY
+    policy_file: str | None = None
+    assignments: tuple[str, ...] = ()  # --set key=value, applied after the policy file
+    thresholds: Mapping[str, Any] | None = None  # the Python API's overrides, as values; applied last
+
+
+def load_policy(name: str, policy_file: str | None = None, assignments: tuple[str, ...] = (),
+                thresholds: Mapping[str, Any] | None = None) -> AdvisorPolicy:  # fmt: skip
+    """The named policy, then the file's overrides, then --set's, then `thresholds`: later wins."""
+    from zeroplan.advise.policy import parse_assignments, policy_named, with_overrides
+    from zeroplan.readers import parse_yaml, read_text
+
+    policy = policy_named(name)
+    if policy_file:
+        path = Path(policy_file)
+        policy = with_overrides(policy, parse_yaml(read_text(path), str(path)), str(path))
+    if assignments:
+        policy = with_overrides(policy, parse_assignments(assignments), "--set")
+    if thresholds is not None:
+        policy = with_overrides(policy, thresholds, "thresholds")
+    return policy
+
+
+def with_default_model(args: ScenarioArgs) -> ScenarioArgs:
+    """`args`, planning DEFAULT_MODEL when neither a model nor a parameter count is given."""
+    return args if args.model or args.params else replace(args, model=DEFAULT_MODEL)
+
+
+def advise_from(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
+    """The advisor's answer for the run `args` describes, under the policy `opts` names."""
+    from zeroplan.advise.advisor import advise
+    from zeroplan.scenario import needs_hardware, scenario
+    from zeroplan.units import parse_count
+
+    policy = load_policy(opts.policy, opts.policy_file, opts.assignments, opts.thresholds)
+    scn = needs_hardware(scenario(with_default_model(args)), "advise")
+    return advise(scn, policy, opts.topology, global_batch=parse_count(opts.global_batch, "--global-batch"))

@@ -1,0 +1,83 @@
+"""The estimate as plain data: what `zeroplan estimate --format json|yaml` prints, and `zeroplan.to_dict` gives.
+
+The same result objects the tables are built from, dumped. Pure: no rich, typer or yaml. Bytes stay integers;
+schema documented in docs/json.md.
+"""
+
+from __future__ import annotations
+
+from zeroplan.memory.estimate import Estimate
+from zeroplan.memory.stage import StageEstimate
+from zeroplan.memory.terms import Term
+from zeroplan.units import Unit
+from zeroplan.version import __version__
+
+SCHEMA_VERSION = 1
+
+
+def _term(t: Term) -> dict:
+    return {"name": t.name, "bytes": t.bytes, "phase": t.phase.value, "source": t.source}
+
+
+def stage_view(s: StageEstimate) -> dict:
+    return {
+        "stage": int(s.stage),
+        "offload_optimizer": s.offload_optimizer.value,
+        "offload_param": s.offload_param.value,
+        "gpu_bytes": s.gpu_bytes(),
+        "model_states_bytes": s.states.total,
+        "peak_phase": s.peak_phase.value,
+        "phases": {"backward": s.backward_bytes, "step": s.step_bytes},
+        "buffers": [_term(t) for t in s.buffers],
+        "overhead": [_term(t) for t in s.overhead],
+        "cpu_bytes_per_node": s.cpu_bytes_per_node,
+        "cpu_terms_per_gpu": [_term(t) for t in s.cpu_terms],
+        "nvme_bytes_per_node": s.nvme_bytes_per_node,
+        "usable_bytes": s.usable_bytes,
+        "fits": s.fits,
+        "headroom_bytes": s.headroom_bytes,
+        **engine_keys(s),
+    }
+
+
+def engine_keys(s: StageEstimate) -> dict:
+    """`engine`, `engine_settings` and `notes` for the PyTorch engines; absent for DeepSpeed (its JSON is unchanged)."""
+    if s.base.engine == "deepspeed":
+        return {}
+    return {"engine": s.base.engine,
+            "engine_settings": [{"name": x.name, "value": x.value, "source": x.source} for x in s.base.settings],
+            "notes": list(s.base.notes)}
+
+
+def estimate_view(est: Estimate, unit: Unit) -> dict:
+    """The estimate as JSON-ready data; bytes are integers, `units` only says how tables display them."""
+    recipe = est.recipe
+    acts = est.activations
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "zeroplan_version": __version__,
+        "units": {"bytes": "B", "display": unit.label, "display_bytes": unit.bytes},
+        "model": est.model.model_dump(mode="json"),
+        "recipe": {
+            "name": recipe.name,
+            "precision": recipe.precision.value,
+            "optimizer": recipe.optimizer.value,
+            "fp32_grad_accum": recipe.fp32_grad_accum,
+            "bytes_per_param": {
+                "parameters": recipe.param_bytes,
+                "gradients": recipe.grad_bytes,
+                "optimizer_states": recipe.optimizer_bytes,
+                "master_copy": recipe.master_bytes,
+                "total": recipe.total_bytes,
+            },
+        },
+        "setup": est.setup.model_dump(mode="json"),
+        "parallelism": {**est.parallelism.model_dump(mode="json"), "dp": est.parallelism.dp,
+                        "gpus_per_node": est.parallelism.gpus_per_node},
+        "engine": est.scenario.engine.value,
+        "deepspeed_knobs": est.knobs.model_dump(mode="json"),
+        "hardware": est.hardware.model_dump(mode="json") if est.hardware else None,
+        "activations": acts.model_dump(mode="json") if acts is not None else None,
+        "stages": [stage_view(s) for s in est.stages],
+        "assumptions": list(est.assumptions),
+    }
