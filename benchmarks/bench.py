@@ -154,7 +154,7 @@ def time_commands(runs: int, peers_python: str, count: bool = False) -> dict[str
 
 def time_grid(repeats: int) -> dict:
     """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process."""
-    from zeroplan.cli.sweeping import GridArgs, grid_axes
+    from zeroplan.cli.sweep import GridArgs, grid_axes
     from zeroplan.memory.grid import offload_pairs, sweep_grid
     from zeroplan.scenario import ScenarioArgs, scenario
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from zeroplan.cli.app import app
-from zeroplan.cli.sweeping import GridArgs, grid_axes, parse_axis
+from zeroplan.cli.sweep import GridArgs, grid_axes, parse_axis
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.estimate import Scenario, evaluate, overheads_for

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from zeroplan.advise.advice import Advice
 from zeroplan.advise.request import DEFAULT_GLOBAL_BATCH, DEFAULT_POLICY
 from zeroplan.cli.common import console, run, scenario_args, show
 from zeroplan.cli.files import write_new_file
@@ -35,7 +36,7 @@ from zeroplan.cli.options import (
     TopologyOpt,
     UnitsOpt,
 )
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
@@ -77,24 +78,63 @@ def advise(
     def go() -> None:
         from zeroplan.advise.request import advise_from
         from zeroplan.advise.view import advice_view
-        from zeroplan.cli import advising as commands_advise
         from zeroplan.cli.render import advice as render_advice
 
-        commands_advise.check_emit(engine, target is not None, accelerate is not None)
+        check_emit(engine, target is not None, accelerate is not None)
         for path in (target, accelerate):
             if path is not None and path.exists() and not force:
                 raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
         result = advise_from(args, opts)
         show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
         if target is not None:
-            write_new_file(target, commands_advise.deepspeed_config_text(result), force=force)
-            note = commands_advise.emit_note(result)
+            write_new_file(target, deepspeed_config_text(result), force=force)
+            note = emit_note(result)
             console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}",
                                         soft_wrap=True)
         if accelerate is not None:
-            text, notes = commands_advise.accelerate_config_text(result)
+            text, notes = accelerate_config_text(result)
             write_new_file(accelerate, text, force=force)
             console(stderr=True).print(f"wrote {accelerate}: Accelerate config for the recommendation; "
                                         + "; ".join(notes), soft_wrap=True)
 
     run(go)
+
+
+def deepspeed_config_text(advice: Advice) -> str:
+    """The emitted ds_config.json, as the file will hold it."""
+    import json
+
+    from zeroplan.advise.emit import deepspeed_config
+
+    return json.dumps(deepspeed_config(advice), indent=2) + "\n"
+
+
+def accelerate_config_text(advice: Advice) -> tuple[str, tuple[str, ...]]:
+    """The emitted Accelerate config YAML, headed by its notes as comments, and the notes."""
+    import yaml
+
+    from zeroplan.advise.accelerate import accelerate_config
+
+    config, notes = accelerate_config(advice)
+    rec = advice.recommendation
+    head = [f"# zeroplan advise --engine {rec.engine.value}: {rec.summary}"] + [f"# note: {n}" for n in notes]
+    return "\n".join(head) + "\n" + yaml.safe_dump(config, sort_keys=False), notes
+
+
+def check_emit(engine: Engine, emit_deepspeed: bool, emit_accelerate: bool) -> None:
+    """The emit options the engine can take, before anything is computed: UsageError (exit 2) otherwise."""
+    if emit_deepspeed and engine is not Engine.deepspeed:
+        raise UsageError(f"--emit-deepspeed writes a DeepSpeed config, and --engine {engine.value} runs no DeepSpeed: "
+                         "use --emit-accelerate PATH for its Accelerate config")
+    if emit_accelerate and engine is Engine.deepspeed:
+        raise UsageError("--emit-accelerate writes the Accelerate config of --engine fsdp, fsdp2 or ddp; for "
+                         "DeepSpeed use --emit-deepspeed PATH")
+
+
+def emit_note(advice: Advice) -> str:
+    """What the emitted config cannot say: activation checkpointing lives in the training script."""
+    ckpt = advice.recommendation.checkpointing
+    if ckpt is None or ckpt.value == "none":
+        return ""
+    return (f"; turn on {ckpt.value} activation checkpointing in the training script (e.g. Hugging Face "
+            "model.gradient_checkpointing_enable()): a DeepSpeed config does not switch it on")

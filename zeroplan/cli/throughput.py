@@ -3,6 +3,8 @@
 
 
 
+from dataclasses import dataclass
+
 from zeroplan.cli.common import run, scenario_args, show
 from zeroplan.cli.options import (
     PARALLELISM,
@@ -32,9 +34,13 @@ from zeroplan.cli.options import (
     TopologyOpt,
 )
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
+from zeroplan.hardware.spec import Topology
+from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import (
     OffloadDevice,
+    ZeroStage,
 )
+from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
 
 
 def throughput(
@@ -63,16 +69,91 @@ def throughput(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per stage: step time, tokens/s per GPU, MFU and overhead over ZeRO-0; --sweep over global batch."""
-    from zeroplan.cli.advising import ThroughputArgs
-
     args = scenario_args(locals())
     opts = ThroughputArgs(topology=topology, mfu=mfu, sweep=sweep, max_micro_batch=max_micro_batch)
 
     def go() -> None:
-        from zeroplan.cli import advising as commands_advise
         from zeroplan.cli.render import advice as render_advice
 
-        result = commands_advise.throughput(args, opts)
+        result = throughput_report(args, opts)
         show(lambda: result, lambda: render_advice.throughput_renderables(result), fmt)
 
     run(go)
+
+
+SWEEP_PER_GPU = tuple(2**k for k in range(10))  # `--sweep auto`: 1..512 sequences per GPU
+
+
+def _count(text: str, what: str) -> int:
+    from zeroplan.units import parse_count
+
+    return parse_count(text, what)
+
+
+@dataclass(frozen=True)
+class ThroughputArgs:
+    """throughput's own options, as typed."""
+
+    topology: Topology | None = None
+    mfu: float | None = None
+    sweep: str | None = None
+    max_micro_batch: str | None = None
+
+
+def _sweep_batches(text: str, dp: int) -> list[int]:
+    if text.strip() == "auto":
+        return [dp * n for n in SWEEP_PER_GPU]
+    return [_count(part, "--sweep") for part in text.split(",") if part.strip()]
+
+
+def _throughput_row(t) -> dict:
+    return {key: getattr(t, key) for key in (
+        "step_time_s", "compute_s", "comm_s", "exposed_comm_s", "tokens_per_step_per_gpu", "tokens_per_s_per_gpu",
+        "mfu", "overhead_vs_zero0_pct", "wire_bytes_per_gpu")} | {"stage": int(t.stage)}  # fmt: skip
+
+
+def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> dict:
+    from zeroplan.advise.policy import DEFAULT
+    from zeroplan.memory.capacity import max_micro_batch
+    from zeroplan.memory.estimate import param_count
+    from zeroplan.perf.sweep import find_overhead_crossing, sweep_global_batch
+
+    batches = _sweep_batches(opts.sweep, scn.parallelism.dp)
+    if opts.max_micro_batch is not None:
+        cap, why = _count(opts.max_micro_batch, "--max-micro-batch"), "--max-micro-batch"
+    else:
+        limit = max(batches) // scn.parallelism.dp or 1
+        cap, why = max(1, max_micro_batch(scn, ZeroStage.zero3, limit=limit)), "largest ZeRO-3 micro-batch in memory"
+    points = sweep_global_batch(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism, knobs,
+                                batches, topology, opts.mfu, max_micro_batch=cap)
+    threshold = DEFAULT.max_zero3_overhead_pct
+    crossing = find_overhead_crossing(points, threshold)
+    return {
+        "max_micro_batch": cap, "max_micro_batch_from": why, "threshold_pct": threshold,
+        "threshold_source": DEFAULT.source("max_zero3_overhead_pct"),
+        "crossing_global_batch": crossing.global_batch if crossing else None,
+        "points": [{"global_batch": p.global_batch, "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
+                    "tokens_per_micro_step": p.tokens_per_micro_step,
+                    "overhead_vs_zero0_pct": [s.overhead_vs_zero0_pct for s in p.stages],
+                    "tokens_per_s_per_gpu": [s.tokens_per_s_per_gpu for s in p.stages]} for p in points],
+    }
+
+
+def throughput_report(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
+    """Per stage: step time, tokens/s/GPU, MFU, overhead over ZeRO-0; with --sweep, over global batch. Plain data."""
+    from zeroplan.memory.estimate import param_count
+    from zeroplan.perf.collectives import default_topology
+    from zeroplan.perf.throughput import throughput_by_stage
+
+    scn = needs_hardware(scenario(args), "throughput")
+    topology = opts.topology or default_topology(scn.hardware, scn.parallelism)
+    rows = throughput_by_stage(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism,
+                               scn.knobs, topology, opts.mfu)
+    return {
+        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "topology": topology.value,
+        "setup": scn.setup.model_dump(mode="json"), "compute_efficiency": rows[0].compute_efficiency,
+        "stages": [_throughput_row(t) for t in rows],
+        "sweep": _sweep(scn, opts, topology, scn.knobs) if opts.sweep else None,
+        "assumptions": list(dict.fromkeys(a for t in rows for a in t.assumptions)),
+    }
