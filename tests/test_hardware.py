@@ -1,4 +1,4 @@
-"""Hardware presets: the whole registry loads and is sane; a few values pinned to their reference rows."""
+"""Hardware presets: the whole registry loads and is sane; a few values pinned to their sources (docs/hardware.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def test_preset_names_every_field_and_its_source(stem: str, path) -> None:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert data["name"] == stem
     assert set(data) == set(HardwareSpec.model_fields), "every field stated, none defaulted"
-    assert "reference/hardware.md" in data["source"]
+    assert data["source"].startswith("https://"), "source opens with the public page its numbers come from"
+    assert "docs/hardware.md" in data["source"], "derived planning defaults are derived in docs/hardware.md"
     assert HardwareSpec(**data).model_dump() == data, "load-then-dump gives the file back"
 
 
@@ -52,13 +53,13 @@ def test_preset_values_are_sane(stem: str, path) -> None:
     assert 16 <= hw.memory_gib <= 256
     assert hw.fp32_tflops < hw.fp16_tflops, "tensor fp16 beats fp32 on every training GPU"
     assert hw.bf16_tflops in (0, hw.fp16_tflops), "bf16 and fp16 share one tensor rate (or bf16 is absent)"
-    assert 0.2 <= hw.default_mfu <= 0.65, "reference/hardware.md 5: published MFUs lie in 9-64%"
+    assert 0.2 <= hw.default_mfu <= 0.65, "docs/hardware.md: published MFUs lie in 9-64%"
     assert 0.2 <= hw.hbm_bandwidth_tbps <= 10
     assert hw.pcie_busbw_gbps <= hw.intra_node_busbw_gbps
     if hw.intra_node_fabric == "pcie":
         assert hw.intra_node_busbw_gbps == hw.pcie_busbw_gbps
         assert hw.intra_node_alpha_us == hw.pcie_alpha_us
-    assert hw.host_link_gbps <= 63, "PCIe Gen5 x16 is 63 GB/s per direction (reference/hardware.md 1b)"
+    assert hw.host_link_gbps <= 63, "PCIe Gen5 x16 is 63 GB/s per direction (docs/hardware.md)"
     assert hw.nic_gbps_per_gpu <= 100
     assert hw.intra_node_alpha_us <= hw.inter_node_alpha_us
     assert 1.0 <= hw.cuda_context_gib + hw.nccl_gib <= 3.0
