@@ -98,6 +98,8 @@ def test_overlap_comm_only_when_its_second_bucket_fits():
     assert tight.rules == FITS[:2] + ("overlap.comm", "batch.micro")
     step = tight.trace[2]
     assert step.outcome == "no" and step.observed > step.threshold and "second reduce bucket" in step.reason
+    assert step.source.startswith("deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/zero/stage_1_and_2.py: "
+                                  "overlap_comm doubles the reduce bucket in stages 1-2")
     assert tight.recommendation.knobs.overlap_comm is False and tight.recommendation.plan.overlap_comm is False
     roomy = advise(bare(9e9), DEFAULT, global_batch=512)
     assert roomy.trace[2].outcome == "yes" and roomy.recommendation.knobs.overlap_comm is True
@@ -274,6 +276,7 @@ def test_article_leaves_are_the_outcomes_of_their_questions():
     zero3 = advise(bare(30e9), ARTICLE, global_batch=512)
     assert [s.reason for s in zero3.trace[2:4]] == [LEAF_ZERO3, LEAF_BATCH_NO]
     assert [s.outcome for s in zero3.trace] == ["no", "no", "yes", "no", "yes"]
+    assert zero3.trace[0].source.startswith("article 4.3 decision tree (docs/advisor.md); ")
     pcie = advise(bare(30e9), ARTICLE, Topology.pcie, global_batch=512)
     assert (pcie.trace[-1].observed, pcie.trace[-1].threshold, pcie.trace[-1].reason) == ("pcie", "nvlink", LEAF_GIVE_UP)
 
@@ -327,6 +330,8 @@ def test_multinode_corrects_one_bit_adam_with_zeropp():
     assert zero3.recommendation.stage is ZeroStage.zero3
     assert advisories(zero3)[0] == "correct.onebit-adam"
     assert "not compatible with ZeRO-3" in zero3.advisories[0].reason and "ZeRO++" in zero3.advisories[0].reason
+    assert "(deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/engine.py)" in zero3.advisories[0].source
+    assert "ZeRO++ (arXiv:2306.10209; DeepSpeed docs/_tutorials/zeropp.md)" in zero3.advisories[0].source
     zero0 = advise(bare(1e9, gpus=16, nodes=2, seq_len=1024), DEFAULT, global_batch=512)
     assert "stage 0 only" in zero0.advisories[0].reason
 

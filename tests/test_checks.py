@@ -308,6 +308,14 @@ def test_registry_ids_unique_and_stable():
     assert all(rule.summary and rule.source and rule.severity in ("error", "warning", "info") for rule in RULES)
 
 
+def test_rule_sources_cite_public_or_in_repo_sources():
+    assert RULES_BY_ID["zero3-slow-fabric"].source == (
+        "ZeRO paper §7 (3 Psi per step); ZeRO++ arXiv:2306.10209 (hpZ); "
+        "deepspeedai/DeepSpeed@edaa7221:docs/_posts/2021-03-08-zero3-offload.md")
+    assert RULES_BY_ID["low-headroom"].source == (
+        "zeroplan/memory/stage.py estimate_stage (docs/formulas.md); docs/hardware.md (fragmentation)")
+
+
 def test_docs_table_lists_every_rule():
     docs = (Path(__file__).parent.parent / "docs" / "checks.md").read_text(encoding="utf-8")
     table_ids = re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning|info) \|", docs, re.M)

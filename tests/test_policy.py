@@ -27,6 +27,8 @@ def test_the_article_numbers_cite_the_article():
                   "article_zero3_min_grad_accum"):
         assert DEFAULT.source(field).startswith("article ")
     assert "judgment" in DEFAULT.source("embedding_heavy_fraction")  # the article gives no number
+    assert DEFAULT.source("article_zero3_min_grad_accum").endswith(
+        "(wrong: ZeRO-3 re-gathers every micro-step, docs/throughput.md 5)")  # the correction, in the repo
 
 
 def test_named_policies():

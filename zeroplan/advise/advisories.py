@@ -2,8 +2,9 @@
 
 Each advisory is a Step and appears only where it applies: PCIe -> ZeRO-2, multi-node -> compression (1-bit
 Adam corrected to ZeRO++), embedding-heavy models, long sequences, and gradient accumulation with ZeRO-3
-(corrected: it does not amortize ZeRO-3's gathers). Corrections: seed/article-notes.md 5 and
-reference/deepspeed.md 5f, 5g. Pure: imports neither rich, typer nor yaml and does no I/O.
+(corrected: it does not amortize ZeRO-3's gathers). Corrections: docs/advisor.md (Advisories), DeepSpeed
+v0.19.6 runtime/engine.py (1-bit Adam), ZeRO++ (arXiv:2306.10209). Pure: imports neither rich, typer nor yaml and
+does no I/O.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import ZeroStage
 
 ONEBIT_SOURCE = ("article 4.1 'multi-node: gradient compression such as 1-bit Adam'; DeepSpeed engine.py asserts "
-                 "'1bit-Adam is not compatible with ZeRO' at stage > 0 (reference/deepspeed.md 5f)")
-ZEROPP_SOURCE = "ZeRO++ (reference/deepspeed.md 5g): qwZ INT8 weights, qgZ INT4 gradients, hpZ gathers inside a node"
+                 "'1bit-Adam is not compatible with ZeRO' at stage > 0 "
+                 "(deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/engine.py)")
+ZEROPP_SOURCE = ("ZeRO++ (arXiv:2306.10209; DeepSpeed docs/_tutorials/zeropp.md): qwZ INT8 weights, qgZ INT4 "
+                 "gradients, hpZ gathers inside a node")
 
 
 def _zeropp_overhead(ctx: Context, plan: Plan) -> float:

@@ -1,6 +1,6 @@
 """The advisor's policy: which decision tree it follows and every threshold it compares against, each with its source.
 
-Two named policies: ARTICLE (the source article's tree exactly as written, seed/article-notes.md 4) and DEFAULT
+Two named policies: ARTICLE (the source article's tree exactly as written, docs/advisor.md) and DEFAULT
 (zeroplan's tree, which extends and corrects it). Any threshold can be overridden from a mapping (a YAML file)
 or from `key=value` text (the CLI's --set). Pure: imports neither rich, typer nor yaml and does no I/O.
 """
@@ -54,7 +54,8 @@ class AdvisorPolicy(Frozen):
         "zeroplan.perf.throughput (docs/throughput.md)",
         "ZeRO-3 step-time overhead over ZeRO-0 above which the default tree warns, percent", ge=0.0)
     article_zero3_min_grad_accum: int = _threshold(
-        4, "article 5.2 'gradient accumulation >= 4 with ZeRO-3' (wrong: seed/article-notes.md 5)",
+        4, "article 5.2 'gradient accumulation >= 4 with ZeRO-3' (wrong: ZeRO-3 re-gathers every micro-step, "
+        "docs/throughput.md 5)",
         "the article's accumulation advice, quoted by the correction advisory", ge=1)
     long_sequence_tokens: int = _threshold(
         1024, "article 4.2 'long sequences (> 1024 tokens): ZeRO-3's advantage grows'",

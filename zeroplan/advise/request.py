@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from zeroplan.advise.policy import AdvisorPolicy
     from zeroplan.scenario import ScenarioArgs
 
-DEFAULT_MODEL = "gemma2-9b"  # the article's model (seed/article-notes.md 3)
+DEFAULT_MODEL = "gemma2-9b"  # the article's model (its section 3.1, docs/advisor.md)
 DEFAULT_GLOBAL_BATCH = 512  # the article's batch threshold; ~1M tokens per step at sequence length 2048
 DEFAULT_POLICY = "default"  # zeroplan's tree; "article" follows the source article's as written
 

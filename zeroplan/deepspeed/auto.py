@@ -5,7 +5,8 @@ Source: `transformers/integrations/deepspeed.py`, `HfTrainerDeepSpeedConfig`:
 `trainer_config_finalize` fills the hidden-size keys (the stage-3 ones only for ZeRO-3) from the
 model config's `hidden_size` (or max of `hidden_sizes`). Any other `"auto"` is left in place, and
 DeepSpeed's config models drop `"auto"` values before validating (`DeepSpeedConfigModel.__init__`,
-non-strict), so the key takes DeepSpeed's default. Reference: reference/deepspeed.md 4.5.
+non-strict), so the key takes DeepSpeed's default. Reference: huggingface/transformers
+`src/transformers/integrations/deepspeed.py`; DeepSpeed v0.19.6 `deepspeed/runtime/config_utils.py`.
 
 Pure: no I/O.
 """

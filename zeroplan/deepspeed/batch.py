@@ -1,6 +1,7 @@
 """DeepSpeed's batch-size rule: any two of train_batch_size, micro-batch and accumulation give the third.
 
-Source: `deepspeed/runtime/config.py` `_set_batch_related_parameters` (reference/deepspeed.md 4.1).
+Source: DeepSpeed v0.19.6 (commit edaa7221) `deepspeed/runtime/config.py` `_set_batch_related_parameters`
+and `_batch_assertion`.
 Pure: no I/O.
 """
 

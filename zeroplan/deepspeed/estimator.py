@@ -3,7 +3,8 @@
 `estimate_zero2_model_states_mem_needs` (deepspeed/runtime/zero/stage_1_and_2.py, formula since v0.14.3,
 PR #5099) and `estimate_zero3_model_states_mem_needs` (stage3.py, unchanged since 2021), and the rows their
 `_all_cold` wrappers print. The arithmetic is kept in DeepSpeed's float evaluation order so int() truncates
-the same way. Pure: no I/O. See reference/deepspeed.md section 1 and docs/deepspeed.md.
+the same way. Pure: no I/O. Formulas: deepspeedai/DeepSpeed@edaa7221 (same files) and
+`docs/code-docs/source/memory.rst`; test vectors and DeepSpeed's printed tables: docs/deepspeed.md.
 """
 
 from zeroplan.record import Record, field, record

@@ -2,7 +2,9 @@
 
 Follows DeepSpeed v0.19.6 (`deepspeed/runtime/config.py`, `runtime/zero/config.py`,
 `runtime/precision_config.py`) and resolves Hugging Face `"auto"` values the way transformers'
-`HfTrainerDeepSpeedConfig` does (deepspeed/auto.py; reference/deepspeed.md 4.5). Every `"auto"` becomes an `AutoValue` naming the value assumed, so a CI rule can report it.
+`HfTrainerDeepSpeedConfig` does (deepspeed/auto.py; huggingface/transformers
+`src/transformers/integrations/deepspeed.py`). Every `"auto"` becomes an `AutoValue` naming the value assumed, so a
+CI rule can report it.
 
 Numbers: DeepSpeed configs often write 5e8; a whole-valued float is accepted as the integer it equals.
 A fractional, negative, non-finite or boolean number is a SpecError naming the key. What DeepSpeed

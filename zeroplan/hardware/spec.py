@@ -10,7 +10,7 @@ from zeroplan.record import FieldError, Record, field, positive, record
 
 
 class Topology(str, Enum):
-    """How the data-parallel GPUs are connected (reference/hardware.md 2e)."""
+    """How the data-parallel GPUs are connected (planning defaults per topology: docs/hardware.md)."""
 
     nvlink = "nvlink"  # one node, GPUs on the node's fast fabric (NVLink/NVSwitch; xGMI on AMD)
     pcie = "pcie"  # one node, GPUs talk over PCIe only

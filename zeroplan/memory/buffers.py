@@ -1,7 +1,8 @@
 """DeepSpeed's GPU buffers on top of the model states, one function per buffer, sized from its knobs.
 
-Pure: imports neither rich, typer nor yaml and does no I/O. Sources are DeepSpeed v0.19.6 code paths,
-restated in reference/deepspeed.md section 4.4; formulas and caveats in docs/formulas.md.
+Pure: imports neither rich, typer nor yaml and does no I/O. Sources are DeepSpeed v0.19.6 code paths (commit
+edaa7221: runtime/zero/stage_1_and_2.py, stage3.py, partitioned_param_coordinator.py, partition_parameters.py),
+named per function; formulas and caveats in docs/formulas.md.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ class TrainingSetup(Record):
         return self.seq_len * self.micro_batch
 
 
-# DeepSpeed zero_optimization defaults (deepspeed/runtime/zero/config.py at v0.19.6; reference/deepspeed.md 4.3).
+# DeepSpeed zero_optimization defaults (deepspeed/runtime/zero/config.py at v0.19.6, commit edaa7221).
 DS_REDUCE_BUCKET_SIZE = 500_000_000
 
 

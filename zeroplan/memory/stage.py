@@ -65,8 +65,8 @@ def model_state_bytes(
     )
 
 
-# Per-process overheads outside PyTorch's allocator stats (reference/hardware.md section 6).
-FRAGMENTATION_FRACTION = 0.05  # caching-allocator margin on the allocated peak; a judgment call within the 5-10 % of hardware.md section 6
+# Per-process overheads outside PyTorch's allocator stats (docs/hardware.md, "Memory outside the model states").
+FRAGMENTATION_FRACTION = 0.05  # caching-allocator margin on the allocated peak; a judgment call within 5-10 % (docs/hardware.md)
 
 
 NVME_PARAM_BUFFER_COUNT = 5  # offload_param.buffer_count default (offload_config.py)

@@ -1,7 +1,8 @@
 """Collective communication cost: which link a data-parallel group runs on, and what a ring costs on it.
 
-Pure: imports neither rich, typer nor yaml and does no I/O. Sources: reference/hardware.md 2a (ring formulas,
-nccl-tests PERFORMANCE.md), 2b (latency), 2e (planning busbw and alpha per topology). Derivations:
+Pure: imports neither rich, typer nor yaml and does no I/O. Sources: NVIDIA/nccl-tests@03a204a:doc/PERFORMANCE.md
+(ring formulas, busbw), NVIDIA/nccl@b647562:src/graph/tuning.cc (latency); the planning busbw and alpha per
+topology and the rail-NIC rule are derived in docs/hardware.md from published measurements. Model:
 docs/throughput.md.
 """
 
@@ -17,9 +18,9 @@ from zeroplan.hardware.spec import HardwareSpec, Topology
 from zeroplan.memory.setup import Parallelism
 
 NIC_EFFICIENCY = (
-    0.92  # achievable share of NIC line rate in a rail-optimized ring (reference/hardware.md 2e: 0.92 x g x R)
+    0.92  # achievable share of NIC line rate in a rail-optimized ring: 46 of 50 GB/s per 400G NIC (docs/hardware.md)
 )
-GB_PER_S = 1e9  # busbw, NIC and host-link rates are decimal GB/s (reference/hardware.md 0)
+GB_PER_S = 1e9  # busbw, NIC and host-link rates are decimal GB/s (docs/hardware.md, "Conventions")
 US = 1e-6  # alpha values are microseconds
 
 
@@ -74,14 +75,14 @@ def nic_busbw_gbps(hw: HardwareSpec, gpus_per_node: int) -> float:
     """Bus bandwidth of a ring that crosses nodes, as the NICs allow: 0.92 x g x per-GPU NIC rate.
 
     With one rail NIC per GPU every ring channel leaves the node through a different NIC, so the
-    per-node crossing traffic spreads over all g NICs (reference/hardware.md 2a, measured 192 GB/s
-    on DGX-A100 8x200G).
+    per-node crossing traffic spreads over all g NICs (docs/hardware.md; measured 192 GB/s on DGX-A100 8x200G,
+    NVIDIA/nccl#1576).
     """
     return NIC_EFFICIENCY * gpus_per_node * hw.nic_gbps_per_gpu
 
 
 def dp_link(hw: HardwareSpec, par: Parallelism, topology: Topology) -> Link:
-    """The ring of the whole data-parallel group (reference/hardware.md 2e).
+    """The ring of the whole data-parallel group (planning defaults: docs/hardware.md).
 
     nvlink / pcie: the node's ring. multinode: min(intra-node busbw, 0.92 x g x NIC), inter-node alpha.
     """
@@ -97,7 +98,7 @@ def dp_link(hw: HardwareSpec, par: Parallelism, topology: Topology) -> Link:
 def ring_factor(collective: Collective, ranks: int) -> float:
     """Bytes each rank sends per byte of the full buffer: 2(n-1)/n for all-reduce, (n-1)/n for AG and RS.
 
-    nccl-tests doc/PERFORMANCE.md busbw factors (reference/hardware.md 2a).
+    nccl-tests doc/PERFORMANCE.md busbw factors (NVIDIA/nccl-tests@03a204a).
     """
     share = (ranks - 1) / ranks
     return 2 * share if collective is Collective.all_reduce else share
@@ -107,7 +108,8 @@ def ring_time_s(collective: Collective, num_bytes: float, link: Link, num_collec
     """t = k alpha + f(n) S / B_bus, for S bytes of full buffer moved in k collectives on one ring.
 
     f(n) = 2(n-1)/n (all-reduce) or (n-1)/n (all-gather, reduce-scatter); S for AG/RS is the gathered array.
-    A group of one rank issues no collective. Source: reference/hardware.md 2a (ring) and 2b/2e (alpha).
+    A group of one rank issues no collective. Source: nccl-tests doc/PERFORMANCE.md (ring); alpha per preset,
+    docs/hardware.md (NCCL's latency model and measured small-message floors).
     """
     if link.ranks == 1 or num_bytes == 0:
         return 0.0
@@ -116,5 +118,5 @@ def ring_time_s(collective: Collective, num_bytes: float, link: Link, num_collec
 
 
 def host_copy_s(num_bytes: float, hw: HardwareSpec) -> float:
-    """t = bytes / host-link bandwidth per direction (PCIe, reference/hardware.md 1b)."""
+    """t = bytes / host-link bandwidth per direction (PCIe; measured rates in docs/hardware.md)."""
     return num_bytes / (hw.host_link_gbps * GB_PER_S)

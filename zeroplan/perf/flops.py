@@ -1,6 +1,8 @@
 """FLOPs of one training micro-step: the dense 6N term, attention, and what recomputation adds.
 
-Pure: imports neither rich, typer nor yaml and does no I/O. Sources: reference/hardware.md section 5.
+Pure: imports neither rich, typer nor yaml and does no I/O. Sources: stas00/ml-engineering@744d01e
+training/performance/README.md (6N; 8N with full recompute), pytorch/torchtitan `get_num_flop_per_token` and
+mosaicml/llm-foundry@8c8dd48:scripts/train/benchmarking/README.md (attention); docs/throughput.md 1.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def attention_fwd_flops_per_token(arch: Architecture, seq_len: int, *, causal: b
     """Forward attention FLOPs per token: 4 L d_attn s (non-causal), half of it causal.
 
     L layers (decoder + encoder), d_attn = heads x head_dim, s = sequence length. Times 3 for a training
-    step this is torchtitan's 12 L H Q T non-causal term (reference/hardware.md 5), 6 L d s causal.
+    step this is torchtitan's 12 L H Q T non-causal term (`get_num_flop_per_token`), 6 L d s causal.
     Sliding windows (Gemma 2, Mistral) are ignored: exact for s <= window.
     """
     layers = arch.num_layers + arch.num_encoder_layers
@@ -45,7 +47,7 @@ def hardware_flops_per_micro_step(
 
     forward = T (2N + A), A = attention forward per token (causal for flash/SDPA, which skips masked tiles;
     non-causal for eager, which computes the masked half); backward = 2 x forward, plus one more forward
-    with full checkpointing (8N instead of 6N, reference/hardware.md 5) or the attention core again with
+    with full checkpointing (8N instead of 6N, ml-engineering training/performance) or the attention core again with
     selective checkpointing (Korthikanti et al. 2022). T = tokens per micro-step on one GPU.
     """
     causal = setup.attention is Attention.flash

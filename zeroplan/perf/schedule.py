@@ -1,7 +1,8 @@
 """Which transfers each ZeRO stage makes in an optimizer step, how big, how often, and under which compute.
 
-Pure: imports neither rich, typer nor yaml and does no I/O. Sources: reference/hardware.md 3 (volumes and
-schedule), reference/deepspeed.md 5g (ZeRO++) and 6 (volumes); docs/throughput.md.
+Pure: imports neither rich, typer nor yaml and does no I/O. Sources: the ZeRO paper (arXiv:1910.02054) section 7
+(volumes), DeepSpeed v0.19.6 runtime/engine.py and runtime/zero/stage_1_and_2.py, stage3.py (when each stage
+communicates), ZeRO++ (arXiv:2306.10209; DeepSpeed docs/_tutorials/zeropp.md); docs/throughput.md 2.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from zeroplan.perf.collectives import (
     ring_time_s,
 )
 
-QWZ_BYTES = 1  # ZeRO++ qwZ: forward weight all-gather in block-quantized INT8 (reference/deepspeed.md 5g)
-QGZ_BYTES = 0.5  # ZeRO++ qgZ: gradients reduced in INT4 (reference/deepspeed.md 5g)
+QWZ_BYTES = 1  # ZeRO++ qwZ: forward weight all-gather in block-quantized INT8 (arXiv:2306.10209)
+QGZ_BYTES = 0.5  # ZeRO++ qgZ: gradients reduced in INT4 (arXiv:2306.10209)
 
 
 class Window(str, Enum):
@@ -107,7 +108,7 @@ def _gather_window(ctx: CommContext, window: Window) -> Window:
 
 
 def stage_terms(stage: ZeroStage, ctx: CommContext) -> list[CommTerm]:
-    """The collectives of one stage (reference/hardware.md 3; reference/deepspeed.md 6).
+    """The collectives of one stage (ZeRO paper section 7; DeepSpeed engine.py, stage_1_and_2.py, stage3.py).
 
     0: all-reduce 2 Psi at the accumulation boundary. 1: reduce-scatter + all-gather (same 2 Psi) at the
     boundary. 2: reduce-scatter every micro-step + one all-gather per step. 3: all-gather forward,

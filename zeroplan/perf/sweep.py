@@ -1,8 +1,8 @@
 """Throughput over global batch sizes, and where ZeRO-3's overhead falls below a threshold.
 
 Pure: imports neither rich, typer nor yaml and does no I/O. The article's claim it tests: "with a batch size
-above 512 the ZeRO-3 loss stays within 11%" (seed/article-notes.md 3). Only tokens per micro-step amortize
-ZeRO-3's per-micro-step gathers; gradient accumulation does not (docs/throughput.md).
+above 512 the ZeRO-3 loss stays within 11%" (the source article, 3.3; docs/advisor.md). Only tokens per
+micro-step amortize ZeRO-3's per-micro-step gathers; gradient accumulation does not (docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class SweepPoint(Frozen):
 def split_global_batch(global_batch: int, dp: int, max_micro_batch: int | None) -> tuple[int, int]:
     """(micro-batch, accumulation): the largest micro-batch <= max_micro_batch dividing global_batch / dp.
 
-    DeepSpeed's identity train_batch_size = micro_batch x grad_accum x dp (reference/deepspeed.md 4.1).
+    DeepSpeed's identity train_batch_size = micro_batch x grad_accum x dp (DeepSpeed v0.19.6 runtime/config.py).
     """
     if global_batch % dp:
         raise ZeroplanError(f"global batch ({global_batch}) is not a multiple of the data-parallel degree ({dp})")

@@ -1,7 +1,7 @@
 """Throughput per ZeRO stage: compute from FLOPs, communication per stage, and what overlap cannot hide.
 
 Pure: imports neither rich, typer nor yaml and does no I/O. Every formula, constant and source is in
-docs/throughput.md; reference/hardware.md sections 2, 3 and 5 and reference/deepspeed.md 5g and 6.
+docs/throughput.md, the hardware numbers' in docs/hardware.md.
 It is a model: bandwidth, latency and an overlap rule, calibrated on nothing but published numbers.
 """
 
@@ -97,7 +97,7 @@ def _assumptions(
         f"compute at {efficiency:.0%} of dense peak (hardware default_mfu unless given); FLOPs 6N per token "
         "(8N with full recompute) + attention (causal with flash/SDPA, full with eager)",
         f"{ctx.dp.label} ring: {ctx.dp.busbw_gbps:g} GB/s busbw, {ctx.dp.alpha_us:g} us per collective "
-        "(reference/hardware.md 2e)",
+        "(planning default, docs/hardware.md)",
         f"overlapped communication still costs {OVERLAP_CONTENTION:.0%} of its time in slower compute; one "
         "collective per window (first gather, last reduction) is never hidden",
         "optimizer step, data loading, kernel launch and DeepSpeed's Python overhead are not modelled",
@@ -162,7 +162,7 @@ def estimate_throughput(
     full recompute); exposed comm per docs/throughput.md (ring cost f(n) S / B_bus + k alpha, overlap rule).
     GA = gradient accumulation steps, T = tokens per micro-step, eta = mfu or hw.default_mfu,
     S = Psi x bytes of the communication dtype (default: the compute dtype, DeepSpeed's default).
-    Sources: reference/hardware.md 2-5, reference/deepspeed.md 5g and 6.
+    Sources: docs/throughput.md (model) and docs/hardware.md (hardware numbers).
     """
     topology = topology or default_topology(hw, par)
     efficiency = hw.default_mfu if mfu is None else mfu

@@ -1,4 +1,4 @@
-"""The source article's decision tree (seed/article-notes.md 4), its questions and leaves as written.
+"""The source article's decision tree (its section 4.3, docs/advisor.md), its questions and leaves as written.
 
     ZeRO-0 fits?            yes -> "use ZeRO-0 for the best performance"
     ZeRO-2 fits?            yes -> "choose ZeRO-2 to balance performance and memory"
@@ -17,8 +17,8 @@ from zeroplan.advise.candidates import Context, fit_at, fits, make_plan
 from zeroplan.advise.steps import FIT_SOURCE, NO_OFFLOAD, fit_step, nothing, recommend
 from zeroplan.memory.setup import ZeroStage
 
-ARTICLE_TREE = "article 4.3 decision tree (seed/article-notes.md 4)"
-# The article's leaves, as written (seed/article-notes.md 4).
+ARTICLE_TREE = "article 4.3 decision tree (docs/advisor.md)"
+# The article's leaves, as written (translated; docs/advisor.md).
 LEAF_ZERO0 = "use ZeRO-0 for the best performance"
 LEAF_ZERO2 = "choose ZeRO-2 to balance performance and memory"
 LEAF_ZERO3 = "use ZeRO-3"

@@ -132,8 +132,9 @@ def _overlap_step(ctx: Context, stage: ZeroStage, est: StageEstimate) -> Step:
     ok = fits(ctx, est)
     return Step(rule="overlap.comm", question=f"Does ZeRO-{int(stage)} still fit with overlap_comm on?",
                 observed=est.total, threshold=ctx.budget, unit="bytes",
-                source="reference/deepspeed.md 4.4: overlap_comm doubles the reduce bucket in stages 1-2; "
-                "docs/throughput.md: without it the gradient reduction is exposed",
+                source="deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/zero/stage_1_and_2.py: overlap_comm "
+                "doubles the reduce bucket in stages 1-2; docs/throughput.md: without it the gradient reduction is "
+                "exposed",
                 outcome="yes" if ok else "no",
                 reason="overlap_comm on: the gradient reduction hides under the backward" if ok else
                 f"overlap_comm off, DeepSpeed's default: its second reduce bucket is {short_reason(ctx, est)}")

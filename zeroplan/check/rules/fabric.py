@@ -1,8 +1,9 @@
 """CI rule over the fabric ZeRO-3 communicates on: PCIe, or several nodes without ZeRO++ hpZ.
 
 ZeRO-3 all-gathers the parameters in forward and again in backward and reduce-scatters the gradients,
-every micro-step: 3 Psi per micro-step against ZeRO-0's 2 Psi per optimizer step (ZeRO paper §7;
-reference/deepspeed.md §6). On NVLink that hides under compute; over PCIe or NICs it often does not.
+every micro-step: 3 Psi per micro-step against ZeRO-0's 2 Psi per optimizer step (ZeRO paper §7; DeepSpeed's
+"50% communication overhead", docs/_posts/2021-03-08-zero3-offload.md). On NVLink that hides under compute;
+over PCIe or NICs it often does not.
 hpZ (`zero_hpz_partition_size` = GPUs per node) keeps a secondary parameter copy inside each node, so
 the backward all-gather stays off the NICs (ZeRO++, arXiv:2306.10209).
 
@@ -22,7 +23,7 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import ZeroStage
 
 # Below this predicted overhead the finding is info, not a warning: the source article accepts ZeRO-3's
-# throughput loss "within 11 %" at batch sizes above 512 (seed/article-notes.md section 3).
+# throughput loss "within 11 %" at batch sizes above 512 (its section 3.3; docs/advisor.md).
 SLOW_FABRIC_WARN_PCT = 10.0
 
 
@@ -63,5 +64,6 @@ def check_slow_fabric(config: DeepSpeedConfig, run: RunContext, *, throughput: F
 FABRIC_RULES = (
     Rule("zero3-slow-fabric", "warning", "ZeRO-3 over PCIe, or over several nodes without ZeRO++ hpZ, with the "
          "predicted overhead vs ZeRO-0", "ZeRO paper §7 (3 Psi per step); ZeRO++ arXiv:2306.10209 (hpZ); "
-         "reference/deepspeed.md §6", check_slow_fabric, needs=("throughput",)),
+         "deepspeedai/DeepSpeed@edaa7221:docs/_posts/2021-03-08-zero3-offload.md", check_slow_fabric,
+         needs=("throughput",)),
 )  # fmt: skip

@@ -18,7 +18,7 @@ from zeroplan.units import Unit, format_bytes
 
 # Warn when a plan fits with less than this share of the GPU free. The modelled fragmentation margin
 # (memory.FRAGMENTATION_FRACTION) is already in the peak; this is the headroom beyond the model, for
-# what it leaves out (allocator spikes, a longer batch): the low end of reference/hardware.md §6's 5-10 %.
+# what it leaves out (allocator spikes, a longer batch): the low end of the 5-10 % in docs/hardware.md.
 LOW_HEADROOM_PCT = 5.0
 
 
@@ -90,7 +90,7 @@ MEMORY_RULES = (
     Rule("does-not-fit", "error", "peak memory per GPU at the configured stage exceeds the usable capacity",
          _MEMORY, check_fits, needs=("memory",)),
     Rule("low-headroom", "warning", f"fits, with less free than the headroom threshold ({LOW_HEADROOM_PCT:g}% of capacity)",
-         f"{_MEMORY}; reference/hardware.md §6", check_headroom, needs=("memory",)),
+         f"{_MEMORY}; docs/hardware.md (fragmentation)", check_headroom, needs=("memory",)),
     Rule("buffers-exceed-states", "warning", "DeepSpeed's buffers exceed the model states (small models, default buckets)",
          "deepspeed/runtime/zero/stage_1_and_2.py, stage3.py buffers; DeepSpeed issues #1302, #4305",
          check_buffers, needs=("memory",)),
