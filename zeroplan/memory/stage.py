@@ -216,7 +216,7 @@ def phase_totals(states: ModelStates, buffers: tuple[Term, ...]) -> tuple[int, i
     return base + backward, base + step
 
 
-OVERHEAD_SOURCE = "hardware profile (hardware.md section 6)"
+OVERHEAD_SOURCE = "hardware profile (docs/hardware.md)"
 
 
 FRAGMENTATION_SOURCE = "caching-allocator margin on the allocated peak"

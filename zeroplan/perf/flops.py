@@ -1,6 +1,6 @@
 """FLOPs of one training micro-step: the dense 6N term, attention, and what recomputation adds.
 
-Pure: imports neither rich, typer nor yaml and does no I/O. Sources: stas00/ml-engineering@744d01e
+Pure: imports neither rich, typer nor yaml and does no I/O. Sources: [MLE] = stas00/ml-engineering@744d01e
 training/performance/README.md (6N; 8N with full recompute), pytorch/torchtitan `get_num_flop_per_token` and
 mosaicml/llm-foundry@8c8dd48:scripts/train/benchmarking/README.md (attention); docs/throughput.md 1.
 """
