@@ -1,7 +1,8 @@
 """The article's setup through zeroplan's throughput model: ZeRO-3 overhead vs global batch, and where it crosses 11%.
 
 Run from the repository root: python -m benchmarks.article_sweep
-Setup (seed/article-notes.md 3): 8x H100 SXM on NVLink, Gemma2-9B (9,241,705,984 params, 42 layers, hidden 3584),
+Setup (the source article, 3.1; docs/advisor.md):
+8x H100 SXM on NVLink, Gemma2-9B (9,241,705,984 params, 42 layers, hidden 3584),
 sequence 2048, bf16 mixed precision, flash attention, no activation checkpointing.
 """
 

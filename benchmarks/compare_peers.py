@@ -5,8 +5,8 @@ Usage: python benchmarks/compare_peers.py [--peers-python /tmp/peers-venv/bin/py
 
 zeroplan's numbers come from its Python API. DeepSpeed's from zeroplan.dscompat (its formulas to the byte), checked
 against the real DeepSpeed when --peers-python can import it. llm-analysis is run for real when importable (PyPI
-0.2.2) and its git formulas are restated beside it; the cookbook's and accelerate's rules are restated from
-reference/peers.md (benchmarks/peers.py, whose restatements tests/test_compare.py checks against the peers' own
+0.2.2) and its git formulas are restated beside it; the cookbook's and accelerate's rules are restated from their
+source at a fixed commit (benchmarks/peers.py, whose restatements tests/test_compare.py checks against the peers' own
 vectors); accelerate's own estimate_training_usage is called when importable. No peer is a dependency of zeroplan.
 """
 
@@ -56,7 +56,7 @@ QUESTIONS = [
 ]
 
 LA_PYPI_RECOMPUTE = {"none": 0, "selective": 1, "full": 2}  # llm-analysis 0.2.2's levels (git HEAD: full = 4)
-ARTICLE_PARAMS = 9 * 10**9  # seed/article-notes.md: pure bf16 AdamW, 2 + 2 + 4 B/param, 9e9 params
+ARTICLE_PARAMS = 9 * 10**9  # the source article, 2.1 (docs/advisor.md): pure bf16 AdamW, 2 + 2 + 4 B/param, 9e9 params
 
 
 # --- zeroplan ---
@@ -112,7 +112,7 @@ def article_row(num_gpus: int) -> list[PeerTerms]:
     for z in range(4):
         params, grads, optim = 2 * p / (n if z >= 3 else 1), 2 * p / (n if z >= 2 else 1), 4 * p / (n if z >= 1 else 1)
         rows.append(PeerTerms("the article (pure bf16, 9e9)", z, params, grads, optim, None, None, None,
-                              params + grads + optim, "seed/article-notes.md (its table, GB = 1e9)"))
+                              params + grads + optim, "the source article, 2.1 (its table, GB = 1e9)"))
     return rows
 
 
@@ -317,7 +317,7 @@ def why_zeroplan(est: Estimate, note: str) -> str:
             f"{verdict}. Modelled, not measured: no run of this configuration was measured; model states are exact "
             "byte accounting, the buffers follow DeepSpeed 0.19.6's allocation code at its defaults "
             "(docs/formulas.md), and the CUDA context, NCCL and fragmentation sizes are the hardware profile's "
-            "judgement values (reference/hardware.md 6).")
+            "judgement values (docs/hardware.md).")
     return text + (f" Note: {note}." if note else "")
 
 
@@ -412,10 +412,12 @@ def header(ds: tuple[str | None, list[str]], la_version: str | None, acc: dict |
         f"- {ds_text}",
         f"- {la_text}",
         "- EleutherAI cookbook (`calc/calc_transformer_mem.py`, not on PyPI): from documented formulas, "
-        "reference/peers.md section 1.2, run as a careful user would (`-nl 3` for gated MLPs, `-kv` for GQA, `-ca` "
+        "EleutherAI/cookbook@827ee3b:calc/calc_transformer_mem.py, run as a careful user would (`-nl 3` for gated "
+        "MLPs, `-kv` for GQA, `-ca` "
         "for any checkpointing).",
-        f"- Hugging Face accelerate `estimate-memory`: {acc_text}; reference/peers.md section 4.2.",
-        "- The article's own table (first question): seed/article-notes.md.",
+        f"- Hugging Face accelerate `estimate-memory`: {acc_text}; "
+        "huggingface/accelerate@16cb6eb:src/accelerate/commands/estimate.py.",
+        "- The article's own table (first question): the source article, section 2.1 (docs/advisor.md).",
         "- How the optional peers were installed, in a scratch venv and never as zeroplan dependencies: "
         "docs/benchmarks.md.",
         "",

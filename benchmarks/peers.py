@@ -1,4 +1,4 @@
-"""Peer estimators' memory formulas, restated from their documentation (reference/peers.md), and their answers.
+"""Peer estimators' memory formulas, restated from their source and docs at the commits named below, and their answers.
 
 Nothing here is a dependency of zeroplan: the formulas are restated in our notation (no peer code is copied) so
 that docs/comparison.md can show what each peer says when the peer itself is not installed, and
@@ -30,7 +30,7 @@ class PeerTerms:
     source: str
 
 
-# --- EleutherAI cookbook, calc/calc_transformer_mem.py at 827ee3b (reference/peers.md section 1.2) ---
+# --- EleutherAI cookbook, EleutherAI/cookbook@827ee3b:calc/calc_transformer_mem.py ---
 
 COOKBOOK_ADAMW_BYTES = 12  # fp32 master + m + v per parameter
 COOKBOOK_GRAD_BYTES = 4  # --bytes-per-grad-ele default: fp32 gradients
@@ -93,10 +93,11 @@ def cookbook_memory(r: CookbookRun) -> PeerTerms:
         comm = COOKBOOK_BUCKET * COOKBOOK_LOW_BYTES + (COOKBOOK_MAX_LIVE * COOKBOOK_LOW_BYTES if z >= 3 else 0)
     acts = cookbook_activations(r)
     return PeerTerms("EleutherAI cookbook", z, weights, grads, optim, acts, comm, 0.0,
-                     weights + grads + optim + acts + comm, "documented formulas (reference/peers.md 1.2)")
+                     weights + grads + optim + acts + comm,
+                     "documented formulas (EleutherAI/cookbook@827ee3b:calc/calc_transformer_mem.py)")
 
 
-# --- llm-analysis at git HEAD d841e40 (reference/peers.md section 2.2); PyPI 0.2.2 differs, see compare_peers ---
+# --- llm-analysis, cli99/llm-analysis@d841e40:llm_analysis/analysis.py; PyPI 0.2.2 differs, see compare_peers ---
 
 LA_WEIGHT_BYTES = 2  # w16
 LA_ACT_BYTES = 2  # a16
@@ -157,7 +158,7 @@ def llm_analysis_activations(r: LlmAnalysisRun) -> float:
 def llm_analysis_memory(r: LlmAnalysisRun) -> PeerTerms:
     """weights P 2 (/ N at ZeRO-3); gradients P 4 (/ N at ZeRO >= 2); optimizer P 12 (/ N at ZeRO >= 1);
     peak = weights + optimizer + max(activations, gradients) + max(prefetch, loss backward), prefetch = 2 unsharded
-    layers (forward and backward prefetch) x 2 B, loss backward = the logits, s b V B (peers.md: 'logits size')."""
+    layers (forward and backward prefetch) x 2 B, loss backward = the logits, s b V B (llm-analysis: 'logits size')."""
     p, n, z = llm_analysis_params(r), r.dp, r.ds_zero
     weights = p * LA_WEIGHT_BYTES / (n if z >= 3 else 1)
     grads = p * LA_MASTER_BYTES / (n if z >= 2 else 1)
@@ -167,10 +168,11 @@ def llm_analysis_memory(r: LlmAnalysisRun) -> PeerTerms:
     loss_bwd = r.seq_len * r.batch_size_per_gpu * r.vocab_size * LA_ACT_BYTES
     peak = weights + optim + max(acts, grads) + max(prefetch, loss_bwd)
     return PeerTerms("llm-analysis (git d841e40)", z, weights, grads, optim, acts, max(prefetch, loss_bwd), None, peak,
-                     "documented formulas (reference/peers.md 2.2); peak counts max(activations, gradients)")
+                     "documented formulas (cli99/llm-analysis@d841e40:llm_analysis/analysis.py); "
+                     "peak counts max(activations, gradients)")
 
 
-# --- Hugging Face accelerate estimate-memory (reference/peers.md section 4.2) ---
+# --- Hugging Face accelerate estimate-memory: huggingface/accelerate@16cb6eb:src/accelerate/commands/estimate.py ---
 
 ACCELERATE_TRAINING_FACTOR = {"float32": 4, "float16": 2, "bfloat16": 2}  # x the fp32 model size, since PR #2581
 
@@ -186,7 +188,8 @@ def accelerate_training_bytes(fp32_model_bytes: float, dtype: str) -> float:
 def accelerate_memory(num_params: int) -> PeerTerms:
     total = accelerate_training_bytes(4 * num_params, "bfloat16")
     return PeerTerms("accelerate estimate-memory", None, None, None, None, None, None, None, total,
-                     "documented formula (reference/peers.md 4.2): bf16 training = 2 x fp32 size")
+                     "documented formula (huggingface/accelerate@16cb6eb:src/accelerate/commands/estimate.py): "
+                     "bf16 training = 2 x fp32 size")
 
 
 # --- DeepSpeed's estimators, through zeroplan.dscompat (reproduced to the byte, tests/test_dscompat.py) ---

@@ -1,7 +1,7 @@
-"""zeroplan's throughput model beside published measurements (reference/hardware.md section 4).
+"""zeroplan's throughput model beside published measurements (each case names its source; docs/throughput.md 6).
 
 Run from the repository root: python -m benchmarks.perf_validation
-FSDP FULL_SHARD is modelled as ZeRO-3 (same 3 Psi per micro-step; reference/hardware.md 3). Where a run's
+FSDP FULL_SHARD is modelled as ZeRO-3 (same 3 Psi per micro-step; docs/throughput.md 2). Where a run's
 micro-batch or accumulation is not in the reference row, the value used is stated in the 'assumed' column.
 """
 
@@ -71,7 +71,7 @@ def _zeropp_case(size: str, psi: float, gbit: int, knobs: DeepSpeedKnobs, measur
     which = "ZeRO++" if knobs.zero_quantized_weights else "ZeRO-3"
     return Case(
         f"{which} {size} GPT, 384 V100, {gbit} Gb/s/node, 1K tok/GPU",
-        "DS blogs/zeropp eval1/eval2.png",
+        "deepspeedai/DeepSpeed@edaa7221:blogs/zeropp/assets/images/eval1.png, eval2.png",
         dense(int(psi), 0),
         None,
         _v100_nic(gbit),
@@ -88,7 +88,7 @@ def _zeropp_case(size: str, psi: float, gbit: int, knobs: DeepSpeedKnobs, measur
 CASES = (
     Case(
         "llm-foundry MPT-7B, 8x H100, FULL_SHARD",
-        "[LLMF] README",
+        "mosaicml/llm-foundry@8c8dd48:scripts/train/benchmarking/README.md",
         MPT_7B,
         MPT_7B_ARCH,
         H100,
@@ -101,7 +101,7 @@ CASES = (
     ),
     Case(
         "llm-foundry MPT-7B, 128 H100, FULL_SHARD",
-        "[LLMF] README",
+        "mosaicml/llm-foundry@8c8dd48:scripts/train/benchmarking/README.md",
         MPT_7B,
         MPT_7B_ARCH,
         H100,
@@ -114,7 +114,7 @@ CASES = (
     ),
     Case(
         "llm-foundry MPT-7B, 8x A100-80GB, FULL_SHARD",
-        "[LLMF] README",
+        "mosaicml/llm-foundry@8c8dd48:scripts/train/benchmarking/README.md",
         MPT_7B,
         MPT_7B_ARCH,
         A100_80,
@@ -127,7 +127,7 @@ CASES = (
     ),
     Case(
         "torchtitan Llama-3.1-8B, 8x H100, FSDP",
-        "[TT] llama3_h100_202412",
+        "pytorch/torchtitan@b5bcd76:benchmarks/llama3_h100_202412_torchtitan.md",
         LLAMA31_8B,
         LLAMA31_8B_ARCH,
         H100,
@@ -140,7 +140,7 @@ CASES = (
     ),
     Case(
         "torchtitan Llama-3.1-8B, 128 H100, FSDP",
-        "[TT] llama3_h100_202412",
+        "pytorch/torchtitan@b5bcd76:benchmarks/llama3_h100_202412_torchtitan.md",
         LLAMA31_8B,
         LLAMA31_8B_ARCH,
         H100,
@@ -153,7 +153,7 @@ CASES = (
     ),
     Case(
         "HF Granite-7B, 4x A100, DeepSpeed ZeRO-3",
-        "HF blog deepspeed-to-fsdp-and-back",
+        "https://huggingface.co/blog/deepspeed-to-fsdp-and-back",
         GRANITE_7B,
         GRANITE_7B_ARCH,
         A100_80,
@@ -166,7 +166,7 @@ CASES = (
     ),
     Case(
         "HF Granite-7B, 4x A100, FSDP FULL_SHARD",
-        "HF blog deepspeed-to-fsdp-and-back",
+        "https://huggingface.co/blog/deepspeed-to-fsdp-and-back",
         GRANITE_7B,
         GRANITE_7B_ARCH,
         A100_80,
@@ -179,7 +179,7 @@ CASES = (
     ),
     Case(
         "DeepSpeed ZeRO-2 Llama-3.1-8B, 8x H200",
-        "[MLE] insights/when-to-upgrade-gpus",
+        "stas00/ml-engineering@744d01e:insights/when-to-upgrade-gpus/README.md",
         LLAMA31_8B,
         LLAMA31_8B_ARCH,
         H200,
