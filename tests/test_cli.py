@@ -16,7 +16,7 @@ def invoke(runner, *args):
 
 
 def test_estimate_article_table_json(runner):
-    # seed/article-notes.md: 9e9 params, 8 GPUs, pure bf16 AdamW -> 72 / 40.5 / 24.75 / 9 GB of model states
+    # the source article, 2.1 (docs/advisor.md): 9e9 params, 8 GPUs, pure bf16 AdamW -> 72 / 40.5 / 24.75 / 9 GB of model states
     res = invoke(runner, "estimate", "--params", "9e9", "--gpus", "8", "--precision", "bf16-true", "--units", "gb", "-f", "json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

@@ -1,4 +1,4 @@
-"""Ring cost and topology links, hand-computed from reference/hardware.md 2a, 2e."""
+"""Ring cost and topology links, hand-computed from nccl-tests doc/PERFORMANCE.md and docs/hardware.md."""
 
 from __future__ import annotations
 

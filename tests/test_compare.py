@@ -1,6 +1,6 @@
 """The peers' formulas as benchmarks/peers.py restates them, against the peers' own published vectors.
 
-Vectors from reference/peers.md: (R) the peer's script run unmodified, (D) its docs or tests. A restatement that
+Vectors: (R) the peer's script run unmodified at the commit named, (D) its docs or tests. A restatement that
 reproduces them can be trusted for the other questions in docs/comparison.md.
 """
 
@@ -17,7 +17,7 @@ def gib(x: float) -> float:
     return round(x / GIB, 2)
 
 
-# EleutherAI cookbook README examples, outputs verbatim (peers.md 1.3, R): per GPU act / model / grad / opt / comm, total.
+# EleutherAI cookbook README examples (EleutherAI/cookbook@827ee3b:README.md), outputs verbatim (R): per GPU act / model / grad / opt / comm, total.
 COOKBOOK = [
     pytest.param(peers.CookbookRun(32, 4096, 32, batch_size_per_gpu=8, checkpoint_activations=True,
                                    partition_activations=True, tensor_parallel_size=2, num_gpus=128),
@@ -40,7 +40,7 @@ def test_cookbook_readme_examples(run, billions, terms, total):
     assert abs(gib(out.total) - total) <= 0.01, "the README total is the rounded sum of unrounded terms"
 
 
-# llm-analysis at d841e40 (peers.md 2.3, R): Llama-2-shaped config, a100-sxm-80gb, s 4096, b 1, 8 GPUs. Exact bytes.
+# llm-analysis at cli99/llm-analysis@d841e40 (R): Llama-2-shaped config, a100-sxm-80gb, s 4096, b 1, 8 GPUs. Exact bytes.
 LLAMA2_SHAPE = dict(num_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=32, ffn_size=11008,
                     vocab_size=32000, gated=True, seq_len=4096, batch_size_per_gpu=1, dp=8)
 LLM_ANALYSIS = [
@@ -68,7 +68,8 @@ def test_accelerate_bert_base_cased():
 
 
 def test_deepspeed_terms_add_up_to_its_own_number():
-    # DeepSpeed's Llama-2-7b print on 4 GPUs (deepspeed.md 2.3): ZeRO-3 none/none 28.73 "GB" (GiB).
+    # DeepSpeed's Llama-2-7b print on 4 GPUs (estimate_zero3_model_states_mem_needs_all_live): ZeRO-3 none/none
+    # 28.73 "GB" (GiB).
     zero2, zero3 = peers.deepspeed_memory(6_738_415_616, 131_072_000, 4, 1)
     assert round(zero3.total / GIB, 2) == 28.73
     for row in (zero2, zero3):

@@ -1,4 +1,4 @@
-"""DeepSpeed's estimator functions reproduced to the byte (reference/deepspeed.md section 2 test vectors)."""
+"""DeepSpeed's estimator functions reproduced to the byte (DeepSpeed's and transformers' printed tables; docs/deepspeed.md)."""
 
 import pytest
 
@@ -37,7 +37,7 @@ CASES = {
     # t5-small, 1 GPU (CSDN blog print)
     "t5-small-1gpu": (60_506_624, 16_449_536, 1, 1, None,
         [("1.52", "0.06"), ("1.52", "0.06"), ("1.35", "0.17"), ("1.35", "0.17"), ("0.09", "1.08"), ("0.34", "1.08")]),
-    # multi-node regression vector (reference/deepspeed.md 2.5)
+    # multi-node regression vector (computed from DeepSpeed v0.19.6's formulas, not a print)
     "multinode-2x8": (2_851_000_000, 32_000_000, 8, 2,
         [("254.90", "5.31"), ("127.45", "8.30")],
         [("35.85", "0.12"), ("127.45", "0.12"), ("31.86", "0.45"), ("127.45", "0.45"), ("1.43", "3.11"), ("127.45", "3.11")]),

@@ -1,4 +1,4 @@
-"""FLOPs per token and per micro-step (reference/hardware.md 5)."""
+"""FLOPs per token and per micro-step (docs/throughput.md 1)."""
 
 from __future__ import annotations
 

@@ -103,8 +103,8 @@ def test_write_never_replaces_an_existing_file_without_force(tmp_path):
 
 
 # DeepSpeed evaluates its estimators in float64; where that is exact (every product below 2^53) the result
-# must equal the formula in exact integer arithmetic. These restate reference/deepspeed.md section 1 as
-# rationals. The largest product is ZeRO-2's offload CPU term, P x 4 x 1024 GPUs x 1.5, so P < 2^53 / 6144.
+# must equal the formula in exact integer arithmetic. These restate DeepSpeed v0.19.6's estimator formulas
+# (runtime/zero/stage_1_and_2.py, stage3.py) as rationals. The largest product is ZeRO-2's offload CPU term, P x 4 x 1024 GPUs x 1.5, so P < 2^53 / 6144.
 EXACT = 2**53 // 8192  # about 1.1e12 parameters
 
 

@@ -9,7 +9,7 @@ from zeroplan.memory.setup import Precision, TrainingSetup
 @pytest.mark.parametrize(
     ("key", "expected"),
     [
-        # reference/deepspeed.md 4.5 vector: h = 4096
+        # transformers' rules (integrations/deepspeed.py) at h = 4096: h^2, int(0.9 h^2), 10 h
         ("reduce_bucket_size", 16_777_216),
         ("stage3_prefetch_bucket_size", 15_099_494),
         ("stage3_param_persistence_threshold", 40_960),

@@ -19,7 +19,7 @@ BF16_TRUE = make_recipe(Precision.bf16_true, Optimizer.adamw)
 MIXED = make_recipe(Precision.bf16_mixed, Optimizer.adamw)
 GB = 10**9
 
-# Source article (seed/article-notes.md section 1-2): 9e9 params, 8 GPUs, pure bf16 AdamW, decimal GB.
+# Source article (its sections 2.1-2.2, docs/advisor.md): 9e9 params, 8 GPUs, pure bf16 AdamW, decimal GB.
 ARTICLE = {
     ZeroStage.zero0: (18, 18, 36, 72),
     ZeroStage.zero1: (18, 18, 4.5, 40.5),
@@ -82,7 +82,7 @@ def test_buffers_stage2_default_knobs():
     terms = engine_buffers(num_params=8 * 10**9, largest_layer_params=0, small_param_numel=0, recipe=MIXED,
                            stage=ZeroStage.zero2, dp=8, knobs=DeepSpeedKnobs())
     by_name = {t.name: t for t in terms}
-    # reduce_bucket_size 5e8 x 2 B, overlap_comm off by default below stage 3 (reference/deepspeed.md 4.3)
+    # reduce_bucket_size 5e8 x 2 B, overlap_comm off by default below stage 3 (DeepSpeed v0.19.6 runtime/zero/config.py)
     assert by_name["reduce bucket"].bytes == 500_000_000 * 2
     # fp32 gradient partition at the step: Psi / N_d x 4 B
     assert by_name["fp32 grad partition (step)"].bytes == 10**9 * 4

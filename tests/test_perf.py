@@ -50,7 +50,8 @@ def run(stage, setup=DEFAULT_SETUP, knobs=OVERLAP, hw=H100, par=EIGHT, topology=
 
 
 # Volumes per optimizer step, bytes one GPU sends: Psi = 1e9 bf16 (S = 2e9 B), 8 GPUs, GA = 4.
-# reference/hardware.md 3 and reference/deepspeed.md 6: 2 Psi; 2 Psi; (GA + 1) Psi; 3 GA Psi; all times (n-1)/n.
+# ZeRO paper (arXiv:1910.02054) section 7 and DeepSpeed's engine.py (docs/throughput.md 2): 2 Psi; 2 Psi;
+# (GA + 1) Psi; 3 GA Psi; all times (n-1)/n.
 @pytest.mark.parametrize(
     ("stage", "knobs", "psi_units"),
     [
@@ -152,7 +153,7 @@ def test_without_accumulation_zero2_pays_its_post_step_all_gather() -> None:
 
 
 def test_deepspeed_default_overlap_makes_zero2_slower_than_zero3_on_nvlink() -> None:
-    """overlap_comm defaults to on for stage 3 only (reference/deepspeed.md 4.3): ZeRO-2 then reduces on the
+    """overlap_comm defaults to on for stage 3 only (DeepSpeed v0.19.6 runtime/zero/config.py): ZeRO-2 then reduces on the
     compute stream every micro-step, while ZeRO-3 hides its traffic. Advice: overlap_comm true for ZeRO-2."""
     setup = TrainingSetup(micro_batch=2, grad_accum=32)
     z2, z3 = (run(stage, setup, DeepSpeedKnobs()) for stage in (2, 3))
@@ -217,7 +218,7 @@ def test_zeropp_lowers_multinode_overhead(knobs: DeepSpeedKnobs, hw) -> None:
 
 
 def test_zeropp_on_a_slow_network_recovers_most_of_the_loss() -> None:
-    """ZeRO++ blog (reference/deepspeed.md 5g): up to 2.2x on 100 Gb/s; the model gives more than 1.5x."""
+    """ZeRO++ blog (DeepSpeed blogs/zeropp; arXiv:2306.10209): up to 2.2x on 100 Gb/s; the model gives more than 1.5x."""
     slow, par, setup = (
         A100.model_copy(update={"nic_gbps_per_gpu": 12.5 / 8}),
         Parallelism(gpus=32, nodes=4),

@@ -1,4 +1,4 @@
-"""The throughput model against published runs (reference/hardware.md 4; docs/throughput.md, validation table).
+"""The throughput model against published runs (benchmarks/perf_validation.py names each source; docs/throughput.md 6).
 
 Band: the model within -25% / +35% of the measurement. Rows outside it are the model's known disagreements,
 kept as strict xfails so a change that fixes (or moves) them is noticed.

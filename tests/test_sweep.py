@@ -1,4 +1,4 @@
-"""Global-batch sweep and the 11% crossing for the article's setup (seed/article-notes.md 3)."""
+"""Global-batch sweep and the 11% crossing for the article's setup (its section 3, docs/advisor.md)."""
 
 from __future__ import annotations
 
