@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,20 +19,31 @@ if TYPE_CHECKING:  # the families load on first use: a bare --params or an index
     from pydantic import ValidationError
 
 
-
 MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
+# Opened without blocking (a FIFO opens at once instead of waiting for a writer) and without becoming the
+# controlling terminal; O_BINARY on Windows. fstat then refuses what os.stat let through if the path changed.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a named pipe (FIFO)"), (stat.S_ISSOCK, "is a socket"),
+          (stat.S_ISCHR, "is a character device"), (stat.S_ISBLK, "is a block device"))  # fmt: skip
 
 
 def read_text(path: Path) -> str:
-    """A user file's text, with every failure turned into one SpecError line."""
+    """A user file's text, with every failure turned into one SpecError line.
+
+    Only a regular file is opened (a FIFO, device or socket could block or never end), and at most
+    MAX_FILE_BYTES + 1 bytes are read, whatever its size says (/proc files say 0).
+    """
     if "\x00" in str(path):
         raise SpecError(f"{str(path)!r}: a file name cannot contain a NUL byte")
     try:
-        if path.is_dir():
-            raise SpecError(f"{path}: is a directory, not a file")
-        if path.stat().st_size > MAX_FILE_BYTES:
+        _require_regular(path, os.stat(path).st_mode)
+        fd = os.open(path, _OPEN_FLAGS)
+        with os.fdopen(fd, "rb") as file:
+            _require_regular(path, os.fstat(fd).st_mode)
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
             raise SpecError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; not a config file")
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file") from None
     except PermissionError:
@@ -39,6 +52,12 @@ def read_text(path: Path) -> str:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _require_regular(path: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((words for test, words in _KINDS if test(mode)), "is a special file")
+        raise SpecError(f"{path}: {kind}, not a regular file")
 
 
 @functools.cache

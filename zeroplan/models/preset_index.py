@@ -20,26 +20,22 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from zeroplan.readers import read_text
 from zeroplan.registry import bundled_config_dir
 
 INDEX_FILE = "index.json"
 
 
-
-
 def file_digest(path: Path) -> str:
-    """CRC-32 of a preset file as 8 hex digits, CRLF read as LF (a Windows checkout sums like the committed file)."""
-    return format(zlib.crc32(path.read_bytes().replace(b"\r\n", b"\n")), "08x")
+    """CRC-32 of a preset file's UTF-8 bytes as 8 hex digits, CRLF read as LF (a Windows checkout sums like the committed file)."""
+    return format(zlib.crc32(read_text(path).replace("\r\n", "\n").encode("utf-8")), "08x")
 
 
 @functools.cache
 def load_index() -> dict[str, Any] | None:
     """The bundled configs/index.json, or None when it is absent."""
-    try:
-        text = (bundled_config_dir() / INDEX_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    return json.loads(text)
+    path = bundled_config_dir() / INDEX_FILE
+    return json.loads(read_text(path)) if path.is_file() else None
 
 
 def entry(kind: str, name: str, path: Path) -> dict[str, Any] | None:

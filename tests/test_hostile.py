@@ -1,0 +1,140 @@
+"""Hostile input and faults (docs/hardening.md): special files refused before they are read, reads capped,
+huge integers and failed writes as one line, --force destroying nothing, control characters shown as text."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from zeroplan import readers
+from zeroplan.cli.app import app
+from zeroplan.errors import SpecError
+
+POSIX = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs, Unix sockets and /dev are POSIX")
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = ("params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\n"
+        "deepspeed:\n  train_micro_batch_size_per_gpu: 1\n  bf16: {enabled: true}\n  zero_optimization: {stage: 3}\n")
+
+
+@pytest.fixture
+def no_hang():
+    """Fail instead of hanging the suite: SIGALRM interrupts an open or read that blocks."""
+
+    def expire(*_args):
+        raise TimeoutError("blocked on a special file")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(5)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def short_dir():
+    """A directory with a short path: a Unix socket's path must fit in about 100 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="zp-"))
+    yield path
+    shutil.rmtree(path)
+
+
+def special_file(kind: str, where: Path) -> str:
+    if kind.startswith("/dev/"):
+        return kind
+    path = where / f"{kind}.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))  # the socket's file stays after close
+    return str(path)
+
+
+def zeroplan(*args: str, stdout, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real entry point in a child process, for what CliRunner cannot fake: a full or closed stdout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "zeroplan", *args], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=60, cwd=cwd, env=env)  # fmt: skip
+
+
+# --- 8. no hang, whatever the path -------------------------------------------------------------------------
+
+SPECIAL = ["fifo", "socket", "directory", "/dev/zero", "/dev/urandom"]
+INPUTS = {
+    "model": ["estimate", "--model", "{}"],
+    "hardware": ["estimate", "--params", "7e9", "--hardware", "{}"],
+    "policy": ["advise", "--params", "7e9", "--policy-file", "{}"],
+    "plan": ["check", "{}"],
+    "deepspeed": ["check", "--deepspeed-config", "{}", "--params", "7e9"],
+}
+
+
+@POSIX
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("option", INPUTS)
+def test_a_special_file_is_refused_before_it_is_read(runner, option, kind, short_dir, no_hang):
+    path = special_file(kind, short_dir)
+    res = runner.invoke(app, [arg.replace("{}", path) for arg in INPUTS[option]])
+    assert res.exit_code == 1, res.output
+    assert path in res.output and ", not a regular file" in res.output and "Traceback" not in res.output
+    if option != "plan":  # a plan's problem is its finding in the report; the others are one error line
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@POSIX
+def test_a_path_swapped_for_a_fifo_after_its_stat_is_refused_not_waited_on(tmp_path, monkeypatch, no_hang):
+    fifo = tmp_path / "plan.yaml"
+    os.mkfifo(fifo)
+    regular = os.stat(__file__)
+    monkeypatch.setattr(os, "stat", lambda *_args, **_kw: regular)  # the check saw a file; the open finds a FIFO
+    with pytest.raises(SpecError, match="is a named pipe"):
+        readers.read_text(fifo)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs Linux /proc")
+def test_the_size_cap_counts_the_bytes_read_not_the_size_reported(monkeypatch):
+    assert os.stat("/proc/self/status").st_size == 0  # what /proc reports, whatever it holds
+    monkeypatch.setattr(readers, "MAX_FILE_BYTES", 64)
+    with pytest.raises(SpecError, match="larger than"):
+        readers.read_text(Path("/proc/self/status"))
+
+
+def test_a_file_past_16_mib_is_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as out:
+        out.truncate(readers.MAX_FILE_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(SpecError, match="larger than 16 MiB"):
+        readers.read_text(big)
+
+
+READ_CALLS = {"open", "fdopen", "read_text", "read_bytes"}
+OWN_IO = {"readers.py", "cli/files.py"}  # the one reader, and the one writer
+
+
+def _opens_devnull(call: ast.Call) -> bool:
+    return bool(call.args) and ast.unparse(call.args[0]) == "os.devnull"  # the CLI's SIGPIPE recipe writes there
+
+
+def test_every_file_read_goes_through_readers_read_text():
+    bypass = []
+    for path in sorted((ROOT / "zeroplan").rglob("*.py")):
+        name = path.relative_to(ROOT / "zeroplan").as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Name) and func.id == "open":
+                bypass.append(f"{name}:{node.lineno} open(")
+            elif isinstance(func, ast.Attribute) and func.attr in READ_CALLS and not _opens_devnull(node):
+                if not (isinstance(func.value, ast.Name) and func.value.id == "readers"):
+                    bypass.append(f"{name}:{node.lineno} .{func.attr}(")
+    assert [b for b in bypass if b.split(":")[0] not in OWN_IO] == []
