@@ -4,6 +4,7 @@ huge integers and failed writes as one line, --force destroying nothing, control
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import signal
@@ -138,3 +139,54 @@ def test_every_file_read_goes_through_readers_read_text():
                 if not (isinstance(func.value, ast.Name) and func.value.id == "readers"):
                     bypass.append(f"{name}:{node.lineno} .{func.attr}(")
     assert [b for b in bypass if b.split(":")[0] not in OWN_IO] == []
+
+
+# --- 9. no traceback -----------------------------------------------------------------------------------------
+
+LONG = "9" * 5000  # past Python's 4,300-digit limit on int("..."), which json and yaml call
+
+
+@pytest.mark.parametrize(("text", "origin", "where"), [
+    (f"a:\n  b: [1, {LONG}]\n", "f.yaml", "a.b.1"),
+    (f"? {LONG}\n: 1\n", "f.yaml", "a key"),
+    (f"{LONG}\n", "f.yaml", r"\(top level\)"),
+    (f'{{"a": {{"b": [1, -{LONG}]}}}}', "f.json", "a.b.1"),
+])  # fmt: skip
+def test_an_integer_past_pythons_digit_limit_names_the_file_and_key(text, origin, where):
+    parse = readers.parse_json if origin.endswith(".json") else readers.parse_yaml
+    with pytest.raises(SpecError, match=rf"^{origin}: {where}: an integer of 5,000 digits"):
+        parse(text, origin)
+
+
+LONG_INPUTS = {
+    "model": (["estimate", "--model", "./m.yaml"], "m.yaml", f"name: m\nnum_layers: {LONG}\n", "num_layers"),
+    "hf-config": (["estimate", "--model", "./config.json"], "config.json", f'{{"hidden_size": {LONG}}}', "hidden_size"),
+    "hardware": (["estimate", "--params", "7e9", "--hardware", "./hw.yaml"], "hw.yaml", f"memory_gib: {LONG}\n", "memory_gib"),
+    "policy": (["advise", "--params", "7e9", "--policy-file", "p.yaml"], "p.yaml", f"min_headroom_pct: {LONG}\n", "min_headroom_pct"),
+    "deepspeed": (["check", "--deepspeed-config", "ds.json", "--params", "7e9"], "ds.json",
+                  f'{{"zero_optimization": {{"stage": {LONG}}}}}', "zero_optimization.stage"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("option", LONG_INPUTS)
+def test_a_long_integer_in_any_input_is_one_error_line(runner, tmp_path, monkeypatch, option):
+    args, name, text, key = LONG_INPUTS[option]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.stderr.strip().splitlines() == [f"error: {name}: {key}: an integer of 5,000 digits; Python reads at most 4,300"]
+
+
+def test_check_reports_a_long_integer_and_still_checks_the_other_plans(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.yaml").write_text(PLAN, encoding="utf-8")
+    (tmp_path / "long.yaml").write_text(PLAN + f"min_headroom_pct: {LONG}\n", encoding="utf-8")
+    (tmp_path / "ds.json").write_text(f'{{"zero_optimization": {{"stage": {LONG}}}}}', encoding="utf-8")
+    (tmp_path / "uses-ds.yaml").write_text(PLAN.split("deepspeed:")[0] + "deepspeed: ds.json\n", encoding="utf-8")
+    res = runner.invoke(app, ["check", "good.yaml", "long.yaml", "uses-ds.yaml", "-f", "json"])
+    assert res.exit_code == 1, res.output
+    plans = {p["file"]: p for p in json.loads(res.stdout)["plans"]}
+    assert {name: p["status"] for name, p in plans.items()} == {"good.yaml": "pass", "long.yaml": "fail", "uses-ds.yaml": "fail"}
+    assert plans["long.yaml"]["findings"][0]["message"].startswith("min_headroom_pct: an integer of 5,000 digits")
+    assert plans["uses-ds.yaml"]["findings"][0]["message"].startswith("ds.json: zero_optimization.stage: an integer of 5,000")

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,8 +84,49 @@ def _loader() -> type:
             seen.add(key)
         return loader.construct_mapping(node, deep=deep)
 
+    def construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> int | LongInteger:
+        try:
+            return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+        except ValueError:
+            return LongInteger(node.value)
+
     UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", construct_int)
     return UniqueKeyLoader
+
+
+class LongInteger:
+    """An integer literal longer than Python converts from text (4,300 digits by default: int() raises
+    ValueError), left in the parsed data so that reject_long_integers can name its key."""
+
+    def __init__(self, literal: str) -> None:
+        self.digits = sum(ch.isdigit() for ch in literal)
+
+
+def _int_or_long(literal: str) -> int | LongInteger:
+    try:
+        return int(literal)
+    except ValueError:
+        return LongInteger(literal)
+
+
+def reject_long_integers(data: Any, origin: str) -> Any:
+    """`data`, or a SpecError naming the key of the first LongInteger in it ('file: a.b: an integer of ...')."""
+    stack, seen = [(data, "")], set()
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, LongInteger):
+            limit = f"; Python reads at most {sys.get_int_max_str_digits():,}" if hasattr(sys, "get_int_max_str_digits") else ""
+            raise SpecError(f"{origin}: {path or '(top level)'}: an integer of {value.digits:,} digits{limit}")
+        if isinstance(value, (dict, list)) and id(value) not in seen:
+            seen.add(id(value))
+            items = list(value.items() if isinstance(value, dict) else enumerate(value))
+            for key, child in reversed(items):  # the stack pops them in document order
+                name = f"{path}.{key}" if path else str(key)
+                stack.append((child, name))
+                if isinstance(key, LongInteger):
+                    stack.append((key, f"{path + ': ' if path else ''}a key"))
+    return data
 
 
 MAX_YAML_NODES = 100_000  # values in a document once aliases are expanded; 'billion laughs' bombs exceed it
@@ -127,7 +169,7 @@ def parse_yaml(text: str, origin: str) -> Any:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
         if _expanded_size(data, {}) > MAX_YAML_NODES:
             raise SpecError(f"{origin}: YAML expands to more than {MAX_YAML_NODES:,} values (aliases); refusing it")
-        return data
+        return reject_long_integers(data, origin)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
@@ -165,11 +207,12 @@ def yaml_key_lines(text: str) -> dict[str, int]:
 def parse_json(text: str, origin: str) -> Any:
     """Parse JSON, errors as one SpecError line."""
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_int=_int_or_long)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{origin}: invalid JSON (line {exc.lineno}): {exc.msg}") from None
     except RecursionError:
         raise SpecError(f"{origin}: JSON nested too deeply") from None
+    return reject_long_integers(data, origin)
 
 
 def validation_message(origin: str, exc: ValidationError, prefix: str = "") -> str:
