@@ -190,3 +190,30 @@ def test_check_reports_a_long_integer_and_still_checks_the_other_plans(runner, t
     assert {name: p["status"] for name, p in plans.items()} == {"good.yaml": "pass", "long.yaml": "fail", "uses-ds.yaml": "fail"}
     assert plans["long.yaml"]["findings"][0]["message"].startswith("min_headroom_pct: an integer of 5,000 digits")
     assert plans["uses-ds.yaml"]["findings"][0]["message"].startswith("ds.json: zero_optimization.stage: an integer of 5,000")
+
+
+@POSIX
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_full_stdout_is_one_error_line(fmt):
+    with open("/dev/full", "w") as full:
+        res = zeroplan("models", "-f", fmt, stdout=full)
+    assert (res.returncode, res.stderr) == (1, "error: cannot write the output: No space left on device\n")
+
+
+@POSIX
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_closed_pipe_exits_1_without_a_word(fmt):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write, as after `| head -1`
+    try:
+        res = zeroplan("models", "-f", fmt, stdout=write)
+    finally:
+        os.close(write)
+    assert (res.returncode, res.stderr) == (1, "")
+
+
+@POSIX
+def test_a_closed_stdout_is_one_error_line():
+    res = subprocess.run(["sh", "-c", 'exec "$0" -m zeroplan models >&-', sys.executable], stderr=subprocess.PIPE,
+                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert (res.returncode, res.stderr) == (1, "error: cannot write the output: stdout is closed\n")

@@ -1,5 +1,7 @@
 """The typer app: each command's module, registered in the order a new user reaches for them, and the entry point."""
 
+import errno
+import io
 import os
 import sys
 
@@ -39,7 +41,25 @@ def main(argv: list[str] | None = None) -> None:
     """
     # pydantic scans installed entry points for plugins on first validation (~20 ms); the CLI uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    argv = sys.argv[1:] if argv is None else argv
+    if sys.stdout is None:  # started with stdout closed (>&-): each write fails, as on a full disk
+        sys.stdout = ClosedStdout()
+    try:
+        try:
+            _dispatch(sys.argv[1:] if argv is None else argv)
+        finally:
+            sys.stdout.flush()  # output still buffered fails here, inside the handler, not at interpreter exit
+    except OSError as exc:  # stdout is full, gone or closed
+        if not isinstance(sys.stdout, ClosedStdout):
+            # Python's recipe (docs: signal, "Note on SIGPIPE"): stdout to devnull, so the exit flush passes.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not isinstance(exc, BrokenPipeError):  # a closed pipe is the reader's choice (head): silent, as click's
+            from zeroplan.cli.common import print_error
+
+            print_error(f"cannot write the output: {exc.strerror or exc}")
+        sys.exit(1)
+
+
+def _dispatch(argv: list[str]) -> None:
     info = next((c for c in app.registered_commands if argv and _command_name(c) == argv[0]), None)
     if info is None:
         app(args=argv, prog_name="zeroplan")
@@ -47,6 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     single = typer.Typer(**APP_SETTINGS)
     single.registered_commands.append(info)
     single(args=argv[1:], prog_name=f"zeroplan {argv[0]}")
+
+
+class ClosedStdout(io.TextIOBase):
+    """sys.stdout for a process started without one: every write is an OSError, none is lost silently."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
 
 
 def _command_name(info) -> str:
