@@ -99,7 +99,7 @@ def test_write_never_replaces_an_existing_file_without_force(tmp_path):
         files.write_new_file(target, "theirs", force=False)
     assert target.read_text() == "mine"
     files.write_new_file(target, "theirs", force=True)
-    assert target.read_text() == "theirs" and os.listdir(tmp_path) == ["ds.json"]
+    assert target.read_text() == "theirs\n" and os.listdir(tmp_path) == ["ds.json"]  # a newline ends every file
 
 
 # DeepSpeed evaluates its estimators in float64; where that is exact (every product below 2^53) the result

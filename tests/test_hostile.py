@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from zeroplan import readers
+from zeroplan.cli import files
 from zeroplan.cli.app import app
-from zeroplan.errors import SpecError
+from zeroplan.errors import SpecError, ZeroplanError
 
 POSIX = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs, Unix sockets and /dev are POSIX")
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,3 +219,76 @@ def test_a_closed_stdout_is_one_error_line():
     res = subprocess.run(["sh", "-c", 'exec "$0" -m zeroplan models >&-', sys.executable], stderr=subprocess.PIPE,
                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert (res.returncode, res.stderr) == (1, "error: cannot write the output: stdout is closed\n")
+
+
+# --- 10. nothing destroyed -------------------------------------------------------------------------------------
+
+EMITS = {
+    "deepspeed": ["advise", "--params", "7e9", "--emit-deepspeed", "out.json"],
+    "accelerate": ["advise", "--params", "7e9", "--engine", "fsdp", "--emit-accelerate", "out.yaml"],
+    "check": ["check", str(ROOT / "configs" / "plans" / "article-gemma2-9b-8xh100.yaml"), "-f", "junit", "-o", "out.xml"],
+}
+
+
+@POSIX
+@pytest.mark.parametrize("command", EMITS)
+def test_a_file_asked_for_is_written_before_stdout_fails(tmp_path, command):
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        zeroplan(*EMITS[command], stdout=write, cwd=tmp_path)
+    finally:
+        os.close(write)
+    (written,) = tmp_path.iterdir()
+    assert written.name.startswith("out.") and written.read_text(encoding="utf-8").endswith("\n")
+
+
+@pytest.mark.parametrize("option", ["--emit-deepspeed", "--emit-accelerate"])
+def test_an_empty_emit_path_is_a_usage_error(runner, option):
+    engine = ["--engine", "fsdp"] if option == "--emit-accelerate" else []
+    res = runner.invoke(app, ["advise", "--params", "7e9", *engine, option, ""])
+    assert res.exit_code == 2 and f"{option} needs a file path" in res.stderr, res.output
+
+
+@POSIX
+@pytest.mark.parametrize("kind", ["fifo", "socket", "directory"])
+def test_force_never_replaces_a_special_file(short_dir, kind):
+    path = Path(special_file(kind, short_dir))
+    before = os.lstat(path)
+    with pytest.raises(ZeroplanError, match="refusing to replace it, even with --force"):
+        files.write_new_file(path, "{}", force=True)
+    assert os.lstat(path).st_mode == before.st_mode and sorted(os.listdir(short_dir)) == [path.name]
+
+
+def test_force_never_replaces_a_device(tmp_path, monkeypatch):
+    # A stand-in: this suite may run as root, where replacing a real /dev node would succeed.
+    target, real_lstat = tmp_path / "null", os.lstat
+    target.write_text("")
+    device = os.stat_result((stat.S_IFCHR | 0o666, *real_lstat(target)[1:]))
+    monkeypatch.setattr(os, "lstat", lambda p, *a, **kw: device if Path(p) == target else real_lstat(p, *a, **kw))
+    with pytest.raises(ZeroplanError, match="is a character device; refusing"):
+        files.write_new_file(target, "{}", force=True)
+
+
+@POSIX
+@pytest.mark.parametrize("dangling", [False, True])
+def test_force_refuses_a_symlink_rather_than_cut_it(tmp_path, dangling):
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    if not dangling:
+        real.write_text("mine")
+    link.symlink_to(real)
+    with pytest.raises(ZeroplanError, match="is a symbolic link; refusing to replace it"):
+        files.write_new_file(link, "{}", force=True)
+    assert link.is_symlink() and (dangling or real.read_text() == "mine")
+
+
+@POSIX
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_written_file_honours_the_umask_and_ends_with_a_newline(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        files.write_new_file(tmp_path / "ds.json", "{}", force=False)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(tmp_path / "ds.json").st_mode) == mode
+    assert (tmp_path / "ds.json").read_text() == "{}\n"

@@ -36,7 +36,7 @@ from zeroplan.cli.options import (
     TopologyOpt,
     UnitsOpt,
 )
-from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
@@ -72,32 +72,39 @@ def advise(
     args = scenario_args(locals())
     opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
                       assignments=tuple(assignments or ()))
-    target = Path(emit_deepspeed) if emit_deepspeed else None
-    accelerate = Path(emit_accelerate) if emit_accelerate else None
+    target = Path(emit_deepspeed) if emit_deepspeed is not None else None
+    accelerate = Path(emit_accelerate) if emit_accelerate is not None else None
 
     def go() -> None:
         from zeroplan.advise.request import advise_from
         from zeroplan.advise.view import advice_view
+        from zeroplan.cli.files import check_target
         from zeroplan.cli.render import advice as render_advice
 
-        check_emit(engine, target is not None, accelerate is not None)
+        check_emit(engine, emit_deepspeed, emit_accelerate)
         for path in (target, accelerate):
-            if path is not None and path.exists() and not force:
-                raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
+            if path is not None:
+                check_target(path, force)
         result = advise_from(args, opts)
-        show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
-        if target is not None:
-            write_new_file(target, deepspeed_config_text(result), force=force)
-            note = emit_note(result)
-            console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}",
-                                        soft_wrap=True)
-        if accelerate is not None:
-            text, notes = accelerate_config_text(result)
-            write_new_file(accelerate, text, force=force)
-            console(stderr=True).print(f"wrote {accelerate}: Accelerate config for the recommendation; "
-                                        + "; ".join(notes), soft_wrap=True)
+        try:  # the files first: a closed or full stdout cannot lose them; the advice still shows why none fits
+            _write_configs(result, target, accelerate, force)
+        finally:
+            show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 
     run(go)
+
+
+def _write_configs(result: Advice, target: Path | None, accelerate: Path | None, force: bool) -> None:
+    """The DeepSpeed and Accelerate configs asked for, each followed by a 'wrote' line on stderr."""
+    if target is not None:
+        write_new_file(target, deepspeed_config_text(result), force=force)
+        note = emit_note(result)
+        console(stderr=True).print(f"wrote {target}: DeepSpeed config for the recommendation{note}", soft_wrap=True)
+    if accelerate is not None:
+        text, notes = accelerate_config_text(result)
+        write_new_file(accelerate, text, force=force)
+        console(stderr=True).print(f"wrote {accelerate}: Accelerate config for the recommendation; "
+                                    + "; ".join(notes), soft_wrap=True)
 
 
 def deepspeed_config_text(advice: Advice) -> str:
@@ -121,12 +128,15 @@ def accelerate_config_text(advice: Advice) -> tuple[str, tuple[str, ...]]:
     return "\n".join(head) + "\n" + yaml.safe_dump(config, sort_keys=False), notes
 
 
-def check_emit(engine: Engine, emit_deepspeed: bool, emit_accelerate: bool) -> None:
+def check_emit(engine: Engine, emit_deepspeed: str | None, emit_accelerate: str | None) -> None:
     """The emit options the engine can take, before anything is computed: UsageError (exit 2) otherwise."""
-    if emit_deepspeed and engine is not Engine.deepspeed:
+    for option, value in (("--emit-deepspeed", emit_deepspeed), ("--emit-accelerate", emit_accelerate)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} needs a file path, got {value!r}")
+    if emit_deepspeed is not None and engine is not Engine.deepspeed:
         raise UsageError(f"--emit-deepspeed writes a DeepSpeed config, and --engine {engine.value} runs no DeepSpeed: "
                          "use --emit-accelerate PATH for its Accelerate config")
-    if emit_accelerate and engine is Engine.deepspeed:
+    if emit_accelerate is not None and engine is Engine.deepspeed:
         raise UsageError("--emit-accelerate writes the Accelerate config of --engine fsdp, fsdp2 or ddp; for "
                          "DeepSpeed use --emit-deepspeed PATH")
 

@@ -1,24 +1,32 @@
-"""Writing the files a user asked for (--emit-deepspeed, --output): atomically, never over a file unasked.
+"""Writing the files a user asked for (--emit-deepspeed, --emit-accelerate, --output): atomically, never over
+a file unasked, never over anything but a regular file.
 
 The only module that writes to disk. A write goes to a temp file beside the target, then is linked
 (no --force: fails if the target appeared meanwhile) or renamed (--force) into place, so an interrupted
-run leaves either the old file or the whole new one, never half of one.
+run leaves either the old file or the whole new one, never half of one. --force replaces a regular file
+only: a symbolic link, device, FIFO, socket or directory at the path is refused, never replaced or written
+through (renaming over a link would silently cut it; the user can name the file it points to).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from zeroplan.errors import ZeroplanError
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+
 
 def write_new_file(path: Path, text: str, *, force: bool) -> None:
-    """Write `text` to `path` atomically (temp file in the same directory, then rename); never overwrite an
-    existing file unless `force` (without it the final step is a hard link, which fails if the path exists)."""
-    if path.exists() and not force:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
+    """Write `text` (ending in a newline) to `path` atomically, mode 0666 less the umask; never overwrite an
+    existing file unless `force`, and never anything but a regular file (without force the final step is a
+    hard link, which fails if the path exists)."""
+    check_target(path, force)
+    text = text if text.endswith("\n") else text + "\n"
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -28,6 +36,7 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a file the user asked for gets the usual mode
         if force:
             os.replace(tmp, path)
         else:
@@ -39,3 +48,24 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def check_target(path: Path, force: bool) -> None:
+    """ZeroplanError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((words for test, words in _KINDS if test(mode)), "something other than a regular file")
+        raise ZeroplanError(f"{path}: is {kind}; refusing to replace it, even with --force")
+    if not force:
+        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
