@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent / "zeroplan"
 # its own, or from its own package; modules on the ground floor may import each other.
 FLOORS = {
     "errors": 0, "units": 0, "version": 0, "frozen": 0, "record": 0, "readers": 0, "jsonsource": 0, "registry": 0,
+    "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
     "perf": 3, "deepspeed": 3,

@@ -205,7 +205,8 @@ def test_github_annotation_escapes_as_the_actions_toolkit_does():
 
     finding = Finding(rule="r", severity="info", message="100% done\nnext", file="a,b:c.json", line=3)
     assert github_annotation(finding, "plan.yaml") == (
-        "::notice file=a%2Cb%3Ac.json,line=3,title=zeroplan r::100%25 done%0Anext (plan plan.yaml)")  # fmt: skip
+        "::notice file=a%2Cb%3Ac.json,line=3,title=zeroplan r::100%25 done\\nnext (plan plan.yaml)")  # fmt: skip
+    # a newline from an input file is shown as \n (zeroplan.printable), never a second annotation line
 
 
 BAD_BATCH = {"train_batch_size": 1000, "train_micro_batch_size_per_gpu": 3, "bf16": {"enabled": True}}

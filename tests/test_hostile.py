@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from zeroplan import readers
 from zeroplan.cli import files
 from zeroplan.cli.app import app
 from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.printable import printable
+from zeroplan.registry import bundled_config_dir
 
 POSIX = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs, Unix sockets and /dev are POSIX")
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,3 +295,57 @@ def test_a_written_file_honours_the_umask_and_ends_with_a_newline(tmp_path, umas
         os.umask(previous)
     assert stat.S_IMODE(os.stat(tmp_path / "ds.json").st_mode) == mode
     assert (tmp_path / "ds.json").read_text() == "{}\n"
+
+
+# --- 11. nothing injected ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("plain café 中文", "plain café 中文"),
+    ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+    ("over\rwrite\nline\ttab\x7f\x9b", "over\\rwrite\\nline\\ttab\\x7f\\x9b"),
+    ("abc\u202edef\u2028", "abc\\u202edef\\u2028"),  # a bidi override, a line separator
+    ("bad\udcffname\ufffe", "bad\\udcffname\\ufffe"),  # an undecodable file-name byte, an XML non-character
+])  # fmt: skip
+def test_printable_escapes_control_characters_as_visible_text(text, shown):
+    assert printable(text) == shown
+
+
+EVIL = "\x1b[31mred\r"
+
+
+def test_the_error_line_shows_control_characters_as_text(runner, tmp_path):
+    res = runner.invoke(app, ["estimate", "--model", f"./{EVIL}.yaml"])
+    assert res.exit_code == 1
+    assert res.stderr == "error: \\x1b[31mred\\r.yaml: no such file\n"
+
+
+@pytest.fixture
+def evil_plans(tmp_path, monkeypatch):
+    """A plan whose file name, and whose hardware's name, carry an ANSI escape and a carriage return."""
+    monkeypatch.chdir(tmp_path)
+    hardware = (bundled_config_dir() / "hardware" / "l4-24gb.yaml").read_text(encoding="utf-8")
+    (tmp_path / "hw.yaml").write_text(hardware.replace("name: l4-24gb", 'name: "\\e[31mred\\r"'), encoding="utf-8")
+    (tmp_path / f"{EVIL}.yaml").write_text(PLAN.replace("h100-sxm-80gb", "./hw.yaml") + "min_headroom_pct: 99\n",
+                                           encoding="utf-8")  # fmt: skip
+    (tmp_path / "broken.yaml").write_text(PLAN.replace("h100-sxm-80gb", f'"./{EVIL}hw.yaml"'.replace("\x1b", "\\e")
+                                                       .replace("\r", "\\r")), encoding="utf-8")  # fmt: skip
+    return [f"{EVIL}.yaml", "broken.yaml"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "github", "junit"])
+def test_check_reports_show_control_characters_as_text(runner, evil_plans, fmt):
+    res = runner.invoke(app, ["check", *evil_plans, "-f", fmt])
+    assert res.exit_code == 1, res.output
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout
+    assert "\\x1b[31mred\\r.yaml" in res.stdout  # the plan's name
+    assert "\\x1b[31mred\\rhw.yaml: no such file" in res.stdout  # a path from the plan, echoed in a message
+    if fmt == "text":
+        assert "x \\x1b[31mred\\r (pcie)" in res.stdout  # the hardware's name from its file
+    if fmt == "junit":
+        names = [case.get("name") for case in ET.fromstring(res.stdout).iter("testcase")]
+        assert names == ["\\x1b[31mred\\r.yaml", "broken.yaml"]
+
+
+def test_check_json_keeps_the_exact_names(runner, evil_plans):
+    res = runner.invoke(app, ["check", *evil_plans, "-f", "json"])
+    assert [p["file"] for p in json.loads(res.stdout)["plans"]] == evil_plans  # JSON escapes them itself

@@ -1,7 +1,9 @@
 """`zeroplan check` reports as text for machines: JSON, GitHub Actions workflow commands, JUnit XML.
 
 Pure: strings and dicts out, no I/O (cli/app.py prints or writes them). The JSON keys are documented in
-docs/checks.md; the rich text view is cli/render/check.py.
+docs/checks.md; the rich text view is cli/render/check.py. Text from input files (paths, names, messages)
+goes through `printable`: a control character is written as visible text (\x1b), never sent to a terminal,
+a GitHub log or an XML parser (XML 1.0 forbids most C0 controls even as entities).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import xml.etree.ElementTree as ET
 from zeroplan.check.findings import Finding
 from zeroplan.check.rules import failed
 from zeroplan.check.runner import CheckReport, PlanResult
+from zeroplan.printable import printable
 from zeroplan.version import __version__
 
 SCHEMA_VERSION = 1
@@ -28,15 +31,15 @@ def summary_line(report: CheckReport) -> str:
 
 
 def where(finding: Finding) -> str:
-    """'file:line' or 'file'."""
-    return f"{finding.file}:{finding.line}" if finding.line else str(finding.file)
+    """'file:line' or 'file', printable."""
+    return printable(f"{finding.file}:{finding.line}" if finding.line else str(finding.file))
 
 
 def keyed_message(finding: Finding) -> str:
-    """'key: message', unless the message already starts with its key."""
+    """'key: message', unless the message already starts with its key; printable."""
     if not finding.key or finding.message.startswith(finding.key):
-        return finding.message
-    return f"{finding.key}: {finding.message}"
+        return printable(finding.message)
+    return printable(f"{finding.key}: {finding.message}")
 
 
 def finding_text(finding: Finding) -> str:
@@ -94,13 +97,13 @@ def _escape_property(text: str) -> str:
 def github_annotation(finding: Finding, plan_file: str) -> str:
     """`::error file=F,line=L,title=zeroplan RULE::key: message`; names the plan when the finding is in another file."""
     file = finding.file or plan_file
-    props = [f"file={_escape_property(file)}"]
+    props = [f"file={_escape_property(printable(file))}"]
     if finding.line:
         props.append(f"line={finding.line}")
     props.append(f"title={_escape_property('zeroplan ' + finding.rule)}")
     message = keyed_message(finding)
     if file != plan_file:
-        message += f" (plan {plan_file})"
+        message += f" (plan {printable(plan_file)})"
     return f"::{GITHUB_LEVELS[finding.severity]} {','.join(props)}::{_escape_data(message)}"
 
 
@@ -120,11 +123,12 @@ def junit_report(report: CheckReport) -> str:
     suites = ET.Element("testsuites", name="zeroplan check", **totals)
     suite = ET.SubElement(suites, "testsuite", name="zeroplan check", skipped="0", **totals)
     for result in results:
-        case = ET.SubElement(suite, "testcase", classname="zeroplan.check", name=result.file, file=result.file)
+        name = printable(result.file)
+        case = ET.SubElement(suite, "testcase", classname="zeroplan.check", name=name, file=name)
         failing = [f for f in result.findings if failed([f], strict=report.strict)]
         if failing:
             more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
-            failure = ET.SubElement(case, "failure", type=failing[0].rule, message=failing[0].message + more)
+            failure = ET.SubElement(case, "failure", type=failing[0].rule, message=printable(failing[0].message) + more)
             failure.text = "\n".join(finding_text(f) for f in failing)
         if rest := [f for f in result.findings if f not in failing]:
             ET.SubElement(case, "system-out").text = "\n".join(finding_text(f) for f in rest)

@@ -27,10 +27,12 @@ def console(stderr: bool = False):
 
 
 def print_error(message: str) -> None:
-    """One red 'error:' line on stderr; the message is printed as is."""
+    """One red 'error:' line on stderr; control characters in the message (from input files) printed as text."""
     from rich.text import Text
 
-    console(stderr=True).print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    from zeroplan.printable import printable
+
+    console(stderr=True).print(Text.assemble(("error:", "red"), " ", printable(message)), soft_wrap=True)
 
 
 def emit(data: dict, fmt: Format) -> None:

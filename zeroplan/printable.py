@@ -1,0 +1,23 @@
+"""Text from input files made safe to show: control characters escaped as visible text.
+
+A plan path, a model name or a YAML value echoed in a message could carry an ANSI escape (\x1b[31m), a
+carriage return that overwrites the line, a bidi override that reorders it, or a character XML 1.0 forbids
+even as an entity. Every text, GitHub and JUnit report, and the CLI's error line, passes through `printable`.
+"""
+
+import unicodedata
+
+# Beyond the control characters (Cc: C0, DEL, C1) and lone surrogates (Cs, from undecodable file names):
+# line and paragraph separators, the bidi embeddings, overrides and isolates, and XML's non-characters.
+_ALSO = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufffe\uffff")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character written as Python writes it in a string literal: \\x1b, \\r, \\u202e."""
+    if text.isprintable():  # the usual case, in C; isprintable() is False for every character escaped below
+        return text
+    return "".join(_escape(ch) if ch in _ALSO or unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in text)
+
+
+def _escape(ch: str) -> str:
+    return ascii(ch)[1:-1]
