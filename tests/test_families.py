@@ -108,7 +108,11 @@ def test_strict_mode_rejects_an_unknown_key_by_name() -> None:
 
 def test_yaml_spec_with_unknown_config_key_is_one_spec_error_line() -> None:
     data = {"name": "x", "source": "s", "config": {"model_type": "llama", "rope_theta": 500000.0}}
-    with pytest.raises(SpecError, match=r"^x\.yaml: config\.rope_theta: Extra inputs are not permitted$"):
+    with pytest.raises(SpecError, match=r"^x\.yaml: config\.rope_theta: unknown key; expected one of vocab_size, "
+                       r"hidden_size, .*, tie_word_embeddings, model_type, attention_bias, mlp_bias$"):
+        model_from_data(data, "x.yaml")
+    data["config"] = {"model_type": "llama", "hidden_sise": 4096}
+    with pytest.raises(SpecError, match=r"^x\.yaml: config\.hidden_sise: unknown key; did you mean hidden_size\?$"):
         model_from_data(data, "x.yaml")
 
 
@@ -198,7 +202,8 @@ def test_preset_config_reads_the_same_as_an_hf_config_json(path) -> None:
 
 
 def test_model_spec_rejects_unknown_top_level_keys() -> None:
-    with pytest.raises(SpecError, match=r"^m\.yaml: params: Extra inputs are not permitted$"):
+    with pytest.raises(SpecError, match=r"^m\.yaml: params: unknown key; expected one of name, source, "
+                       r"reference_params, reference_rounded, note, config$"):
         model_from_data({"name": "m", "source": "s", "params": 7, "config": {"model_type": "llama"}}, "m.yaml")
 
 

@@ -193,7 +193,7 @@ def test_unstated_setup_comes_from_the_config(tmp_path):
          "deepspeed: {train_micro_batch_size_per_gpu: 4}\n", "training.train_micro_batch_size_per_gpu is 2 but"),
         ("params: 7e9\nparams: 8e9\n", "duplicate key 'params'"),
         ("- params\n", "expected a mapping of plan keys, got list"),
-        ("params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\ndeepspeed: {}\nstage: 3\n", "stage: Extra inputs are not permitted"),
+        ("params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\ndeepspeed: {}\nstage: 3\n", "stage: unknown key; expected one of description, model,"),
     ],
     ids=["missing-config", "yaml-5e8", "unknown-ignore", "unknown-hardware", "conflict", "duplicate-key", "not-a-mapping",
          "unknown-key"],

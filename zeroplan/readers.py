@@ -1,7 +1,8 @@
 """Reading input files safely: size-capped UTF-8 text, YAML with the safe loader only (no duplicate keys,
-no alias bombs), JSON with DeepSpeed's comments, and pydantic errors as one line each.
+no alias bombs), JSON with DeepSpeed's comments.
 
-The readers in models/, hardware/, deepspeed/ and check/ read through these.
+The readers in models/, hardware/, deepspeed/ and check/ read through these, and validate what they read with
+zeroplan.validate (one error format for every file).
 """
 
 from __future__ import annotations
@@ -12,13 +13,9 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zeroplan.errors import SpecError
-
-if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
-    from pydantic import ValidationError
-
 
 MAX_FILE_BYTES = 16 * 2**20  # no model, hardware or plan file is this large; refuse before parsing
 # Opened without blocking (a FIFO opens at once instead of waiting for a writer) and without becoming the
@@ -213,16 +210,6 @@ def parse_json(text: str, origin: str) -> Any:
     except RecursionError:
         raise SpecError(f"{origin}: JSON nested too deeply") from None
     return reject_long_integers(data, origin)
-
-
-def validation_message(origin: str, exc: ValidationError, prefix: str = "") -> str:
-    """One line per pydantic error: 'origin: dotted.path: reason', joined by '; '."""
-    parts = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in ((prefix,) if prefix else ()) + tuple(err["loc"])) or "(top level)"
-        reason = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{path}: {reason}")
-    return f"{origin}: " + "; ".join(parts)
 
 
 def require_mapping(data: Any, origin: str) -> dict:

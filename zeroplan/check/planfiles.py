@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from zeroplan.check.findings import RunContext
 from zeroplan.check.plan import Plan, merge_setup
 from zeroplan.check.rules import check_rule_ids
@@ -25,9 +23,10 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
 from zeroplan.memory.setup import DeepSpeedKnobs
-from zeroplan.readers import parse_yaml, read_text, validation_message, yaml_key_lines
+from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
 from zeroplan.registry import looks_like_path
 from zeroplan.scenario import layout_of, resolve_model
+from zeroplan.validate import validated
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,7 @@ def plan_from_data(data: object, origin: str) -> Plan:
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__
         raise SpecError(f"{origin}: expected a mapping of plan keys, got {kind}")
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(validation_message(origin, exc)) from None
+    return validated(Plan, data, origin)
 
 
 def _near(ref: str, base: Path) -> str:

@@ -24,8 +24,8 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import evaluate, param_count
 from zeroplan.memory.setup import Attention, ZeroStage
 from zeroplan.memory.stage import StageEstimate
-from zeroplan.readers import validation_message
 from zeroplan.scenario import ScenarioArgs
+from zeroplan.validate import validation_message
 
 INVALID_INPUT = "invalid-input"  # a plan (or its DeepSpeed config) that cannot be read: always an error, never ignored
 GLOB_CHARS = "*?["

@@ -5,9 +5,11 @@ import sys
 from typing import Callable
 
 import typer
+from pydantic import ValidationError
 
 from zeroplan.cli.options import Format
 from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.validate import problems
 
 PIPE_WIDTH = 110  # console width when stdout is not a terminal
 
@@ -54,21 +56,10 @@ def run(fn):
     except ZeroplanError as exc:
         print_error(str(exc))
         raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
-    except Exception as exc:
-        if not is_validation_error(exc):
-            raise
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            print_error(f"{where + ': ' if where else ''}{msg}")
+    except ValidationError as exc:  # one a reader did not turn into a SpecError: one line per problem
+        for line in problems(exc):
+            print_error(line)
         raise typer.Exit(1) from None
-
-
-def is_validation_error(exc: Exception) -> bool:
-    """Whether `exc` is pydantic's ValidationError. pydantic is imported only by the paths that read files
-    into pydantic models (plans, DeepSpeed configs, model specs), so when it is not loaded, no such error exists."""
-    pydantic_core = sys.modules.get("pydantic_core")
-    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
 
 
 def given_options(ctx: typer.Context) -> frozenset[str]:

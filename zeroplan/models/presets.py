@@ -13,42 +13,44 @@ from zeroplan.errors import SpecError
 from zeroplan.models import preset_index
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.models.preset_index import bundled_config_dir
-from zeroplan.readers import (
-    parse_json,
-    parse_yaml,
-    read_text,
-    require_mapping,
-    validation_message,
-)
+from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
+from zeroplan.validate import validation_message
 
 if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
-
-    from zeroplan.models.families import ModelSpec
+    from zeroplan.models.families import FamilyConfig, ModelSpec
 
 
 def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> ModelSpec:
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
     from pydantic import ValidationError
 
-    from zeroplan.models.families import ModelSpec, parse_family_config
+    from zeroplan.models.families import ModelSpec
 
     data = require_mapping(data, origin)
+    if hf_name is not None:
+        return ModelSpec(name=hf_name, source=origin, config=_family_config(data, origin, strict=False))
+    body = dict(data)
+    config = _family_config(require_mapping(body.pop("config", None), f"{origin}: config"), origin, strict=True)
     try:
-        if hf_name is not None:
-            config = parse_family_config(data, strict=False)
-            config.architecture()
-            return ModelSpec(name=hf_name, source=origin, config=config)
-        body = dict(data)
-        config_data = require_mapping(body.pop("config", None), f"{origin}: config")
-        try:
-            config = parse_family_config(config_data, strict=True)
-            config.architecture()  # cross-field checks run here; fail at load, naming the file
-        except ValidationError as exc:
-            raise SpecError(validation_message(origin, exc, prefix="config")) from None
         return ModelSpec.model_validate({**body, "config": config})
     except ValidationError as exc:
-        raise SpecError(validation_message(origin, exc)) from None
+        raise SpecError(validation_message(origin, exc, ModelSpec)) from None
+
+
+def _family_config(data: dict, origin: str, *, strict: bool) -> FamilyConfig:
+    """The family config in `data`; every error names the file, and the key under `config:` in a YAML spec."""
+    from pydantic import ValidationError
+
+    from zeroplan.models.families import FAMILIES, parse_family_config
+
+    try:
+        config = parse_family_config(data, strict=strict)
+    except ValidationError as exc:
+        family = FAMILIES.get(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
+        raise SpecError(validation_message(origin, exc, family, prefix="config" if strict else "")) from None
+    config.architecture()  # cross-field checks run here; fail at load, naming the file
+    return config
 
 
 def load_model_file(path: Path) -> ModelSpec:

@@ -77,7 +77,7 @@ def _model_type_error(data: dict) -> ValidationError:
         context["model_type"] = repr(value)
     else:
         value, template = data, "model_type is missing; supported: {supported}"
-    error = PydanticCustomError("model_type", template, context)
+    error = PydanticCustomError("unsupported_model_type", template, context)
     details = InitErrorDetails(type=error, loc=("model_type",), input=value)
     return ValidationError.from_exception_data("FamilyConfig", [details])
 
