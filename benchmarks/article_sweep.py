@@ -8,6 +8,8 @@ sequence 2048, bf16 mixed precision, flash attention, no activation checkpointin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchmarks.cases import GEMMA2_9B, GEMMA2_9B_ARCH
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
@@ -77,7 +79,7 @@ def stage_table(knobs: DeepSpeedKnobs, micro_batch: int, global_batch: int) -> N
 
 LADDER = (
     ("ZeRO-3, no overlap (overlap_comm false, prefetch 0)", NO_OVERLAP),
-    ("+ reduce-scatter overlap (overlap_comm true)", NO_OVERLAP.model_copy(update={"overlap_comm": True})),
+    ("+ reduce-scatter overlap (overlap_comm true)", replace(NO_OVERLAP, overlap_comm=True)),
     ("ZeRO-3, reductions serialised, gathers prefetched", DeepSpeedKnobs(overlap_comm=False)),
     ("+ 8-bit weights (qwZ)", DeepSpeedKnobs(overlap_comm=False, zero_quantized_weights=True)),
     (
@@ -117,14 +119,14 @@ TOPOLOGIES = (
 
 def topology_table(micro_batch: int, grad_accum: int) -> None:
     knobs = DeepSpeedKnobs(overlap_comm=True)
-    setup = SETUP.model_copy(update={"micro_batch": micro_batch, "grad_accum": grad_accum})
+    setup = replace(SETUP, micro_batch=micro_batch, grad_accum=grad_accum)
     print(f"\nC. Topology, Gemma2-9B, micro-batch {micro_batch} x GA {grad_accum}, overlap_comm true for every stage")
     print(f"{'hardware':>14} {'topology':>9} {'GPUs':>5} | overhead vs ZeRO-0 (%) z1 / z2 / z3 | ZeRO-3 tok/s/GPU")
     for name, par, topology in TOPOLOGIES:
         stages = throughput_by_stage(GEMMA2_9B, GEMMA2_9B_ARCH, load_hardware(name), setup, par, knobs, topology)
         cells = " / ".join(f"{t.overhead_vs_zero0_pct:5.1f}" for t in stages[1:])
         print(f"{name:>14} {topology.value:>9} {par.gpus:>5} | {cells:>33} | {stages[3].tokens_per_s_per_gpu:16.0f}")
-    slow = load_hardware("a100-sxm-80gb").model_copy(update={"nic_gbps_per_gpu": 12.5 / 8})
+    slow = replace(load_hardware("a100-sxm-80gb"), nic_gbps_per_gpu=12.5 / 8)
     par = Parallelism(gpus=32, nodes=4)
     for label, zknobs in (("ZeRO-3", knobs), ("ZeRO++ (qwZ+qgZ+hpZ 8)", LADDER_ZEROPP)):
         t = estimate_throughput(GEMMA2_9B, GEMMA2_9B_ARCH, slow, setup, par, ZeroStage.zero3, zknobs)

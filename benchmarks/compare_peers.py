@@ -16,7 +16,7 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ def zeroplan_estimate(q: Question) -> tuple[Estimate, Architecture | None, str]:
             raise
         note = ("zeroplan.memory.activations is not in this build yet: zeroplan's activations read 0 here and its totals "
                 "are model states + buffers + overhead; rerun this script once it lands")
-        return estimate_memory(scn.model_copy(update={"arch": None})), scn.arch, note
+        return estimate_memory(replace(scn, arch=None)), scn.arch, note
 
 
 def zeroplan_rows(est: Estimate) -> list[PeerTerms]:

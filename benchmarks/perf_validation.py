@@ -7,7 +7,7 @@ micro-batch or accumulation is not in the reference row, the value used is state
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchmarks.cases import (
     GRANITE_7B,
@@ -64,7 +64,7 @@ class Case:
 
 
 def _v100_nic(per_node_gbit: int) -> HardwareSpec:
-    return V100.model_copy(update={"nic_gbps_per_gpu": per_node_gbit / 8 / V100.gpus_per_node})
+    return replace(V100, nic_gbps_per_gpu=per_node_gbit / 8 / V100.gpus_per_node)
 
 
 def _zeropp_case(size: str, psi: float, gbit: int, knobs: DeepSpeedKnobs, measured: float) -> Case:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +22,7 @@ LLAMA2_7B = Architecture(
     family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=32, head_dim=128,
     intermediate_size=11008, vocab_size=32000, gated_mlp=True, norm="rmsnorm", tie_word_embeddings=False,
 )
-LLAMA3_8B = LLAMA2_7B.model_copy(update=dict(num_key_value_heads=8, intermediate_size=14336, vocab_size=128256))
+LLAMA3_8B = replace(LLAMA2_7B, num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
 GPT2 = Architecture(
     family="gpt2", hidden_size=768, num_layers=12, num_attention_heads=12, num_key_value_heads=12, head_dim=64,
     intermediate_size=3072, vocab_size=50257, gated_mlp=False, norm="layernorm", tie_word_embeddings=True,
@@ -32,16 +33,15 @@ GEMMA2_9B = Architecture(
     intermediate_size=14336, vocab_size=256000, gated_mlp=True, norm="rmsnorm", norms_per_layer=4,
     tie_word_embeddings=True, attn_logit_softcapping=50.0, final_logit_softcapping=30.0, sliding_window=4096,
 )
-MIXTRAL = LLAMA2_7B.model_copy(
-    update=dict(family="mixtral", num_key_value_heads=8, intermediate_size=14336, num_experts=8, num_experts_per_tok=2)
-)
+MIXTRAL = replace(LLAMA2_7B, family="mixtral", num_key_value_heads=8, intermediate_size=14336, num_experts=8,
+                  num_experts_per_tok=2)
 T5_BASE = Architecture(
     family="t5", hidden_size=768, num_layers=12, num_encoder_layers=12, num_attention_heads=12, num_key_value_heads=12,
     head_dim=64, intermediate_size=3072, vocab_size=32128, gated_mlp=False, norm="rmsnorm", norms_per_layer=3,
     tie_word_embeddings=True, dropout=0.1, attention_dropout=0.1,
 )
-PHI3 = LLAMA2_7B.model_copy(update=dict(family="phi3", hidden_size=3072, num_attention_heads=32, head_dim=96,
-                                        num_key_value_heads=32, intermediate_size=8192, vocab_size=32064))
+PHI3 = replace(LLAMA2_7B, family="phi3", hidden_size=3072, num_attention_heads=32, head_dim=96, num_key_value_heads=32,
+               intermediate_size=8192, vocab_size=32064)
 FALCON = Architecture(
     family="falcon", hidden_size=4544, num_layers=32, num_attention_heads=71, num_key_value_heads=1, head_dim=64,
     intermediate_size=18176, vocab_size=65024, gated_mlp=False, norm="layernorm", norms_per_layer=1,
@@ -146,7 +146,7 @@ def test_eager_keeps_score_matrices_flash_does_not():
 
 
 def test_gqa_keeps_smaller_k_v_than_mha():
-    mha = LLAMA3_8B.model_copy(update=dict(num_key_value_heads=32))
+    mha = replace(LLAMA3_8B, num_key_value_heads=32)
     for ckpt in (Checkpointing.none, Checkpointing.selective):
         gqa_bytes, mha_bytes = (activation_bytes(x, setup(checkpointing=ckpt)).per_layer_bytes for x in (LLAMA3_8B, mha))
         assert mha_bytes - gqa_bytes == 2 * 2 * 2048 * (32 - 8) * 128  # k and v, bf16, (a - g) d each
@@ -154,7 +154,7 @@ def test_gqa_keeps_smaller_k_v_than_mha():
 
 def test_gqa_saves_nothing_in_hf_eager_attention():
     """HF's eager attention repeats k and v to all heads (repeat_kv) before the matmuls that keep them."""
-    mha = LLAMA3_8B.model_copy(update=dict(num_key_value_heads=32))
+    mha = replace(LLAMA3_8B, num_key_value_heads=32)
     eager = setup(attention=Attention.eager)
     assert activation_bytes(LLAMA3_8B, eager).per_layer_bytes == activation_bytes(mha, eager).per_layer_bytes
 
@@ -201,15 +201,15 @@ def test_large_vocabulary_logits_block_is_the_largest_line():
 
 
 def test_moe_grows_with_experts_per_token():
-    one, two = (activation_bytes(MIXTRAL.model_copy(update=dict(num_experts_per_tok=k)), setup()) for k in (1, 2))
-    dense = activation_bytes(MIXTRAL.model_copy(update=dict(num_experts=0, num_experts_per_tok=0)), setup())
+    one, two = (activation_bytes(replace(MIXTRAL, num_experts_per_tok=k), setup()) for k in (1, 2))
+    dense = activation_bytes(replace(MIXTRAL, num_experts=0, num_experts_per_tok=0), setup())
     assert dense.per_layer_bytes < one.per_layer_bytes < two.per_layer_bytes
     # each routed token keeps the expert MLP's 4 f tensors again
     assert two.per_layer_bytes - one.per_layer_bytes > 4 * 2 * 2048 * 14336
 
 
 def test_dropout_masks_cost_one_byte_per_element():
-    no_dropout = GPT2.model_copy(update=dict(dropout=0.0, attention_dropout=0.0))
+    no_dropout = replace(GPT2, dropout=0.0, attention_dropout=0.0)
     b, s, h, a = 1, 1024, 768, 12
     eager = setup(seq_len=s, attention=Attention.eager)
     diff = activation_bytes(GPT2, eager).per_layer_bytes - activation_bytes(no_dropout, eager).per_layer_bytes

@@ -5,6 +5,7 @@ Scenarios are bare parameter counts (activations 0) on real hardware presets; th
 stand-in activation model (monkeypatched), so no test depends on activation numbers.
 """
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -61,7 +62,7 @@ def bare(num_params: float, gpus: int = 8, nodes: int = 1, hw=H100, embedding: i
 
 
 def on(engine: Engine, scn: Scenario) -> Scenario:
-    return scn.model_copy(update={"engine": engine})
+    return replace(scn, engine=engine)
 
 
 def rec_key(advice):
@@ -130,9 +131,9 @@ def test_without_offload_nothing_fits_and_more_gpus_is_the_answer():
     assert advice.rules == FITS + ("ckpt.unmodelled", "gpus.min")
     change = advice.recommendation.change
     assert (change.kind, change.stage, change.gpus, change.nodes) == ("gpus", ZeroStage.zero3, 16, 2)
-    at = advice.scenario.model_copy(update={"parallelism": Parallelism(gpus=16, nodes=2)})
+    at = replace(advice.scenario, parallelism=Parallelism(gpus=16, nodes=2))
     assert evaluate(at, ZeroStage.zero3).fits
-    assert not any(evaluate(advice.scenario.model_copy(update={"parallelism": p}), s).fits
+    assert not any(evaluate(replace(advice.scenario, parallelism=p), s).fits
                    for p in gpu_layouts(8)[:8] for s in ZeroStage)
 
 
@@ -239,7 +240,7 @@ def test_the_largest_micro_batch_that_fits_and_divides(activations):
     assert evaluate(scn, rec.stage).fits
     divisors = [d for d in range(1, 49) if 48 % d == 0]
     bigger = divisors[divisors.index(rec.micro_batch) + 1]
-    over = scn.model_copy(update={"setup": scn.setup.model_copy(update={"micro_batch": bigger})})
+    over = replace(scn, setup=replace(scn.setup, micro_batch=bigger))
     assert not evaluate(over, rec.stage).fits
     assert rec.micro_batch * rec.grad_accum * rec.gpus == 8 * 48
 
@@ -422,7 +423,7 @@ def test_engine_branches(engine, num_params, rules, stage, strategy):
     else:
         change = rec.change
         assert change.kind == "gpus" and change.gpus > 8 and change.stage in supported_stages(engine)
-        at = advice.scenario.model_copy(update={"parallelism": Parallelism(gpus=change.gpus, nodes=change.nodes)})
+        at = replace(advice.scenario, parallelism=Parallelism(gpus=change.gpus, nodes=change.nodes))
         assert evaluate(at, change.stage).fits
         assert advice.trace[-2].outcome == "skipped" and "DeepSpeed only" in advice.trace[-2].reason
 

@@ -15,6 +15,7 @@ import typer.main
 import zeroplan
 from zeroplan import api
 from zeroplan.cli.app import app
+from zeroplan.validate import as_json
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "api.md"
@@ -97,7 +98,7 @@ def test_count_params_and_the_preset_lists_are_what_the_cli_lists(runner):
         counts = zeroplan.count_params(row["name"])
         assert (counts.num_params, counts.largest_layer_params, counts.num_active_params) == (
             row["num_params"], row["largest_layer_params"], row["num_active_params"]), row["name"]
-    assert [h.model_dump(mode="json") for h in map(zeroplan.load_hardware, zeroplan.hardware_names())] == hardware["hardware"]
+    assert [as_json(h) for h in map(zeroplan.load_hardware, zeroplan.hardware_names())] == hardware["hardware"]
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma2-9b", "mixtral-8x7b", "t5-3b"])

@@ -1,5 +1,7 @@
 """Capacity searches agree with direct evaluation at their answer and one step past it."""
 
+from dataclasses import replace
+
 import pytest
 
 from zeroplan.errors import ZeroplanError
@@ -24,8 +26,8 @@ def test_min_gpus_is_the_first_layout_that_fits(stage):
     layouts = gpu_layouts(H100.gpus_per_node)
     assert found is not None
     i = layouts.index(found)
-    assert evaluate(s.model_copy(update={"parallelism": found}), stage).fits
-    assert all(not evaluate(s.model_copy(update={"parallelism": p}), stage).fits for p in layouts[:i])
+    assert evaluate(replace(s, parallelism=found), stage).fits
+    assert all(not evaluate(replace(s, parallelism=p), stage).fits for p in layouts[:i])
 
 
 def test_min_gpus_none_when_even_the_limit_does_not_fit():
@@ -42,7 +44,7 @@ def test_max_model_fits_and_the_next_step_does_not(stage):
     s = scn(10**9)
     best = max_model(s, stage)
     def fits_at(n: int) -> bool:
-        return evaluate(s.model_copy(update={"model": s.model.model_copy(update={"num_params": n})}), stage).fits
+        return evaluate(replace(s, model=replace(s.model, num_params=n)), stage).fits
 
     assert fits_at(best.num_params)
     assert not fits_at(best.num_params + 10**9 // 1000)  # the search steps in 0.1 % of the given count

@@ -1,5 +1,7 @@
 """Memory rules: does-not-fit, low-headroom, buffers-exceed-states, each fired and quiet, on estimates from the calculator."""
 
+from dataclasses import replace
+
 import pytest
 
 from zeroplan.check.findings import RunContext
@@ -58,7 +60,7 @@ def test_terms_at_peak_sum_to_the_peak():
 def tight(free_fraction: float):
     """H100 shrunk so that ZeRO-3 of 7e9 leaves free_fraction of it free."""
     need = evaluate(scenario(7e9), ZeroStage.zero3).total
-    return H100.model_copy(update={"memory_gib": need / (1 - free_fraction) / GIB})
+    return replace(H100, memory_gib=need / (1 - free_fraction) / GIB)
 
 
 def test_low_headroom_fires_under_the_default_threshold():

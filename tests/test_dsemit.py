@@ -1,6 +1,7 @@
 """The emitted DeepSpeed config: passes zeroplan's config rules, and reads back as the configuration planned."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -72,8 +73,8 @@ def test_emitted_config_reads_back_as_the_plan(scn, policy, batch):
     assert parsed.precision is advice.scenario.setup.precision
     assert (parsed.knobs.offload_optimizer, parsed.knobs.offload_param) == (rec.offload_optimizer, rec.offload_param)
     # The memory of the config as DeepSpeed reads it is the memory the advisor planned.
-    setup = advice.scenario.setup.model_copy(update={**parsed.setup_fields(), "checkpointing": rec.checkpointing})
-    again = advice.scenario.model_copy(update={"setup": setup, "knobs": parsed.knobs})
+    setup = replace(advice.scenario.setup, **{**parsed.setup_fields(), "checkpointing": rec.checkpointing})
+    again = replace(advice.scenario, setup=setup, knobs=parsed.knobs)
     assert evaluate(again, parsed.stage).total == rec.plan.peak_bytes
 
 
@@ -89,7 +90,7 @@ def test_zero_sections():
     assert zero_section(ZeroStage.zero2, knobs) == {
         "stage": 2, "overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": 500_000_000,
         "allgather_bucket_size": 500_000_000}
-    offload = knobs.model_copy(update={"offload_optimizer": OffloadDevice.nvme, "offload_param": OffloadDevice.nvme})
+    offload = replace(knobs, offload_optimizer=OffloadDevice.nvme, offload_param=OffloadDevice.nvme)
     zero3 = zero_section(ZeroStage.zero3, offload)
     assert zero3["offload_param"] == {"device": "nvme", "pin_memory": True, "nvme_path": DEFAULT_NVME_PATH}
     assert zero3["stage3_prefetch_bucket_size"] == 50_000_000 and "allgather_bucket_size" not in zero3

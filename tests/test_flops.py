@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from presetmodels import GEMMA2_9B as preset_gemma2
 from presetmodels import GEMMA2_9B_ARCH as preset_gemma2_arch
@@ -35,7 +37,7 @@ def test_model_flops_per_token_6N_plus_causal_attention() -> None:
 
 
 def test_moe_counts_active_parameters() -> None:
-    moe = GEMMA2_9B.model_copy(update={"num_active_params": PSI // 4})
+    moe = replace(GEMMA2_9B, num_active_params=PSI // 4)
     assert model_flops_per_token(moe, None, 2048) == 6 * (PSI // 4)
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import random
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -46,7 +47,7 @@ def scenario(**update) -> Scenario:
     model = ModelSummary(name="7B", num_params=6_738_415_616, largest_layer_params=131_072_000,
                          num_embedding_params=262_144_000, small_param_numel=8_458_240)
     base = Scenario(model=model, hardware=H100, overheads=overheads_for(H100, None, None, None))
-    return base.model_copy(update=update)
+    return replace(base, **update)
 
 
 @pytest.fixture
@@ -61,12 +62,13 @@ def fake_activations(monkeypatch):
 
 def expected_row(scn: Scenario, row: GridRow) -> GridRow:
     """What evaluate() says for the row's configuration, built without the grid's code."""
-    at = scn.model_copy(update={
-        "setup": scn.setup.model_copy(update={"micro_batch": row.micro_batch, "checkpointing": Checkpointing(row.checkpointing)}),
-        "parallelism": Parallelism(gpus=row.gpus, nodes=row.nodes),
-        "knobs": scn.knobs.model_copy(update={"offload_optimizer": OffloadDevice(row.offload_optimizer),
-                                              "offload_param": OffloadDevice(row.offload_param)}),
-    })
+    at = replace(
+        scn,
+        setup=replace(scn.setup, micro_batch=row.micro_batch, checkpointing=Checkpointing(row.checkpointing)),
+        parallelism=Parallelism(gpus=row.gpus, nodes=row.nodes),
+        knobs=replace(scn.knobs, offload_optimizer=OffloadDevice(row.offload_optimizer),
+                      offload_param=OffloadDevice(row.offload_param)),
+    )
     est = evaluate(at, ZeroStage(row.stage))
     return GridRow(int(est.stage), row.gpus, row.nodes, row.micro_batch, row.checkpointing, est.offload_optimizer.value,
                    est.offload_param.value, est.total, est.states.total, est.activations_at_peak, est.buffers_at_peak,

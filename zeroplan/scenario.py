@@ -6,6 +6,7 @@ Shared by the CLI, the checks and the Python API. Raises ZeroplanError for bad i
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
 from zeroplan.record import Sealed, sealed
 from zeroplan.units import parse_count
+from zeroplan.validate import as_json
 
 if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
     from zeroplan.deepspeed.estimator import DeepSpeedEstimate
@@ -108,7 +110,7 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
     name, counts, arch = model_facts(model)  # a bundled preset from the index: no YAML, no families
     summary = summarize_model(name, counts, arch, knobs)
     if override is not None:
-        summary = summary.model_copy(update={"largest_layer_params": override})
+        summary = replace(summary, largest_layer_params=override)
     return summary, arch
 
 
@@ -129,7 +131,7 @@ def knobs_from(args: ScenarioArgs, base: DeepSpeedKnobs | None = None) -> DeepSp
     for opt in ("offload_optimizer", "offload_param"):
         if base is None or opt in args.given:
             values[opt] = getattr(args, opt)
-    return DeepSpeedKnobs(**{**(base.model_dump() if base else {}), **values})
+    return DeepSpeedKnobs(**{**(asdict(base) if base else {}), **values})
 
 
 def _fraction(value: float | None, what: str, upper: float) -> float | None:
@@ -172,7 +174,7 @@ def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig |
     if args.deepspeed_config:
         config, setup = _with_config(args, arch, par.dp, setup)
         knobs = knobs_from(args, config.knobs)
-        summary = summary.model_copy(update={"small_param_numel": small_param_numel(arch, knobs)})
+        summary = replace(summary, small_param_numel=small_param_numel(arch, knobs))
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
@@ -210,7 +212,7 @@ def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
     ds = read_deepspeed_config(Path(args.deepspeed_config))
     hidden = arch.hidden_size if arch else None
     pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
-    setup = setup.model_copy(update={k: v for k, v in pinned.items() if k not in args.given})
+    setup = replace(setup, **{k: v for k, v in pinned.items() if k not in args.given})
     return ds.parse(hidden_size=hidden, dp_world=dp, setup=setup), setup
 
 
@@ -268,9 +270,9 @@ def capacity(args: ScenarioArgs) -> dict:
             "max_model_layers": largest.num_layers if largest and scn.arch else None,
         })
     return {
-        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "model": as_json(scn.model), "hardware": scn.hardware.name,
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
-        "setup": scn.setup.model_dump(mode="json"),
+        "setup": as_json(scn.setup),
         "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
         "stages": stages,
     }

@@ -8,6 +8,8 @@ tree, the smallest change that would fit. Every rule and its source: docs/adviso
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.advise.advice import Advice, Step
 from zeroplan.advise.advisories import advisories
 from zeroplan.advise.candidates import Context, alternatives
@@ -33,16 +35,16 @@ def _precision(scn: Scenario) -> tuple[list[Step], Scenario]:
                 source="hardware preset supports_bf16; DeepSpeed engine.py refuses bf16 where the device has none",
                 outcome="no", reason=f"{precision.value} -> fp16-mixed with dynamic loss scaling (fp16 needs the fp32 "
                 "master copy: 16 B/param with AdamW)")
-    setup = scn.setup.model_copy(update={"precision": Precision.fp16_mixed})
-    return [step], scn.model_copy(update={"setup": setup})
+    setup = replace(scn.setup, precision=Precision.fp16_mixed)
+    return [step], replace(scn, setup=setup)
 
 
 def planned_scenario(scn: Scenario) -> tuple[list[Step], Scenario]:
     """The scenario the trees evaluate: micro-batch 1 and accumulation 1 (the trees size them) on the precision the
     hardware runs."""
     steps, scn = _precision(scn)
-    setup = scn.setup.model_copy(update={"micro_batch": 1, "grad_accum": 1})
-    return steps, scn.model_copy(update={"setup": setup})
+    setup = replace(scn.setup, micro_batch=1, grad_accum=1)
+    return steps, replace(scn, setup=setup)
 
 
 def _global_batch(scn: Scenario, global_batch: int | None) -> int:
@@ -101,6 +103,5 @@ def recommended_scenario(advice: Advice) -> Scenario | None:
     if not rec.fits:
         return None
     scn = advice.scenario
-    setup = scn.setup.model_copy(update={"checkpointing": rec.checkpointing, "micro_batch": rec.micro_batch,
-                                         "grad_accum": rec.grad_accum})
-    return scn.model_copy(update={"setup": setup, "knobs": rec.knobs or scn.knobs})  # knobs: None off DeepSpeed
+    setup = replace(scn.setup, checkpointing=rec.checkpointing, micro_batch=rec.micro_batch, grad_accum=rec.grad_accum)
+    return replace(scn, setup=setup, knobs=rec.knobs or scn.knobs)  # knobs: None off DeepSpeed

@@ -9,6 +9,8 @@ does no I/O.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.advise.advice import Plan, Recommendation, Step
 from zeroplan.advise.candidates import Context, candidate, throughput
 from zeroplan.hardware.spec import Topology
@@ -25,9 +27,9 @@ def _zeropp_overhead(ctx: Context, plan: Plan) -> float:
     """Predicted ZeRO-3 overhead with qwZ + qgZ + hpZ over the GPUs of one node."""
     scn = candidate(ctx, plan.stage, (plan.offload_optimizer, plan.offload_param), plan.checkpointing, plan.micro_batch,
                     plan.overlap_comm)
-    knobs = scn.knobs.model_copy(update={"zero_quantized_weights": True, "zero_quantized_gradients": True,
-                                         "zero_hpz_partition_size": scn.parallelism.gpus_per_node})
-    return throughput(ctx, scn.model_copy(update={"knobs": knobs}), plan.stage).overhead_vs_zero0_pct
+    knobs = replace(scn.knobs, zero_quantized_weights=True, zero_quantized_gradients=True,
+                    zero_hpz_partition_size=scn.parallelism.gpus_per_node)
+    return throughput(ctx, replace(scn, knobs=knobs), plan.stage).overhead_vs_zero0_pct
 
 
 def _pcie(ctx: Context, plan: Plan) -> Step:

@@ -8,7 +8,7 @@ alternatives table come from the same numbers. Pure: imports neither rich, typer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeroplan.advise.advice import Plan
 from zeroplan.advise.policy import AdvisorPolicy, Tree
@@ -101,10 +101,9 @@ def candidate(ctx: Context, stage: ZeroStage, rung: tuple[OffloadDevice, Offload
     scn = ctx.scn
     overlap = scn.knobs.overlap_comm_for(stage) if overlap is None else overlap
     update = {"offload_optimizer": rung[0], "offload_param": rung[1], "overlap_comm": overlap}
-    knobs = stage_knobs(scn.knobs.model_copy(update=update), stage)
-    setup = scn.setup.model_copy(update={"checkpointing": ckpt, "micro_batch": micro_batch,
-                                         "grad_accum": max(1, ctx.per_gpu // micro_batch)})
-    return scn.model_copy(update={"knobs": knobs, "setup": setup})
+    knobs = stage_knobs(replace(scn.knobs, **update), stage)
+    setup = replace(scn.setup, checkpointing=ckpt, micro_batch=micro_batch, grad_accum=max(1, ctx.per_gpu // micro_batch))
+    return replace(scn, knobs=knobs, setup=setup)
 
 
 def host_fits(ctx: Context, est: StageEstimate) -> bool:

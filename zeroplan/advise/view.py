@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from zeroplan.advise.advice import Advice
 from zeroplan.advise.policy import THRESHOLDS, AdvisorPolicy
+from zeroplan.validate import as_json
 from zeroplan.version import __version__
 
 SCHEMA_VERSION = 1
@@ -26,11 +27,11 @@ def advice_view(advice: Advice) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
-        "model": scn.model.model_dump(mode="json"),
+        "model": as_json(scn.model),
         "hardware": scn.hardware.name,
         "usable_bytes": scn.usable_bytes,
         "parallelism": {"gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "dp": scn.parallelism.dp},
-        "setup": scn.setup.model_dump(mode="json", exclude={"micro_batch", "grad_accum"}),  # the advisor sizes them
+        "setup": as_json(scn.setup, exclude={"micro_batch", "grad_accum"}),  # the advisor sizes them
         "recipe": scn.recipe.name,
         "policy": policy_view(advice.policy),
         "recommendation": advice.recommendation.model_dump(mode="json"),

@@ -14,6 +14,7 @@ from zeroplan.check.findings import Finding
 from zeroplan.check.rules import failed
 from zeroplan.check.runner import CheckReport, PlanResult
 from zeroplan.printable import printable
+from zeroplan.validate import as_json
 from zeroplan.version import __version__
 
 SCHEMA_VERSION = 1
@@ -59,7 +60,7 @@ def plan_view(report: CheckReport, result: PlanResult) -> dict:
             "model": scn.model.name, "num_params": scn.model.num_params,
             "hardware": scn.hardware.name if scn.hardware else None, "gpus": scn.parallelism.gpus,
             "nodes": scn.parallelism.nodes, "topology": result.run.topology.value, "stage": int(config.stage),
-            "deepspeed_config": config.origin, "recipe": scn.recipe.name, "setup": scn.setup.model_dump(mode="json"),
+            "deepspeed_config": config.origin, "recipe": scn.recipe.name, "setup": as_json(scn.setup),
         }  # fmt: skip
     if result.memory is not None:
         mem = result.memory

@@ -9,6 +9,7 @@ Pure: check/planfiles.py reads the file, resolves the presets and the DeepSpeed 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PositiveInt, model_validator
@@ -197,7 +198,7 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
     update = {"fp32_grad_accum": pinned["fp32_grad_accum"]}
     if precision is not None and "precision" not in t.model_fields_set:
         update["precision"] = precision
-    return plan.setup(micro, gas).model_copy(update=update), problems
+    return replace(plan.setup(micro, gas), **update), problems
 
 
 def _plan_states(training: Training, key: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zeroplan.check.findings import RunContext
@@ -108,7 +108,7 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup)
     extra = plan.overheads
     scenario = Scenario(
-        model=summary.model_copy(update={"small_param_numel": small_param_numel(arch, config.knobs)}),
+        model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),
         arch=arch, setup=setup, parallelism=plan.parallelism, knobs=config.knobs, hardware=hardware,
         overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine),

@@ -8,13 +8,14 @@ from zeroplan.cli.common import render, run, show
 from zeroplan.cli.options import Format, FormatOpt
 from zeroplan.hardware.presets import all_hardware
 from zeroplan.models.presets import all_models
+from zeroplan.validate import as_json
 
 if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
     pass
 
 
 def hardware_output() -> dict:
-    return {"hardware": [hw.model_dump(mode="json") for hw in all_hardware()]}
+    return {"hardware": [as_json(hw) for hw in all_hardware()]}
 
 
 def models_output() -> tuple[dict, Callable]:

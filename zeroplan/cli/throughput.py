@@ -41,6 +41,7 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
+from zeroplan.validate import as_json
 
 
 def throughput(
@@ -150,9 +151,9 @@ def throughput_report(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
     rows = throughput_by_stage(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism,
                                scn.knobs, topology, opts.mfu)
     return {
-        "model": scn.model.model_dump(mode="json"), "hardware": scn.hardware.name,
+        "model": as_json(scn.model), "hardware": scn.hardware.name,
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "topology": topology.value,
-        "setup": scn.setup.model_dump(mode="json"), "compute_efficiency": rows[0].compute_efficiency,
+        "setup": as_json(scn.setup), "compute_efficiency": rows[0].compute_efficiency,
         "stages": [_throughput_row(t) for t in rows],
         "sweep": _sweep(scn, opts, topology, scn.knobs) if opts.sweep else None,
         "assumptions": list(dict.fromkeys(a for t in rows for a in t.assumptions)),

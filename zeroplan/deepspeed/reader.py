@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import fields
 
 from zeroplan.deepspeed.auto import (
     HIDDEN_SIZE_KEYS,
@@ -231,7 +232,7 @@ class _Reader:
 
     def knobs(self, zero: Mapping) -> DeepSpeedKnobs:
         ints = {
-            field: self.zero_int(zero, spellings, DeepSpeedKnobs.model_fields[field].default, minimum)
+            field: self.zero_int(zero, spellings, KNOB_DEFAULTS[field], minimum)
             for field, spellings, minimum in _KNOB_INTS
         }
         flags = {field: self.flag(zero, f"zero_optimization.{field}", None) for field in _KNOB_FLAGS}
@@ -287,3 +288,4 @@ _KNOB_INTS = (
     ("sub_group_size", ("sub_group_size",), 1),
 )
 _KNOB_FLAGS = ("contiguous_gradients", "zero_quantized_weights", "zero_quantized_gradients")
+KNOB_DEFAULTS = {f.name: f.default for f in fields(DeepSpeedKnobs)}  # DeepSpeed's code defaults

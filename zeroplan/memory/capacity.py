@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -48,8 +49,7 @@ def _fits(scn: Scenario, stage: ZeroStage, free_fraction: float = 0.0) -> bool:
 def max_micro_batch(scn: Scenario, stage: ZeroStage, limit: int = MAX_MICRO_BATCH, *, free_fraction: float = 0.0) -> int:
     """Largest micro-batch per GPU in 1..limit that fits at `stage` (keeping free_fraction free); 0 if none does."""
     def ok(mb: int) -> bool:
-        return _fits(scn.model_copy(update={"setup": scn.setup.model_copy(update={"micro_batch": mb})}), stage,
-                     free_fraction)
+        return _fits(replace(scn, setup=replace(scn.setup, micro_batch=mb)), stage, free_fraction)
 
     return max(_largest_true(1, limit, ok), 0)
 
@@ -68,7 +68,7 @@ def min_gpus(scn: Scenario, stage: ZeroStage, limit: int = MAX_GPUS, *, free_fra
     layouts = gpu_layouts(gpn, limit)
 
     def fits_at(i: int) -> bool:
-        return _fits(scn.model_copy(update={"parallelism": layouts[i]}), stage, free_fraction)
+        return _fits(replace(scn, parallelism=layouts[i]), stage, free_fraction)
 
     # Per-GPU memory never grows with more GPUs, except NCCL's buffers appearing at 2: check 1 apart.
     if fits_at(0):
@@ -89,7 +89,7 @@ def scale_depth(scn: Scenario, factor_num: int, factor_den: int) -> Scenario:
     model, arch = scn.model, scn.arch
     if arch is None:
         num = max(1, model.num_params * factor_num // factor_den)
-        return scn.model_copy(update={"model": model.model_copy(update={"num_params": num, "name": f"{num:,} params"})})
+        return replace(scn, model=replace(model, num_params=num, name=f"{num:,} params"))
     layers = max(1, arch.num_layers * factor_num // factor_den)
     per_layer = (model.num_params - model.num_embedding_params) // arch.num_layers
     num = model.num_embedding_params + per_layer * layers
@@ -98,7 +98,7 @@ def scale_depth(scn: Scenario, factor_num: int, factor_den: int) -> Scenario:
         largest_layer_params=model.largest_layer_params, num_embedding_params=model.num_embedding_params,
         num_active_params=num, small_param_numel=model.small_param_numel * layers // arch.num_layers,
     )
-    return scn.model_copy(update={"model": scaled, "arch": arch.model_copy(update={"num_layers": layers})})
+    return replace(scn, model=scaled, arch=replace(arch, num_layers=layers))
 
 
 def max_model(scn: Scenario, stage: ZeroStage) -> ScaledModel | None:

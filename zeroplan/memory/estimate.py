@@ -84,7 +84,7 @@ def stage_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage) -> DeepSpeedKnobs:
             opt = OffloadDevice.none
     if (opt, par) == (knobs.offload_optimizer, knobs.offload_param):
         return knobs
-    return knobs.model_copy(update={"offload_optimizer": opt, "offload_param": par})
+    return replace(knobs, offload_optimizer=opt, offload_param=par)
 
 
 def overheads_for(hardware: HardwareSpec | None, fragmentation_fraction: float | None,
@@ -114,10 +114,6 @@ class Scenario:
     engine: Engine = Engine.deepspeed
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
-
-    def model_copy(self, *, update: dict) -> Scenario:
-        """A copy with some fields replaced (spelled like the pydantic inputs' model_copy)."""
-        return replace(self, **update)
 
     @property
     def usable_bytes(self) -> int | None:

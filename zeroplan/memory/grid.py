@@ -10,6 +10,7 @@ buffers per (stage, GPU count, offload); per configuration only the activations 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from itertools import product
 from typing import NamedTuple
 
@@ -70,7 +71,7 @@ def offload_pairs(optimizer: Iterable[OffloadDevice], param: Iterable[OffloadDev
 
 def applied_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage, pair: OffloadPair) -> DeepSpeedKnobs | None:
     """`knobs` with this offload, or None where DeepSpeed would not apply it at `stage` (stage_knobs would drop it)."""
-    wanted = knobs.model_copy(update={"offload_optimizer": pair[0], "offload_param": pair[1]})
+    wanted = replace(knobs, offload_optimizer=pair[0], offload_param=pair[1])
     applied = stage_knobs(wanted, stage)
     return applied if (applied.offload_optimizer, applied.offload_param) == pair else None
 
@@ -80,7 +81,7 @@ def activation_sizes(scn: Scenario, micro_batches: Sequence[int],
     """(micro_batch, checkpointing, activation bytes) for every pair, through `estimate.activations_for`."""
     sizes = []
     for ckpt, mb in product(checkpointings, micro_batches):
-        acts = activations_for(scn.arch, scn.setup.model_copy(update={"micro_batch": mb, "checkpointing": ckpt}))
+        acts = activations_for(scn.arch, replace(scn.setup, micro_batch=mb, checkpointing=ckpt))
         sizes.append((mb, ckpt.value, acts.total_bytes if acts is not None else 0))
     return sizes
 

@@ -10,6 +10,7 @@ from zeroplan.memory.estimate import Estimate
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Term
 from zeroplan.units import Unit
+from zeroplan.validate import as_json
 from zeroplan.version import __version__
 
 SCHEMA_VERSION = 1
@@ -57,7 +58,7 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
         "units": {"bytes": "B", "display": unit.label, "display_bytes": unit.bytes},
-        "model": est.model.model_dump(mode="json"),
+        "model": as_json(est.model),
         "recipe": {
             "name": recipe.name,
             "precision": recipe.precision.value,
@@ -71,13 +72,13 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
                 "total": recipe.total_bytes,
             },
         },
-        "setup": est.setup.model_dump(mode="json"),
-        "parallelism": {**est.parallelism.model_dump(mode="json"), "dp": est.parallelism.dp,
+        "setup": as_json(est.setup),
+        "parallelism": {**as_json(est.parallelism), "dp": est.parallelism.dp,
                         "gpus_per_node": est.parallelism.gpus_per_node},
         "engine": est.scenario.engine.value,
-        "deepspeed_knobs": est.knobs.model_dump(mode="json"),
-        "hardware": est.hardware.model_dump(mode="json") if est.hardware else None,
-        "activations": acts.model_dump(mode="json") if acts is not None else None,
+        "deepspeed_knobs": as_json(est.knobs),
+        "hardware": as_json(est.hardware) if est.hardware else None,
+        "activations": as_json(acts) if acts is not None else None,
         "stages": [stage_view(s) for s in est.stages],
         "assumptions": list(est.assumptions),
     }

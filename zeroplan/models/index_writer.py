@@ -14,13 +14,9 @@ from zeroplan.models.params import count_params
 from zeroplan.models.preset_index import INDEX_FILE, file_digest
 from zeroplan.models.presets import load_model_file
 from zeroplan.registry import bundled_config_dir
+from zeroplan.validate import as_json
 
 REGENERATE = "python -m zeroplan.models.index_writer --write"
-
-
-def _as_json(obj: Any) -> dict[str, Any]:
-    """A spec record's fields as plain JSON values."""
-    return obj.model_dump(mode="json")
 
 
 def build_index(config_dir: Path | None = None) -> dict[str, Any]:
@@ -31,7 +27,7 @@ def build_index(config_dir: Path | None = None) -> dict[str, Any]:
         spec = load_model_file(path)
         models[path.stem] = {
             "name": spec.name, "source": spec.source, "crc32": file_digest(path),
-            "architecture": _as_json(spec.architecture()), "counts": _as_json(count_params(spec.config)),
+            "architecture": as_json(spec.architecture()), "counts": as_json(count_params(spec.config)),
         }
     return {"models": models}
 

@@ -8,6 +8,7 @@ micro-step amortize ZeRO-3's per-micro-step gathers; gradient accumulation does 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -67,7 +68,7 @@ def sweep_global_batch(
     points = []
     for global_batch in global_batches:
         micro, accum = split_global_batch(global_batch, par.dp, max_micro_batch)
-        at = setup.model_copy(update={"micro_batch": micro, "grad_accum": accum})
+        at = replace(setup, micro_batch=micro, grad_accum=accum)
         stages = throughput_by_stage(params, arch, hw, at, par, knobs, topology, mfu, comm_dtype_bytes=comm_dtype_bytes)
         points.append(
             SweepPoint(

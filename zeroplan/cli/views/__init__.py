@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeroplan.memory.view import SCHEMA_VERSION
+from zeroplan.validate import as_json
 from zeroplan.version import __version__
 
 if TYPE_CHECKING:  # DeepSpeed's tables and the grid load with the commands that show them (fast start-up)
@@ -25,8 +26,8 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
         "num_gpus_per_node": ds.num_gpus_per_node,
         "num_nodes": ds.num_nodes,
         "additional_buffer_factor": ds.additional_buffer_factor,
-        "zero2": [r.model_dump(mode="json", exclude_none=True) for r in ds.zero2],
-        "zero3": [r.model_dump(mode="json") for r in ds.zero3],
+        "zero2": [as_json(r, exclude_none=True) for r in ds.zero2],
+        "zero3": [as_json(r) for r in ds.zero3],
     }
 
 
@@ -39,9 +40,9 @@ def grid_view(result: GridResult) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
-        "model": scn.model.model_dump(mode="json"),
+        "model": as_json(scn.model),
         "recipe": scn.recipe.name,
-        "setup": scn.setup.model_dump(mode="json", include={"precision", "optimizer", "fp32_grad_accum", "seq_len", "attention"}),
+        "setup": as_json(scn.setup, include={"precision", "optimizer", "fp32_grad_accum", "seq_len", "attention"}),
         "hardware": scn.hardware.name if scn.hardware else None,
         "usable_bytes": scn.usable_bytes,
         "gpus_per_node": gpus_per_node(scn),
