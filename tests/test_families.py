@@ -116,6 +116,13 @@ def test_yaml_spec_with_unknown_config_key_is_one_spec_error_line() -> None:
         model_from_data(data, "x.yaml")
 
 
+def test_yaml_spec_bounds_its_architecture() -> None:
+    """A dropout of 1.5 passes the family's own NonNegativeFloat; the Architecture's bounds name it."""
+    data = {"name": "x", "source": "s", "config": {"model_type": "llama", "attention_dropout": 1.5}}
+    with pytest.raises(SpecError, match=r"^x\.yaml: attention_dropout: must be <= 1, got 1\.5$"):
+        model_from_data(data, "x.yaml")
+
+
 def test_hf_mode_ignores_keys_the_family_does_not_use() -> None:
     hf = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 500000.0,
           "architectures": ["LlamaForCausalLM"], "rope_scaling": {"rope_type": "llama3"}, "torch_dtype": "bfloat16"}

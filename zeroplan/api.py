@@ -3,7 +3,7 @@
 Keyword-only functions over plain Python values -- counts as ints, floats or text ("9e9"), enums as their
 values or members, paths as str or Path -- that return the typed objects the CLI renders: Estimate, Advice,
 CheckReport, ParamCount, ModelSpec, HardwareSpec; `to_dict` turns the first three into the CLI's JSON data.
-The defaults are the CLI's, read from the same places (the records in memory/setup.py, DEFAULT_HARDWARE,
+The defaults are the CLI's, read from the same places (the dataclasses in memory/setup.py, DEFAULT_HARDWARE,
 advise/request.py). Bad input raises ZeroplanError (or pydantic's ValidationError) with the one-line message
 the CLI prints, which names the CLI's option. Never prints, writes or exits.
 """

@@ -1,6 +1,6 @@
-"""The pydantic base of the models that describe files and results off the estimate path (plans, configs, advice).
+"""The pydantic base of the models that describe files and their results (plans, DeepSpeed configs, policies, advice).
 
-The estimate path's inputs and results are zeroplan.record records instead, which load without pydantic.
+The calculators' inputs and results are plain frozen dataclasses instead (validated at the edge by zeroplan.validate).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Shared by the CLI, the checks and the Python API. Raises ZeroplanError for bad i
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,9 +36,8 @@ from zeroplan.memory.setup import (
 from zeroplan.memory.stage import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
-from zeroplan.record import Sealed, sealed
 from zeroplan.units import parse_count
-from zeroplan.validate import as_json
+from zeroplan.validate import as_json, validated
 
 if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
     from zeroplan.deepspeed.estimator import DeepSpeedEstimate
@@ -48,9 +47,13 @@ if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-c
 _SETUP, _PARALLELISM = TrainingSetup(), Parallelism()  # the defaults, as the CLI shows them (cli/options.py)
 
 
-@sealed
-class ScenarioArgs(Sealed):
-    """The options that describe one planned run, as typed on the command line (numbers still text)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioArgs:
+    """The options that describe one planned run, as typed on the command line (numbers still text).
+
+    `scenario()` parses the numbers and validates the calculators' inputs from them (zeroplan.validate), so a
+    bad value is one SpecError line naming it.
+    """
 
     model: str | None = None
     params: str | None = None
@@ -115,7 +118,7 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
 
 
 def _parallelism(gpus: str, nodes: str) -> Parallelism:
-    return Parallelism(gpus=parse_count(gpus, "--gpus"), nodes=parse_count(nodes, "--nodes"))
+    return validated(Parallelism, {"gpus": parse_count(gpus, "--gpus"), "nodes": parse_count(nodes, "--nodes")})
 
 
 def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
@@ -131,7 +134,7 @@ def knobs_from(args: ScenarioArgs, base: DeepSpeedKnobs | None = None) -> DeepSp
     for opt in ("offload_optimizer", "offload_param"):
         if base is None or opt in args.given:
             values[opt] = getattr(args, opt)
-    return DeepSpeedKnobs(**{**(asdict(base) if base else {}), **values})
+    return validated(DeepSpeedKnobs, {**(asdict(base) if base else {}), **values})
 
 
 def _fraction(value: float | None, what: str, upper: float) -> float | None:
@@ -141,11 +144,11 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
 
 
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
-    return TrainingSetup(
+    return validated(TrainingSetup, dict(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
-    )
+    ))
 
 
 def hardware_from(ref: str) -> HardwareSpec | None:

@@ -19,7 +19,7 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.units import Unit
 
-# The defaults every command shows are the records' own (memory/setup.py), as ScenarioArgs's and the Python
+# The defaults every command shows are the inputs' own (memory/setup.py), as ScenarioArgs's and the Python
 # API's are (zeroplan/scenario.py, zeroplan/api.py); counts become text, as typed.
 SETUP, PARALLELISM = TrainingSetup(), Parallelism()
 

@@ -7,7 +7,7 @@ the same way. Pure: no I/O. Formulas: deepspeedai/DeepSpeed@edaa7221 (same files
 `docs/code-docs/source/memory.rst`; test vectors and DeepSpeed's printed tables: docs/deepspeed.md.
 """
 
-from zeroplan.record import Record, field, record
+from dataclasses import dataclass
 
 DEEPSPEED_VERSION = "0.19.6"  # the version whose formulas these are
 DS_BUFFER_FACTOR = 1.5  # additional_buffer_factor default
@@ -20,13 +20,13 @@ DS_MIN_CPU_MULTIPLIER = 16  # ZeRO-2 offload: max(4 x total_gpus, 16)
 DS_LARGEST_LAYER_BYTES = 4  # 2 B gathered 16-bit params + 2 B 16-bit grads of the largest layer
 
 
-@record
-class DeepSpeedRow(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeepSpeedRow:
     """One row of DeepSpeed's `_all_cold` table: the options and the integer bytes it returns."""
 
-    offload_optimizer: str = field(description="'cpu' or 'none'")
-    offload_param: str | None = field(None, description="ZeRO-3 only: 'cpu' or 'none'")
-    zero_init: bool | None = field(None, description="ZeRO-3 only")
+    offload_optimizer: str  # 'cpu' or 'none'
+    offload_param: str | None = None  # ZeRO-3 only: 'cpu' or 'none'
+    zero_init: bool | None = None  # ZeRO-3 only
     cpu_bytes: int
     gpu_bytes: int
 
@@ -107,8 +107,8 @@ def zero3_rows(total_params: int, largest_layer_params: int, num_gpus_per_node: 
     return rows
 
 
-@record
-class DeepSpeedEstimate(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeepSpeedEstimate:
     """DeepSpeed's two estimator tables for one model and cluster."""
 
     deepspeed_version: str = DEEPSPEED_VERSION

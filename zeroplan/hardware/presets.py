@@ -4,22 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeroplan.errors import SpecError
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.readers import parse_yaml, read_text, require_mapping
-from zeroplan.record import FieldError
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
+from zeroplan.validate import validated
 
 DEFAULT_HARDWARE = "h100-sxm-80gb"  # what the CLI and the Python API plan on unless told: the source article's GPU
 
 
 def load_hardware_file(path: Path) -> HardwareSpec:
     text = read_text(path)
-    data = require_mapping(parse_yaml(text, str(path)), str(path))
-    try:
-        return HardwareSpec.model_validate(data)
-    except FieldError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+    return validated(HardwareSpec, require_mapping(parse_yaml(text, str(path)), str(path)), str(path))
 
 
 def load_hardware(ref: str) -> HardwareSpec:

@@ -3,10 +3,13 @@
 The numbers come from configs/hardware/*.yaml, each with its datasheet or measurement. Pure: no I/O.
 """
 
+from dataclasses import dataclass
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from zeroplan.record import FieldError, Record, field, positive, record
+from pydantic import Field
+
+from zeroplan.validate import INPUT_CONFIG, Count, Flag, Real, Text
 
 
 class Topology(str, Enum):
@@ -17,34 +20,36 @@ class Topology(str, Enum):
     multinode = "multinode"  # several nodes: rings cross the NICs
 
 
-@record
-class HardwareSpec(Record):
-    """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareSpec:
+    """One accelerator model and the node it usually sits in. Numbers come from configs/hardware/*.yaml
+    (hardware/presets.py validates them)."""
 
-    name: str
-    source: str = field(description="datasheet / measurement the numbers come from")
-    memory_gib: float = field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")
-    bf16_tflops: float = field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")
-    fp16_tflops: float = field(gt=0, description="dense fp16 tensor TFLOPS")
-    fp32_tflops: float = field(gt=0, description="dense fp32 (non-tensor) TFLOPS")
-    hbm_bandwidth_tbps: float = field(gt=0, description="memory bandwidth, TB/s")
-    supports_bf16: bool
-    gpus_per_node: int = positive()
+    __pydantic_config__ = INPUT_CONFIG
+    name: Text
+    source: Annotated[Text, Field(description="datasheet / measurement the numbers come from")]
+    memory_gib: Annotated[Real, Field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")]
+    bf16_tflops: Annotated[Real, Field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")]
+    fp16_tflops: Annotated[Real, Field(gt=0, description="dense fp16 tensor TFLOPS")]
+    fp32_tflops: Annotated[Real, Field(gt=0, description="dense fp32 (non-tensor) TFLOPS")]
+    hbm_bandwidth_tbps: Annotated[Real, Field(gt=0, description="memory bandwidth, TB/s")]
+    supports_bf16: Flag
+    gpus_per_node: Count
     intra_node_fabric: Literal["nvlink", "pcie", "xgmi"]
-    intra_node_busbw_gbps: float = field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")
-    intra_node_alpha_us: float = field(gt=0, description="latency of one collective inside a node, microseconds")
-    pcie_busbw_gbps: float = field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")
-    pcie_alpha_us: float = field(gt=0, description="latency of one collective over PCIe, microseconds")
-    nic_gbps_per_gpu: float = field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")
-    inter_node_alpha_us: float = field(gt=0, description="latency of one collective that crosses nodes, microseconds")
-    host_link_gbps: float = field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")
-    default_mfu: float = field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")
-    cuda_context_gib: float = field(ge=0, description="CUDA context + kernels per process, GiB")
-    nccl_gib: float = field(ge=0, description="NCCL communicator buffers per process, GiB")
+    intra_node_busbw_gbps: Annotated[Real, Field(gt=0, description="measured large-message collective bus bandwidth in a node, GB/s")]
+    intra_node_alpha_us: Annotated[Real, Field(gt=0, description="latency of one collective inside a node, microseconds")]
+    pcie_busbw_gbps: Annotated[Real, Field(gt=0, description="collective bus bandwidth when the node's GPUs talk over PCIe only, GB/s")]
+    pcie_alpha_us: Annotated[Real, Field(gt=0, description="latency of one collective over PCIe, microseconds")]
+    nic_gbps_per_gpu: Annotated[Real, Field(gt=0, description="inter-node NIC bandwidth per GPU, GB/s (decimal bytes)")]
+    inter_node_alpha_us: Annotated[Real, Field(gt=0, description="latency of one collective that crosses nodes, microseconds")]
+    host_link_gbps: Annotated[Real, Field(gt=0, description="GPU<->host bandwidth per direction, GB/s (PCIe)")]
+    default_mfu: Annotated[Real, Field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")]
+    cuda_context_gib: Annotated[Real, Field(ge=0, description="CUDA context + kernels per process, GiB")]
+    nccl_gib: Annotated[Real, Field(ge=0, description="NCCL communicator buffers per process, GiB")]
 
-    def _check(self) -> None:
+    def __post_init__(self) -> None:
         if self.supports_bf16 != (self.bf16_tflops > 0):
-            raise FieldError(
+            raise ValueError(
                 f"supports_bf16 ({self.supports_bf16}) disagrees with bf16_tflops ({self.bf16_tflops}): "
                 "bf16_tflops is 0 exactly when the hardware has no bf16"
             )

@@ -6,8 +6,9 @@ Sources: ZeRO paper (Rajbhandari et al. 2019, arXiv:1910.02054) section 3.1; Ele
 Adafactor (Shazeer & Stern 2018); the source article (pure bf16 AdamW).
 """
 
+from dataclasses import dataclass
+
 from zeroplan.memory.setup import Optimizer, Precision
-from zeroplan.record import Record, field, record
 
 BF16_BYTES = 2  # bfloat16 / float16 element
 FP32_BYTES = 4  # float32 element
@@ -32,19 +33,19 @@ OPTIMIZER_STATES_PER_PARAM = {
 MIXED = (Precision.bf16_mixed, Precision.fp16_mixed)
 
 
-@record
-class Recipe(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recipe:
     """Bytes per parameter of each model state; the ZeRO paper's (2, 2, K) generalised."""
 
-    name: str = field(description="precision/optimizer, e.g. bf16-mixed/adamw")
+    name: str  # precision/optimizer, e.g. bf16-mixed/adamw
     precision: Precision
     optimizer: Optimizer
     fp32_grad_accum: bool = False
-    param_bytes: int = field(description="p: bytes per parameter of the working weights")
-    grad_bytes: int = field(description="g: bytes per parameter of gradients (incl. an fp32 accumulation buffer)")
-    optimizer_bytes: int = field(description="k: bytes per parameter of optimizer states incl. any fp32 master")
-    master_bytes: int = field(description="part of k that is the fp32 master copy (0 without one)")
-    state_bytes: int = field(description="bytes of one optimizer state element")
+    param_bytes: int  # p: bytes per parameter of the working weights
+    grad_bytes: int  # g: bytes per parameter of gradients (incl. an fp32 accumulation buffer)
+    optimizer_bytes: int  # k: bytes per parameter of optimizer states incl. any fp32 master
+    master_bytes: int  # part of k that is the fp32 master copy (0 without one)
+    state_bytes: int  # bytes of one optimizer state element
 
     @property
     def total_bytes(self) -> int:

@@ -1,12 +1,17 @@
 """What one training run is, as the calculators take it: ZeRO stage, precision, optimizer, the step's
 shape, parallelism, DeepSpeed's buffer knobs and the engine.
 
-Frozen records (zeroplan.record). Pure: no I/O.
+Frozen dataclasses the calculators trust; read from outside with zeroplan.validate.validated, which checks the
+constraints in their annotations. Pure: no I/O.
 """
 
+from dataclasses import dataclass
 from enum import Enum, IntEnum
+from typing import Annotated
 
-from zeroplan.record import FieldError, Record, field, positive, record
+from pydantic import Field
+
+from zeroplan.validate import INPUT_CONFIG, Count, Flag, Size
 
 
 class ZeroStage(IntEnum):
@@ -58,16 +63,17 @@ class Attention(str, Enum):
     flash = "flash"  # SDPA / FlashAttention: no score matrices kept
 
 
-@record
-class Parallelism(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallelism:
     """GPUs and nodes. Only data parallelism is modelled, so the data-parallel degree is the GPU count."""
 
-    gpus: int = positive(8, description="total GPUs (world size)")
-    nodes: int = positive(1, description="nodes the GPUs are spread over")
+    __pydantic_config__ = INPUT_CONFIG
+    gpus: Annotated[Count, Field(description="total GPUs (world size)")] = 8
+    nodes: Annotated[Count, Field(description="nodes the GPUs are spread over")] = 1
 
-    def _check(self) -> None:
+    def __post_init__(self) -> None:
         if self.gpus % self.nodes:
-            raise FieldError(f"gpus ({self.gpus}) is not a multiple of nodes ({self.nodes})")
+            raise ValueError(f"gpus ({self.gpus}) is not a multiple of nodes ({self.nodes})")
 
     @property
     def gpus_per_node(self) -> int:
@@ -79,16 +85,17 @@ class Parallelism(Record):
         return self.gpus
 
 
-@record
-class TrainingSetup(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingSetup:
     """What one training step looks like on one GPU."""
 
+    __pydantic_config__ = INPUT_CONFIG
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
-    fp32_grad_accum: bool = field(False, description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")
-    seq_len: int = positive(2048, description="tokens per sequence")
-    micro_batch: int = positive(1, description="sequences per GPU per micro-step")
-    grad_accum: int = positive(1, description="micro-steps per optimizer step")
+    fp32_grad_accum: Annotated[Flag, Field(description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")] = False
+    seq_len: Annotated[Count, Field(description="tokens per sequence")] = 2048
+    micro_batch: Annotated[Count, Field(description="sequences per GPU per micro-step")] = 1
+    grad_accum: Annotated[Count, Field(description="micro-steps per optimizer step")] = 1
     checkpointing: Checkpointing = Checkpointing.none
     attention: Attention = Attention.flash
 
@@ -119,22 +126,23 @@ DS_MAX_LIVE_PARAMETERS = 1_000_000_000
 DS_SUB_GROUP_SIZE = 1_000_000_000
 
 
-@record
-class DeepSpeedKnobs(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeepSpeedKnobs:
     """The zero_optimization keys that size GPU buffers, with DeepSpeed's code defaults."""
 
-    reduce_bucket_size: int = positive(DS_REDUCE_BUCKET_SIZE)
-    allgather_bucket_size: int = positive(DS_ALLGATHER_BUCKET_SIZE)
-    overlap_comm: bool | None = field(None, description="None = DeepSpeed's default: true for stage 3 only")
-    contiguous_gradients: bool = True
-    stage3_prefetch_bucket_size: int = field(DS_PREFETCH_BUCKET_SIZE, ge=0)
-    stage3_param_persistence_threshold: int = field(DS_PARAM_PERSISTENCE_THRESHOLD, ge=0)
-    stage3_model_persistence_threshold: int = field(DS_MODEL_PERSISTENCE_THRESHOLD, ge=0)
-    stage3_max_live_parameters: int = field(DS_MAX_LIVE_PARAMETERS, ge=0)
-    sub_group_size: int = positive(DS_SUB_GROUP_SIZE)
-    zero_hpz_partition_size: int = positive(1, description="ZeRO++ hpZ secondary partition size (1 = off)")
-    zero_quantized_weights: bool = field(False, description="ZeRO++ qwZ")
-    zero_quantized_gradients: bool = field(False, description="ZeRO++ qgZ")
+    __pydantic_config__ = INPUT_CONFIG
+    reduce_bucket_size: Count = DS_REDUCE_BUCKET_SIZE
+    allgather_bucket_size: Count = DS_ALLGATHER_BUCKET_SIZE
+    overlap_comm: Annotated[Flag | None, Field(description="None = DeepSpeed's default: true for stage 3 only")] = None
+    contiguous_gradients: Flag = True
+    stage3_prefetch_bucket_size: Size = DS_PREFETCH_BUCKET_SIZE
+    stage3_param_persistence_threshold: Size = DS_PARAM_PERSISTENCE_THRESHOLD
+    stage3_model_persistence_threshold: Size = DS_MODEL_PERSISTENCE_THRESHOLD
+    stage3_max_live_parameters: Size = DS_MAX_LIVE_PARAMETERS
+    sub_group_size: Count = DS_SUB_GROUP_SIZE
+    zero_hpz_partition_size: Annotated[Count, Field(description="ZeRO++ hpZ secondary partition size (1 = off)")] = 1
+    zero_quantized_weights: Annotated[Flag, Field(description="ZeRO++ qwZ")] = False
+    zero_quantized_gradients: Annotated[Flag, Field(description="ZeRO++ qgZ")] = False
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
 
@@ -153,8 +161,9 @@ class Engine(str, Enum):
     ddp = "ddp"  # DistributedDataParallel, with ZeroRedundancyOptimizer at stage 1
 
 
-@record
-class EngineOptions(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineOptions:
     """PyTorch engine settings that size memory, with PyTorch's defaults."""
 
-    gradient_as_bucket_view: bool = field(False, description="DDP: gradients are views into the all-reduce buckets")
+    __pydantic_config__ = INPUT_CONFIG
+    gradient_as_bucket_view: Annotated[Flag, Field(description="DDP: gradients are views into the all-reduce buckets")] = False

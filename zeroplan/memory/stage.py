@@ -8,11 +8,14 @@ docs/formulas.md.
 
 from dataclasses import dataclass
 from dataclasses import field as dc_field
+from typing import Annotated
+
+from pydantic import Field
 
 from zeroplan.memory.recipes import FP32_BYTES, Recipe
 from zeroplan.memory.setup import DeepSpeedKnobs, OffloadDevice, Parallelism, ZeroStage
 from zeroplan.memory.terms import Phase, Setting, Term, shard_numel
-from zeroplan.record import Record, field, record
+from zeroplan.validate import INPUT_CONFIG, Count, Real, Size, Text
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,25 +78,27 @@ NVME_PARAM_BUFFER_COUNT = 5  # offload_param.buffer_count default (offload_confi
 NVME_PARAM_BUFFER_SIZE = 100_000_000  # offload_param.buffer_size default, elements
 
 
-@record
-class ModelSummary(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSummary:
     """The counts the memory model needs from a model (or from a bare --params count)."""
 
-    name: str
-    num_params: int = field(gt=0)
-    largest_layer_params: int = field(0, ge=0, description="0 = unknown (a bare count without --largest-layer)")
-    num_embedding_params: int = field(0, ge=0)
-    num_active_params: int = field(0, ge=0)
-    small_param_numel: int = field(0, ge=0, description="elements in tensors under the ZeRO-3 persistence threshold")
+    __pydantic_config__ = INPUT_CONFIG
+    name: Text
+    num_params: Count
+    largest_layer_params: Annotated[Size, Field(description="0 = unknown (a bare count without --largest-layer)")] = 0
+    num_embedding_params: Size = 0
+    num_active_params: Size = 0
+    small_param_numel: Annotated[Size, Field(description="elements in tensors under the ZeRO-3 persistence threshold")] = 0
 
 
-@record
-class Overheads(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overheads:
     """Per-GPU memory outside the model: CUDA context, NCCL, allocator fragmentation."""
 
-    cuda_context_bytes: int = field(0, ge=0)
-    nccl_bytes: int = field(0, ge=0)
-    fragmentation_fraction: float = field(FRAGMENTATION_FRACTION, ge=0, le=1)
+    __pydantic_config__ = INPUT_CONFIG
+    cuda_context_bytes: Size = 0
+    nccl_bytes: Size = 0
+    fragmentation_fraction: Annotated[Real, Field(ge=0, le=1)] = FRAGMENTATION_FRACTION
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ anything else is parsed and validated by the model families.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.models.preset_index import bundled_config_dir
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
-from zeroplan.validate import validation_message
+from zeroplan.validate import validated, validation_message
 
 if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
     from zeroplan.models.families import FamilyConfig, ModelSpec
@@ -39,7 +40,8 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
 
 
 def _family_config(data: dict, origin: str, *, strict: bool) -> FamilyConfig:
-    """The family config in `data`; every error names the file, and the key under `config:` in a YAML spec."""
+    """The family config in `data`, and the Architecture it implies held to Architecture's bounds (a dropout of
+    1.5 is no probability): every error names the file, and the key under `config:` in a YAML spec."""
     from pydantic import ValidationError
 
     from zeroplan.models.families import FAMILIES, parse_family_config
@@ -49,7 +51,7 @@ def _family_config(data: dict, origin: str, *, strict: bool) -> FamilyConfig:
     except ValidationError as exc:
         family = FAMILIES.get(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
         raise SpecError(validation_message(origin, exc, family, prefix="config" if strict else "")) from None
-    config.architecture()  # cross-field checks run here; fail at load, naming the file
+    validated(Architecture, asdict(config.architecture()), origin)
     return config
 
 

@@ -11,6 +11,8 @@ h hidden size, a attention heads, g key/value heads, d head dim, f MLP inner wid
 L layers, E experts, k experts per token, e bytes per activation element (compute dtype).
 """
 
+from dataclasses import dataclass
+
 from zeroplan.memory.activations.terms import (
     FP32_BYTES,
     INDEX_BYTES,
@@ -25,40 +27,36 @@ from zeroplan.memory.activations.terms import (
 from zeroplan.memory.activations.traits import Traits, traits_of
 from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
 from zeroplan.models.architecture import Architecture
-from zeroplan.record import Record, field, record
 
 
-@record
-class ActivationTerm(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationTerm:
     """One named tensor group and its bytes."""
 
     name: str
     bytes: int
 
 
-@record
-class ActivationEstimate(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationEstimate:
     """Activation bytes alive at the peak of one micro-step, per line; the lines sum to total_bytes."""
 
-    layers_bytes: int = field(
-        description="all layers' saved tensors (selective: + the masks the core recompute re-reads); full "
-        "checkpointing: the layer inputs and what the recompute re-reads (masks, position ids)"
-    )
-    recompute_bytes: int = field(
-        description="full checkpointing: what recomputing one layer in backward adds beyond the fp32 loss copy "
-        "(freed before the backward starts); selective with eager attention: the same for one attention core; else 0"
-    )
-    embedding_bytes: int = field(description="token ids, position ids / rotary tables, embedding norm and dropout mask")
-    final_norm_bytes: int = field(description="final norm(s), the LM head's input (T5: + encoder output)")
-    logits_bytes: int = field(description="the b x s x V logits in the compute dtype, as the forward returns them")
-    logit_softcap_bytes: int = field(description="Gemma 2 final soft-capping: the tanh output, b x s x V")
-    loss_bytes: int = field(
-        description="cross-entropy at the forward's peak: its log-softmax (saved), the fp32 copy of 16-bit logits "
-        "(alive while the loss runs) and the int64 labels"
-    )
+    # All layers' saved tensors (selective: + the masks the core recompute re-reads); full checkpointing: the
+    # layer inputs and what the recompute re-reads (masks, position ids).
+    layers_bytes: int
+    # Full checkpointing: what recomputing one layer in backward adds beyond the fp32 loss copy (freed before
+    # the backward starts); selective with eager attention: the same for one attention core; else 0.
+    recompute_bytes: int
+    embedding_bytes: int  # token ids, position ids / rotary tables, embedding norm and dropout mask
+    final_norm_bytes: int  # final norm(s), the LM head's input (T5: + encoder output)
+    logits_bytes: int  # the b x s x V logits in the compute dtype, as the forward returns them
+    logit_softcap_bytes: int  # Gemma 2 final soft-capping: the tanh output, b x s x V
+    # Cross-entropy at the forward's peak: its log-softmax (saved), the fp32 copy of 16-bit logits (alive while
+    # the loss runs) and the int64 labels.
+    loss_bytes: int
     total_bytes: int
-    per_layer_bytes: int = field(description="one (the largest) layer's saved tensors under this checkpointing")
-    layer_terms: tuple[ActivationTerm, ...] = field(description="per_layer_bytes without checkpointing, by tensor group")
+    per_layer_bytes: int  # one (the largest) layer's saved tensors under this checkpointing
+    layer_terms: tuple[ActivationTerm, ...]  # per_layer_bytes without checkpointing, by tensor group
     assumptions: tuple[str, ...]
 
 

@@ -6,16 +6,16 @@ Built from zeroplan.params' module inventory: a module whose name has a `*` repe
 Pure: no I/O.
 """
 
+from dataclasses import dataclass
 from math import prod
 
 from zeroplan.memory.stage import ModelSummary
-from zeroplan.record import Record, record
 
 Shape = tuple[int, ...]
 
 
-@record
-class ModelLayout(Record):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelLayout:
     """Root-unit tensors and the tensors of one block, repeated `num_blocks` times (shapes; flat where unknown)."""
 
     root: tuple[Shape, ...]
