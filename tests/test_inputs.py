@@ -85,6 +85,9 @@ def test_float_fields_take_ints_as_floats_and_check_bounds():
             validated(HardwareSpec, {**H100, key: value})
     with pytest.raises(SpecError, match=r"^memory_gib: expected a number, got '80'$"):  # "80" is not a number
         validated(HardwareSpec, {**H100, "memory_gib": "80"})
+    for value in (float("inf"), float("nan")):  # YAML's .inf would overflow int(memory_gib * GiB)
+        with pytest.raises(SpecError, match=rf"^memory_gib: expected a finite number, got {value}$"):
+            validated(HardwareSpec, {**H100, "memory_gib": value})
     with pytest.raises(SpecError, match=r"^supports_bf16 \(True\) disagrees with bf16_tflops \(0\.0\)"):
         validated(HardwareSpec, {**H100, "bf16_tflops": 0})
 

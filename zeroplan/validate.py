@@ -26,12 +26,13 @@ from zeroplan.errors import SpecError
 T = TypeVar("T")
 
 # The input dataclasses' field types. Strict, so that a typo'd file is an error rather than a guess: "80" is not
-# a number, true is not a count, 8.0 is not a whole number (a float field takes an int). Enums stay lax: they
-# take their values ("bf16-mixed"), as YAML, JSON and the command line write them.
+# a number, true is not a count, 8.0 is not a whole number (a float field takes an int, but not inf or nan: no
+# input means them, and inf GiB overflows a byte count). Enums stay lax: they take their values ("bf16-mixed"),
+# as YAML, JSON and the command line write them.
 Int = Annotated[int, Field(strict=True)]
 Count = Annotated[int, Field(strict=True, gt=0)]  # a positive whole number (PositiveInt)
 Size = Annotated[int, Field(strict=True, ge=0)]  # a whole number, 0 allowed
-Real = Annotated[float, Field(strict=True)]
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
 Text = Annotated[str, Field(strict=True)]
 
@@ -94,6 +95,7 @@ def problems(exc: ValidationError, kind: Any = None, prefix: str = "") -> list[s
 UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument", "invalid_key")
 EXPECTED = {  # pydantic error type -> what the value should have been
     "int_type": "a whole number", "int_from_float": "a whole number", "float_type": "a number",
+    "finite_number": "a finite number",
     "bool_type": "true or false", "string_type": "a string",
 }
 MAPPINGS = {"dataclass_type", "model_type", "model_attributes_type", "dict_type"}
