@@ -13,7 +13,7 @@ from zeroplan.cli.app import app
 from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.setup import Parallelism
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 
 ZERO3_RULES = ["fit.zero0", "fit.zero1", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"]
 

@@ -9,7 +9,7 @@ from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.capacity import gpu_layouts, max_model, min_gpus
 from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
 from zeroplan.memory.setup import Parallelism, ZeroStage
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 
 H100 = load_hardware("h100-sxm-80gb")
 

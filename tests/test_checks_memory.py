@@ -11,7 +11,7 @@ from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
 from zeroplan.memory.setup import DeepSpeedKnobs, Parallelism, ZeroStage
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 from zeroplan.units import GIB
 
 H100 = load_hardware("h100-sxm-80gb")

@@ -24,7 +24,7 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 
 H100 = load_hardware("h100-sxm-80gb")
 V100 = load_hardware("v100-sxm-32gb")

@@ -31,7 +31,7 @@ from zeroplan.memory.setup import (
     Parallelism,
     ZeroStage,
 )
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 
 H100 = load_hardware("h100-sxm-80gb")

@@ -20,7 +20,8 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
 )
-from zeroplan.memory.stage import ModelSummary, Overheads
+from zeroplan.memory.stage import Overheads
+from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.scenario import ScenarioArgs, scenario
 from zeroplan.validate import as_json, validated, validation_message

@@ -13,7 +13,7 @@ from zeroplan.memory.setup import (
     Precision,
     ZeroStage,
 )
-from zeroplan.memory.stage import ModelSummary, model_state_bytes
+from zeroplan.memory.states import ModelSummary, model_state_bytes
 from zeroplan.memory.terms import shard_numel
 
 params = st.integers(min_value=1, max_value=10**15)

@@ -12,7 +12,8 @@ from zeroplan.memory.setup import (
     Precision,
     ZeroStage,
 )
-from zeroplan.memory.stage import ModelSummary, estimate_stage, model_state_bytes
+from zeroplan.memory.stage import estimate_stage
+from zeroplan.memory.states import ModelSummary, model_state_bytes
 from zeroplan.memory.terms import Phase, shard_numel
 
 BF16_TRUE = make_recipe(Precision.bf16_true, Optimizer.adamw)

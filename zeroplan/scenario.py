@@ -33,7 +33,7 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
 from zeroplan.units import parse_count

@@ -15,7 +15,7 @@ from pydantic import Field
 from zeroplan.frozen import Frozen
 from zeroplan.memory.estimate import Scenario, evaluate
 from zeroplan.memory.setup import Parallelism, ZeroStage
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 
 MAX_MICRO_BATCH = 256  # the search's upper end; "256" means "at least 256"
 MAX_GPUS = 1024

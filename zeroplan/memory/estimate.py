@@ -18,13 +18,8 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import (
-    ModelSummary,
-    Overheads,
-    StageEstimate,
-    estimate_stage,
-    stage_peak,
-)
+from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_peak
+from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.units import GIB
 

@@ -36,12 +36,8 @@ from zeroplan.memory.setup import (
     Parallelism,
     ZeroStage,
 )
-from zeroplan.memory.stage import (
-    ModelSummary,
-    StageBase,
-    buffer_bytes_by_phase,
-    phase_totals,
-)
+from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
+from zeroplan.memory.states import ModelSummary
 
 SUPPORTED = {
     Engine.deepspeed: tuple(ZeroStage),

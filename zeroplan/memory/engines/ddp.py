@@ -13,7 +13,7 @@ from math import prod
 from zeroplan.memory.engines.layout import ModelLayout
 from zeroplan.memory.engines.storage import Storage
 from zeroplan.memory.setup import EngineOptions, ZeroStage
-from zeroplan.memory.stage import ModelStates
+from zeroplan.memory.states import ModelStates
 from zeroplan.memory.terms import Phase, Setting, Term
 
 DDP_SOURCE = "torch/nn/parallel/distributed.py, c10d/reducer.cpp"

@@ -16,7 +16,7 @@ from math import prod
 from zeroplan.memory.engines.layout import ModelLayout, Shape
 from zeroplan.memory.engines.storage import Storage
 from zeroplan.memory.setup import ZeroStage
-from zeroplan.memory.stage import ModelStates
+from zeroplan.memory.states import ModelStates
 from zeroplan.memory.terms import Phase, Setting, Term, shard_numel
 
 FSDP1_SOURCE = "torch/distributed/fsdp/_flat_param.py, _runtime_utils.py"

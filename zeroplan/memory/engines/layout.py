@@ -9,7 +9,7 @@ Pure: no I/O.
 from dataclasses import dataclass
 from math import prod
 
-from zeroplan.memory.stage import ModelSummary
+from zeroplan.memory.states import ModelSummary
 
 Shape = tuple[int, ...]
 
