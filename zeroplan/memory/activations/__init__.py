@@ -13,15 +13,17 @@ L layers, E experts, k experts per token, e bytes per activation element (comput
 
 from dataclasses import dataclass
 
+from zeroplan.memory.activations.attention import (
+    core_recompute_bytes,
+    recompute_extra_bytes,
+)
 from zeroplan.memory.activations.terms import (
     FP32_BYTES,
     INDEX_BYTES,
-    core_recompute_bytes,
     embedding_terms,
     final_norm_terms,
     layer_input_saved_bytes,
     layer_terms,
-    recompute_extra_bytes,
     recompute_held_bytes,
 )
 from zeroplan.memory.activations.traits import Traits, traits_of
