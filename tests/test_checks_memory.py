@@ -97,9 +97,12 @@ def test_buffers_quiet_on_a_big_model_or_with_small_buckets():
                  reduce_bucket_size=10**7) == []  # fmt: skip
 
 
-def test_buffers_at_stage0_point_at_the_allreduce_bucket():
-    (finding,) = fired("buffers-exceed-states", scenario(50e6), ZeroStage.zero0)
-    assert finding.key == "zero_optimization.allgather_bucket_size" and "all-reduce bucket" in finding.message
+def test_stage0_allreduce_bucket_is_no_knob_and_no_larger_than_the_gradients():
+    # engine.py all-reduces MEMORY_OPT_ALLREDUCE_SIZE (5e8) elements at a time; no config key sets it.
+    est = evaluate(scenario(50e6, allgather_bucket_size=0), ZeroStage.zero0)
+    (bucket,) = [t for t in est.buffers if t.name == "all-reduce bucket"]
+    assert (bucket.bytes, bucket.knob) == (50_000_000 * 2, "")
+    assert fired("buffers-exceed-states", scenario(50e6), ZeroStage.zero0) == []
 
 
 def test_hpz_secondary_copy_is_not_counted_as_a_buffer():

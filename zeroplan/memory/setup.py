@@ -97,7 +97,7 @@ class TrainingSetup(Record):
         return self.seq_len * self.micro_batch
 
 
-# DeepSpeed zero_optimization defaults (deepspeed/runtime/zero/config.py at v0.19.6, commit edaa7221).
+# DeepSpeed zero_optimization defaults and bounds (deepspeed/runtime/zero/config.py at v0.19.8).
 DS_REDUCE_BUCKET_SIZE = 500_000_000
 
 
@@ -124,14 +124,14 @@ class DeepSpeedKnobs(Record):
     """The zero_optimization keys that size GPU buffers, with DeepSpeed's code defaults."""
 
     reduce_bucket_size: int = positive(DS_REDUCE_BUCKET_SIZE)
-    allgather_bucket_size: int = positive(DS_ALLGATHER_BUCKET_SIZE)
+    allgather_bucket_size: int = field(DS_ALLGATHER_BUCKET_SIZE, ge=0)
     overlap_comm: bool | None = field(None, description="None = DeepSpeed's default: true for stage 3 only")
     contiguous_gradients: bool = True
     stage3_prefetch_bucket_size: int = field(DS_PREFETCH_BUCKET_SIZE, ge=0)
     stage3_param_persistence_threshold: int = field(DS_PARAM_PERSISTENCE_THRESHOLD, ge=0)
     stage3_model_persistence_threshold: int = field(DS_MODEL_PERSISTENCE_THRESHOLD, ge=0)
     stage3_max_live_parameters: int = field(DS_MAX_LIVE_PARAMETERS, ge=0)
-    sub_group_size: int = positive(DS_SUB_GROUP_SIZE)
+    sub_group_size: int = field(DS_SUB_GROUP_SIZE, ge=0, description="0 = one ZeRO-3 sub-group per parameter")
     zero_hpz_partition_size: int = positive(1, description="ZeRO++ hpZ secondary partition size (1 = off)")
     zero_quantized_weights: bool = field(False, description="ZeRO++ qwZ")
     zero_quantized_gradients: bool = field(False, description="ZeRO++ qgZ")
