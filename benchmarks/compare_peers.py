@@ -315,7 +315,7 @@ def why_zeroplan(est: Estimate, note: str) -> str:
             f"the step is the peak; the peak here is the {s.peak_phase.value} phase). Each process also holds memory "
             f"outside PyTorch's tensors: {overhead}. Peak {s.total / GIB:.2f} of {s.usable_bytes / GIB:.2f} usable: "
             f"{verdict}. Modelled, not measured: no run of this configuration was measured; model states are exact "
-            "byte accounting, the buffers follow DeepSpeed 0.19.6's allocation code at its defaults "
+            "byte accounting, the buffers follow DeepSpeed 0.19.8's allocation code at its defaults "
             "(docs/formulas.md), and the CUDA context, NCCL and fragmentation sizes are the hardware profile's "
             "judgement values (docs/hardware.md).")
     return text + (f" Note: {note}." if note else "")
@@ -386,7 +386,7 @@ def header(ds: tuple[str | None, list[str]], la_version: str | None, acc: dict |
     ds_version, mismatches = ds
     if ds_version is None:
         ds_text = ("DeepSpeed was not installed: its numbers come from zeroplan.dscompat, which reproduces DeepSpeed "
-                   "0.19.6's estimator functions to the byte (tests/test_dscompat.py).")
+                   "0.19.8's estimator functions to the byte (tests/test_dscompat.py).")
     elif not mismatches:
         ds_text = (f"DeepSpeed {ds_version} was installed and run: `estimate_zero2/3_model_states_mem_needs` return, "
                    "for every question, the same bytes as zeroplan.dscompat, which the tables use.")

@@ -207,7 +207,7 @@ def deepspeed_memory(num_params: int, largest_layer: int, gpus_per_node: int, no
     _, gpu2 = zero2_model_states(num_params, gpus_per_node, nodes, cpu_offload=False)
     _, gpu3, largest = zero3_model_states(num_params, largest_layer, gpus_per_node, nodes, cpu_offload=False,
                                           cpu_offload_params=False)
-    source = "zeroplan.deepspeed.estimator (DeepSpeed 0.19.6 formulas, to the byte); " + DS_SPLIT
+    source = "zeroplan.deepspeed.estimator (DeepSpeed 0.19.8 formulas, to the byte); " + DS_SPLIT
     return [
         PeerTerms("DeepSpeed estimator", 2, 2 * num_params, 6 * num_params / n, 12 * num_params / n, None, None, None,
                   gpu2, source),

@@ -287,7 +287,7 @@ def test_failed_and_counts():
 EVERY_RULE = (
     '{\n  // c\n  "train_batch_size": 10, "train_micro_batch_size_per_gpu": 3, "stage3_max_live_parameters": 1,\n'
     '  "bf16": {"enabled": true}, "fp16": {"enabled": true}, "bfloat16": {"enabled": true},\n'
-    '  "optimizer": {"type": "OneBitAdam"}, "train_batch_size": 10,\n'
+    '  "optimizer": {"type": "OneBitAdam"}, "train_batch_size": 10, "amp": {"enabled": true},\n'
     '  "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "cpu_offload": true, "stage3_max_live_params": 1,\n'
     '    "offload_optimizer": {"device": "cpu", "ratio": 0.5}, "offload_param": {"device": "cpu"}}\n}'
 )

@@ -10,7 +10,7 @@ from zeroplan.check.rules.memory import LOW_HEADROOM_PCT, buffers_alive, terms_a
 from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
-from zeroplan.memory.setup import DeepSpeedKnobs, Parallelism, ZeroStage
+from zeroplan.memory.setup import DeepSpeedKnobs, OffloadDevice, Parallelism, ZeroStage
 from zeroplan.memory.states import ModelSummary
 from zeroplan.units import GIB
 
@@ -86,11 +86,21 @@ def test_low_headroom_is_quiet_when_it_does_not_fit():
 # --- buffers-exceed-states ----------------------------------------------------------------------------------
 
 
-def test_buffers_exceed_states_on_a_small_model():
+def test_buffers_exceed_states_names_the_knob_left_at_deepspeeds_default():
     # 125M params, ZeRO-2 on 8 GPUs: states 2 + 2/8 + 12/8 B/param = 0.44 GiB; the default 5e8-element bucket is 0.93 GiB.
     (finding,) = fired("buffers-exceed-states", scenario(125e6), ZeroStage.zero2)
     assert finding.severity == "warning" and finding.key == "zero_optimization.reduce_bucket_size"
-    assert "biggest: reduce bucket 0.93 GiB" in finding.message and "exceed the model states (0.44 GiB)" in finding.message
+    assert "exceed the model states (0.44 GiB) per GPU at ZeRO-2 because of reduce_bucket_size 500,000,000 " \
+           "(DeepSpeed's default; the config does not set it): it sizes the reduce bucket (0.93 GiB)" in finding.message
+
+
+def test_a_knob_the_config_gives_is_named_as_written():
+    scn = scenario(100e6, reduce_bucket_size=10**6, stage3_prefetch_bucket_size=10**8)
+    (finding,) = fired("buffers-exceed-states", scn, ZeroStage.zero3, reduce_bucket_size=10**6,
+                       prefetch_bucket_size=10**8)  # fmt: skip
+    assert finding.key == "zero_optimization.prefetch_bucket_size"  # the spelling in the file, not the alias
+    assert "because of zero_optimization.prefetch_bucket_size 100,000,000 (as the config gives it): it sizes the " \
+           "gathered params (live + prefetch)" in finding.message
 
 
 def test_buffers_quiet_on_a_big_model_or_with_small_buckets():
@@ -99,9 +109,32 @@ def test_buffers_quiet_on_a_big_model_or_with_small_buckets():
                  reduce_bucket_size=10**7) == []  # fmt: skip
 
 
-def test_buffers_at_stage0_point_at_the_allreduce_bucket():
-    (finding,) = fired("buffers-exceed-states", scenario(50e6), ZeroStage.zero0)
-    assert finding.key == "zero_optimization.allgather_bucket_size" and "all-reduce bucket" in finding.message
+def test_a_knob_given_as_auto_is_never_blamed():
+    # "auto" leaves the size to Hugging Face (hidden_size^2); with no hidden size zeroplan assumes DeepSpeed's
+    # default for it, which is zeroplan's assumption, not something the user wrote.
+    assert fired("buffers-exceed-states", scenario(125e6), ZeroStage.zero2, reduce_bucket_size="auto") == []
+
+
+def test_what_the_model_itself_gathers_is_not_blamed_on_a_knob():
+    # transformers' own ZeRO-3 offload config on Llama-3.1-8B, 8 GPUs: the states left on the GPU (0.9 GiB) are
+    # smaller than the gathered embedding and its gradient (0.98 GiB each), which no knob shrinks.
+    model = ModelSummary(name="llama", num_params=8_030_261_248, largest_layer_params=525_336_576)
+    knobs = {"offload_optimizer": OffloadDevice.cpu, "offload_param": OffloadDevice.cpu, "stage3_prefetch_bucket_size": 10**8}
+    scn = Scenario(model=model, parallelism=Parallelism(gpus=8), knobs=DeepSpeedKnobs(**knobs), hardware=H100,
+                   overheads=overheads_for(H100, None, None, None))  # fmt: skip
+    est = evaluate(scn, ZeroStage.zero3)
+    assert buffers_alive(est) > est.states.total
+    offload = {"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}
+    assert fired("buffers-exceed-states", scn, ZeroStage.zero3, reduce_bucket_size="auto",
+                 stage3_prefetch_bucket_size=10**8, **offload) == []  # fmt: skip
+
+
+def test_stage0_allreduce_bucket_is_no_knob_and_no_larger_than_the_gradients():
+    # engine.py all-reduces MEMORY_OPT_ALLREDUCE_SIZE (5e8) elements at a time; no config key sets it.
+    est = evaluate(scenario(50e6, allgather_bucket_size=0), ZeroStage.zero0)
+    (bucket,) = [t for t in est.buffers if t.name == "all-reduce bucket"]
+    assert (bucket.bytes, bucket.knob) == (50_000_000 * 2, "")
+    assert fired("buffers-exceed-states", scenario(50e6), ZeroStage.zero0) == []
 
 
 def test_hpz_secondary_copy_is_not_counted_as_a_buffer():

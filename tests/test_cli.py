@@ -146,7 +146,8 @@ def test_estimate_takes_stage_knobs_and_autos_from_the_config(runner, ds_file):
     assert data["deepspeed_knobs"]["offload_optimizer"] == "cpu"
     assert data["setup"]["micro_batch"] == 4  # "auto" takes the command line's value
     assert any(a.startswith(f"DeepSpeed config {path}: ZeRO-3") for a in data["assumptions"])
-    assert '"auto" train_batch_size = 32 (dp_world * micro_batch * grad_accum = 8 * 4 * 1)' in data["assumptions"]
+    assert ('"auto" train_batch_size = 32 (dp_world * micro_batch * grad_accum = 8 * 4 * 1; '
+            "grad_accum: zeroplan's default, as nothing states it)") in data["assumptions"]  # --micro-batch was given
 
 
 def test_estimate_options_given_override_the_config(runner, ds_file):
@@ -163,16 +164,52 @@ def test_estimate_options_given_override_the_config(runner, ds_file):
     assert data["deepspeed_knobs"]["reduce_bucket_size"] == 1_000_000 and data["deepspeed_knobs"]["offload_optimizer"] == "none"
 
 
+def test_estimate_states_the_precision_it_uses_once(runner, ds_file):
+    # fp16 "auto" and no bf16 section, run at zeroplan's default bf16-mixed: Accelerate adds the bf16 section,
+    # so the config is not read as fp32 while the byte recipe is bf16-mixed.
+    path = ds_file({"fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}})
+    data = json.loads(invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", path, "-f", "json").stdout)
+    assert data["setup"]["precision"] == "bf16-mixed" and not any("fp32" in a for a in data["assumptions"])
+    assert any(a.startswith(f"DeepSpeed config {path}: ZeRO-2, bf16-mixed,") for a in data["assumptions"])
+    assert any(a.startswith("bf16.enabled = True, not in the file (training precision bf16-mixed: zeroplan's default")
+               for a in data["assumptions"])  # fmt: skip
+    fp16 = json.loads(invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", path, "--precision",
+                             "fp16-mixed", "-f", "json").stdout)  # fmt: skip
+    assert fp16["setup"]["precision"] == "fp16-mixed" and '"auto" fp16.enabled = True (training precision fp16-mixed)' \
+        in fp16["assumptions"]
+    fp32 = json.loads(invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", ds_file({"bf16": {"enabled": True},
+                      "train_micro_batch_size_per_gpu": 1}), "--precision", "fp32", "-f", "json").stdout)  # fmt: skip
+    assert any(": ZeRO-0, fp32 (--precision; the config makes DeepSpeed run bf16-mixed)," in a for a in fp32["assumptions"])
+
+
+def test_estimate_warns_about_duplicate_and_unknown_keys_on_stderr(runner, tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_micro_batch_size_per_gpu": 1,\n "_comment": "x",\n "zero_optimization": {"stage": 2,\n'
+                    '  "stage": 3, "reduce_bucket": 5}}', encoding="utf-8")  # fmt: skip
+    res = invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", str(path), "-f", "json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["stages"][0]["stage"] == 3  # json.load keeps the last one
+    assert res.stderr.splitlines() == [
+        f"warning: {path}:2: unknown top-level key _comment: DeepSpeed ignores it silently",
+        (f"warning: {path}:4: unknown key zero_optimization.reduce_bucket: DeepSpeed validates zero_optimization with "
+         "extra keys forbidden and fails; did you mean zero_optimization.reduce_bucket_size?"),
+        (f"warning: {path}:4: duplicate key zero_optimization.stage (first on line 3): DeepSpeed raises 'Duplicate keys "
+         "in DeepSpeed config'; json.load (Hugging Face) silently keeps the last one"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [(None, "no such file"), ("{", "invalid JSON"), ('{"zero_optimization": {"stage": 7}}', "must be 0, 1, 2 or 3")],
-)
+    [(None, "no such file"), ("{", "invalid JSON"), ('{"zero_optimization": {"stage": 7}}', "must be 0, 1, 2 or 3"),
+     ('{"train_batch_size": 8, "elasticity": {"enabled": true}}', "elasticity: removed in DeepSpeed 0.19.8"),
+     ('{"train_batch_size": 8, "zero_optimization": {"mics_shard_size": 8}}', "zero_optimization.mics_shard_size: removed")],
+)  # fmt: skip
 def test_estimate_bad_config_is_one_line_exit_1(runner, tmp_path, content, needle):
     path = tmp_path / "ds.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
     res = invoke(runner, "estimate", "--params", "7e9", "--deepspeed-config", str(path))
     assert res.exit_code == 1 and needle in res.stderr and "Traceback" not in res.output
+    assert len(res.stderr.splitlines()) == 1
 
 
 def test_estimate_states_its_setup_and_activation_lines(runner):

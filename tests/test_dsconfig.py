@@ -11,6 +11,11 @@ from zeroplan.deepspeed.keys import (
     find_unknown_keys,
 )
 from zeroplan.deepspeed.reader import parse_ds_config
+from zeroplan.deepspeed.removed import (
+    REMOVED_TOP_LEVEL_KEYS,
+    REMOVED_ZERO_KEYS,
+    find_removed_keys,
+)
 from zeroplan.errors import SpecError
 from zeroplan.jsonsource import scan_json_text
 from zeroplan.memory.setup import (
@@ -137,7 +142,10 @@ def test_batch_floats_accepted():
         ({"communication_data_type": "int8"}, "Invalid communication_data_type. Supported data types"),
         ({"data_types": {"grad_accum_dtype": "fp64"}}, 'grad_accum_dtype: expected fp32, fp16 or bf16, got "fp64"'),
         ({"optimizer": {"type": 3}}, "optimizer.type: expected a name, got 3"),
-        ({"zero_optimization": {"reduce_bucket_size": 0}}, "reduce_bucket_size: must be >= 1, got 0"),
+        ({"zero_optimization": {"reduce_bucket_size": 0}}, "reduce_bucket_size: must be >= 1, got 0"),  # gt=0 in 0.19.8
+        ({"compile": {"deepcompile": "maybe"}}, "compile.deepcompile: Input should be a valid boolean"),
+        ({"compile": {"passes": ["z9"]}}, "compile.passes.0: expected 'z1' or 'z3' or 'autosp' or 'autotp', got 'z9'"),
+        ({"compile": {"free_activation_threshold": 1.5}}, "compile.free_activation_threshold: expected a whole number, got 1.5"),
     ],
 )
 def test_invalid_values(data, message):
@@ -278,6 +286,43 @@ def test_unknown_keys_with_did_you_mean(data, key, suggestion, forbidden):
 def test_known_keys_are_not_reported():
     data = {key: {} for key in TOP_LEVEL_KEYS} | {"zero_optimization": dict.fromkeys(ZERO_KEYS, 1)}
     assert find_unknown_keys(data) == ()
+
+
+@pytest.mark.parametrize("key", ["_comment", "_note", "comments", "my_comment"])
+def test_a_comment_key_gets_no_did_you_mean(key):
+    (unknown,) = find_unknown_keys({key: "LLaMA-Factory writes one"})  # "_comment" once suggested comet
+    assert (unknown.suggestion, unknown.message) == (None, f"unknown top-level key {key}: DeepSpeed ignores it silently")
+
+
+def test_vocabulary_is_deepspeed_0_19_8s():
+    # runtime/zero/config.py gained compute_grad_norm and parameter_alignment; runtime/config.py disable_python_gc.
+    assert {"compute_grad_norm", "parameter_alignment"} <= ZERO_KEYS and "disable_python_gc" in TOP_LEVEL_KEYS
+    assert not (set(REMOVED_TOP_LEVEL_KEYS) & TOP_LEVEL_KEYS) and not (set(REMOVED_ZERO_KEYS) & ZERO_KEYS)
+
+
+def test_removed_blocks_are_refusals_not_unknown_keys():
+    data = {key: {} for key in REMOVED_TOP_LEVEL_KEYS} | {"zero_optimization": dict.fromkeys(REMOVED_ZERO_KEYS, 1)}
+    assert find_unknown_keys(data) == ()
+    found = find_removed_keys(data)
+    assert [r.key for r in found] == [*REMOVED_TOP_LEVEL_KEYS, *(f"zero_optimization.{k}" for k in REMOVED_ZERO_KEYS)]
+    (sparse,) = find_removed_keys({"sparse_attention": {"mode": "fixed"}})
+    assert "DeepSpeed Sparse Attention has been removed" in sparse.message and "issues/8489" in sparse.message
+    assert parse_ds_config({"amp": {"enabled": False}}).removed_keys[0].key == "amp"  # present is enough
+
+
+def test_zero_sizes_that_deepspeed_accepts():
+    # sub_group_size and allgather_bucket_size are ge=0 in DeepSpeed; axolotl's ZeRO-3 configs set sub_group_size 0.
+    config = parse_ds_config({"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "sub_group_size": 0}})
+    assert config.knobs.sub_group_size == 0
+    assert parse_ds_config({"zero_optimization": {"allgather_bucket_size": 0}}).knobs.allgather_bucket_size == 0
+    assert config.knob_keys == {"sub_group_size": "sub_group_size"}
+
+
+def test_compile_block_read_as_deepspeed_reads_it():
+    autosp = parse_ds_config({"compile": {"deepcompile": True, "passes": ["autosp"], "debug_log": "auto"}})
+    assert autosp.unknown_keys == ()
+    axolotl = parse_ds_config({"compile": {"disable": False, "backend": "inductor"}})  # the pre-0.15 schema had neither
+    assert [(u.key, u.forbidden) for u in axolotl.unknown_keys] == [("compile.disable", True), ("compile.backend", True)]
 
 
 def test_unknown_zero_key_with_auto_is_marked():

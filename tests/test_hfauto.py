@@ -3,6 +3,7 @@
 import pytest
 
 from zeroplan.deepspeed.auto import batch_auto, hidden_size_auto, precision_auto
+from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.memory.setup import Precision, TrainingSetup
 
 
@@ -56,3 +57,41 @@ def test_precision_autos(precision, fp16, bf16):
     setup = TrainingSetup(precision=precision)
     assert precision_auto("fp16", setup).value is fp16
     assert precision_auto("bf16", setup).value is bf16
+
+
+# --- the precision a config leaves to the trainer ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "precision", "expected", "added"),
+    [
+        ({"fp16": {"enabled": "auto"}}, Precision.bf16_mixed, Precision.bf16_mixed, "bf16.enabled"),
+        ({"bf16": {"enabled": "auto"}}, Precision.fp16_mixed, Precision.fp16_mixed, "fp16.enabled"),
+        ({"fp16": {"enabled": "auto"}}, Precision.fp32, Precision.fp32, None),
+        ({"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, Precision.bf16_mixed, Precision.bf16_mixed, None),
+        ({"fp16": {"enabled": False}, "bf16": {"enabled": "auto"}}, Precision.fp16_mixed, Precision.fp32, None),
+    ],
+    ids=["fp16-auto-bf16-run", "bf16-auto-fp16-run", "fp32-run", "both-auto", "fp16-off-as-written"],
+)  # fmt: skip
+def test_a_missing_section_is_the_one_accelerate_adds(data, precision, expected, added):
+    # accelerate DeepSpeedPlugin.set_mixed_precision: adds {"enabled": true} for the run's mixed precision when the
+    # section is missing; an "auto" takes the run's precision; a section written false stays false.
+    config = parse_ds_config(data, setup=TrainingSetup(precision=precision))
+    assert config.precision is expected
+    assert [a.key for a in config.autos if a.added] == ([added] if added else [])
+
+
+def test_a_section_enabled_as_written_pins_the_precision_beside_an_auto():
+    config = parse_ds_config({"fp16": {"enabled": True}, "bf16": {"enabled": "auto"}})
+    assert not config.precision_left_open and config.setup_fields()["precision"] is Precision.fp16_mixed
+    assert parse_ds_config({"fp16": {"enabled": "auto"}}).precision_left_open
+
+
+def test_an_assumed_setup_value_says_it_is_zeroplans_default():
+    config = parse_ds_config({"fp16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"},
+                             setup=TrainingSetup(), assumed=frozenset({"precision", "micro_batch"}))  # fmt: skip
+    messages = [a.message for a in config.autos]
+    assert messages[0] == ('fp16.enabled is "auto", resolved: assumed false (training precision bf16-mixed: '
+                           "zeroplan's default, as nothing states it)")  # fmt: skip
+    assert messages[1].startswith("bf16.enabled is not in the config: assumed true (training precision bf16-mixed")
+    assert "micro_batch: zeroplan's default" in messages[2]

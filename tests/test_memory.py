@@ -108,6 +108,20 @@ def test_stage3_sub_group_scratch_capped_by_sub_group_size():
 
 
 @pytest.mark.parametrize(
+    ("sub_group_size", "expected"),
+    [(0, 66_000_000), (1, 66_000_000), (10**8, 10**8), (10**9, 10**9)],
+    ids=["zero-one-param-per-group", "one-still-one-param", "sub-group", "whole-shard"],
+)
+def test_stage3_sub_group_is_at_least_the_largest_parameter(sub_group_size, expected):
+    # stage3.py _create_fp16_sub_groups closes a sub-group once it holds sub_group_size elements, so one holds
+    # at least the largest parameter's partition: 528e6 / 8 = 66e6. sub_group_size 0 (ge=0) is one per parameter.
+    terms = engine_buffers(num_params=8 * 10**9, largest_layer_params=528_000_000, small_param_numel=0, recipe=MIXED,
+                           stage=ZeroStage.zero3, dp=8, knobs=DeepSpeedKnobs(sub_group_size=sub_group_size))  # fmt: skip
+    (scratch,) = [t for t in terms if t.name == "fp32 grad sub-group (step)"]
+    assert (scratch.bytes, scratch.knob, scratch.knob_bytes) == (expected * 4, "sub_group_size", (expected - 66_000_000) * 4)
+
+
+@pytest.mark.parametrize(
     "largest,max_live,prefetch,expected",
     [
         (10**6, 10**9, 5 * 10**7, 10**6 + 5 * 10**7),  # defaults: current layer + prefetch bucket

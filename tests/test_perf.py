@@ -70,6 +70,13 @@ def test_wire_bytes_per_step(stage: int, knobs: DeepSpeedKnobs, psi_units: float
     assert t.wire_bytes_per_gpu == pytest.approx(psi_units * 7 / 8 * 2e9, rel=1e-12)
 
 
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_allgather_bucket_size_zero_is_one_gather(stage: int) -> None:
+    # DeepSpeed declares allgather_bucket_size ge=0; 0 must not divide by zero (one all_gather_into_tensor).
+    zero = run(stage, knobs=DeepSpeedKnobs(allgather_bucket_size=0), params=ONE_B, arch=None)
+    assert zero.wire_bytes_per_gpu == run(stage, knobs=DeepSpeedKnobs(), params=ONE_B, arch=None).wire_bytes_per_gpu
+
+
 def test_communication_dtype_scales_volume() -> None:
     fp32 = estimate_throughput(ONE_B, None, H100, TrainingSetup(), EIGHT, ZeroStage.zero3, OVERLAP, comm_dtype_bytes=4)
     assert fp32.wire_bytes_per_gpu == pytest.approx(2 * run(3, params=ONE_B, arch=None).wire_bytes_per_gpu)

@@ -180,6 +180,21 @@ def test_unstated_setup_comes_from_the_config(tmp_path):
         4, 2, Precision.fp16_mixed, True)  # fmt: skip
 
 
+def test_the_run_has_the_precision_the_config_resolves_to(tmp_path):
+    # fp16 "auto", no bf16 section, the plan's default bf16-mixed: Accelerate adds bf16, and the scenario's
+    # recipe and the config agree on it (the config no longer reads as fp32 beside a bf16-mixed recipe).
+    ds = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": "auto"}, "data_types": {"grad_accum_dtype": "fp32"}}
+    path = write(tmp_path / "p.yaml", "params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\ndeepspeed: " + json.dumps(ds) + "\n")
+    run = load_plan(path)
+    assert run.config.precision is run.scenario.setup.precision is Precision.bf16_mixed
+    assert run.scenario.setup.fp32_grad_accum  # grad_accum_dtype fp32 beside bf16, known only once bf16 is
+    assert [a.how.split(":")[0] for a in run.config.autos] == ["training precision bf16-mixed"] * 2
+    stated = write(tmp_path / "q.yaml", "params: 7e9\nhardware: h100-sxm-80gb\ngpus: 8\ntraining:\n  precision: bf16-true\n"
+                   "deepspeed: " + json.dumps(ds) + "\n")  # fmt: skip
+    with pytest.raises(SpecError, match="training.precision is bf16-true but .* makes DeepSpeed run bf16-mixed"):
+        load_plan(stated)
+
+
 @pytest.mark.parametrize(
     ("plan_text", "needle"),
     [

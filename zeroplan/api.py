@@ -98,7 +98,8 @@ def estimate(
     no fit verdict. With `deepspeed_config`, its stage, precision, batch, offload and knobs fill the arguments
     left at their defaults (an argument equal to its default counts as left, where the CLI counts any typed
     option). Returns Estimate: `.stages` (one StageEstimate per stage: `.total` bytes, `.fits`,
-    `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`.
+    `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
+    (the config's unknown and duplicate keys, which the CLI prints to stderr).
     """
     options = dict(locals())
     only = _stage(options.pop("stage"))

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
@@ -209,22 +209,49 @@ def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
 
 def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
                  setup: TrainingSetup) -> tuple[DeepSpeedConfig, TrainingSetup]:  # fmt: skip
-    """The config's batch and precision fill what the command line leaves at its defaults; its "auto" values resolve to the result."""
+    """The config's batch and precision fill what the command line leaves at its defaults; its "auto" values resolve to the result.
+
+    Read twice: first for what the file pins, then with the setup that makes, so its "auto" values take the
+    run's values. The precision the second reading gives (fp16/bf16 "auto" filled, a section Accelerate adds)
+    is the one the estimate uses, unless --precision overrides it. A removed block is refused, as DeepSpeed does.
+    """
     from zeroplan.deepspeed.source import read_deepspeed_config
 
     ds = read_deepspeed_config(Path(args.deepspeed_config))
     hidden = arch.hidden_size if arch else None
     pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
     setup = replace(setup, **{k: v for k, v in pinned.items() if k not in args.given})
-    return ds.parse(hidden_size=hidden, dp_world=dp, setup=setup), setup
+    assumed = frozenset(f for f in ("precision", "micro_batch", "grad_accum") if f not in args.given and f not in pinned)
+    config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup, assumed=assumed)
+    if config.removed_keys:
+        raise SpecError(f"{config.origin}: " + "; ".join(removed.message for removed in config.removed_keys))
+    resolved = config.setup_fields(dp)
+    return config, replace(setup, **{k: resolved[k] for k in ("precision", "fp32_grad_accum") if k not in args.given})
 
 
-def config_notes(config: DeepSpeedConfig) -> tuple[str, ...]:
-    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"."""
-    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {config.precision.value}, batch, offload and "
+def config_notes(config: DeepSpeedConfig, setup: TrainingSetup) -> tuple[str, ...]:
+    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"; the precision once,
+    as the estimate uses it (it differs from the config's only by --precision)."""
+    precision = setup.precision.value
+    if setup.precision is not config.precision:
+        precision += f" (--precision; the config makes DeepSpeed run {config.precision.value})"
+    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {precision}, batch, offload and "
              "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
-    notes += [f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]
+    notes += [f"{auto.key} = {auto.value}, not in the file ({auto.how})" if auto.added
+              else f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]  # fmt: skip
     return tuple(notes)
+
+
+def config_warnings(config: DeepSpeedConfig) -> tuple[str, ...]:
+    """What `check` reports about the file's keys, for `estimate` to warn about: unknown and duplicate keys."""
+    from zeroplan.deepspeed.keys import duplicate_key_message
+
+    def at(line: int | None) -> str:
+        return f"{config.origin}:{line}" if line else config.origin
+
+    found = [f"{at(config.line_of(unknown.key))}: {unknown.message}" for unknown in config.unknown_keys]
+    found += [f"{at(line)}: {duplicate_key_message(key, config.line_of(key))}" for key, line in config.duplicate_keys]
+    return tuple(found)
 
 
 def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
@@ -233,7 +260,8 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
     if config is None:
         return estimate_memory(scn, stages=engine_stages(args.engine, stage))
     stages = engine_stages(args.engine, stage if stage is not None else int(config.stage))
-    return estimate_memory(scn, stages=stages, assumptions=config_notes(config))
+    return estimate_memory(scn, stages=stages, assumptions=config_notes(config, scn.setup),
+                           warnings=config_warnings(config))  # fmt: skip
 
 
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:

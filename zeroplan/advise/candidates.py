@@ -23,7 +23,7 @@ from zeroplan.units import GIB
 
 NONE, CPU, NVME = OffloadDevice.none, OffloadDevice.cpu, OffloadDevice.nvme
 # Offload rungs, cheapest first: (optimizer, parameters). Optimizer offload to CPU works from stage 1, parameter
-# offload and NVMe only at stage 3 (DeepSpeed v0.19.6 runtime/zero/offload_config.py). On the GPU, NVMe frees what
+# offload and NVMe only at stage 3 (DeepSpeed v0.19.8 runtime/zero/offload_config.py). On the GPU, NVMe frees what
 # CPU offload frees; it differs in host memory, so it is the rung for when the host cannot hold the states.
 RUNGS: tuple[tuple[OffloadDevice, OffloadDevice], ...] = ((NONE, NONE), (CPU, NONE), (CPU, CPU), (NVME, NVME))
 CHECKPOINTING_ORDER = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # least memory saved first
@@ -136,7 +136,7 @@ def overlap_choice(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing) ->
     """overlap_comm as planned, and the estimate that decided it (None when nothing was weighed).
 
     Given in the scenario: kept. Stages 0 and 3: DeepSpeed's default (off, on). Stages 1-2: on when its second
-    reduce bucket (DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py) still fits at micro-batch 1, since without it
+    reduce bucket (DeepSpeed v0.19.8 runtime/zero/stage_1_and_2.py) still fits at micro-batch 1, since without it
     the gradient reduction is exposed (docs/throughput.md); else off, DeepSpeed's default.
     """
     if (ctx.scn.knobs.overlap_comm is not None or stage in (ZeroStage.zero0, ZeroStage.zero3)

@@ -201,6 +201,29 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
     return replace(plan.setup(micro, gas), **update), problems
 
 
+def assumed_fields(plan: Plan, config: DeepSpeedConfig) -> frozenset[str]:
+    """The setup fields the run takes from zeroplan's defaults: neither the plan nor the config (read without
+    the plan's setup) states them. The config's "auto" values that take them say so."""
+    t, theirs = plan.training, _deepspeed_batch(config, plan.parallelism.dp)
+    found = {"precision"} if "precision" not in t.model_fields_set and config.precision_left_open else set()
+    found |= {field for key, field in ((MICRO, "micro_batch"), (GAS, "grad_accum"))
+              if not _plan_states(t, key) and key not in theirs}  # fmt: skip
+    return frozenset(found)
+
+
+def settle_precision(plan: Plan, setup: TrainingSetup, config: DeepSpeedConfig) -> tuple[TrainingSetup, list[str]]:
+    """The setup with the precision DeepSpeed runs, read with its "auto" filled (config read with `setup`).
+
+    One precision for the run: a plan that states another is refused, as in merge_setup; otherwise the config's
+    is used, so what an "auto" resolved to (or a section Accelerate adds) and the byte recipe agree.
+    """
+    pinned, t = config.setup_fields(), plan.training
+    if "precision" in t.model_fields_set and pinned["precision"] is not t.precision:
+        runs = pinned["precision"].value
+        return setup, [f"training.precision is {t.precision.value} but {config.origin} makes DeepSpeed run {runs}"]
+    return replace(setup, precision=pinned["precision"], fp32_grad_accum=pinned["fp32_grad_accum"]), []
+
+
 def _plan_states(training: Training, key: str) -> bool:
     """Whether the plan gives `key`: stated, or derived from batch values it states."""
     stated = training.model_fields_set

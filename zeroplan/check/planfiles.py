@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zeroplan.check.findings import RunContext
-from zeroplan.check.plan import Plan, merge_setup
+from zeroplan.check.plan import Plan, assumed_fields, merge_setup, settle_precision
 from zeroplan.check.rules import check_rule_ids
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
@@ -90,7 +90,7 @@ def resolve_plan(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, i
 def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int]) -> PlannedRun:
     """The config is read twice: first without the plan's setup, to see what it states (a value the plan
     states differently is an error, as in Hugging Face); then with the merged setup, so its `"auto"`
-    values resolve to what the run will use.
+    values resolve to what the run will use, and the precision that reading gives is the run's.
     """
     try:
         check_rule_ids(plan.ignore)
@@ -102,10 +102,14 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
     hidden, dp = (arch.hidden_size if arch else None), plan.parallelism.dp
     ds = _deepspeed_source(plan, origin, base, plan_lines)
-    setup, problems = merge_setup(plan, ds.parse(hidden_size=hidden, dp_world=dp))
+    stated = ds.parse(hidden_size=hidden, dp_world=dp)
+    setup, problems = merge_setup(plan, stated)
     if problems:
         raise SpecError("; ".join(problems))
-    config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup)
+    config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup, assumed=assumed_fields(plan, stated))
+    setup, problems = settle_precision(plan, setup, config)
+    if problems:
+        raise SpecError("; ".join(problems))
     extra = plan.overheads
     scenario = Scenario(
         model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),

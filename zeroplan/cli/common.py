@@ -37,6 +37,13 @@ def print_error(message: str) -> None:
     console(stderr=True).print(Text.assemble(("error:", "red"), " ", printable(message)), soft_wrap=True)
 
 
+def print_warning(message: str) -> None:
+    """One yellow 'warning:' line on stderr: stdout (JSON included) stays the result alone."""
+    from rich.text import Text
+
+    console(stderr=True).print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+
+
 def emit(data: dict, fmt: Format) -> None:
     """Machine output on stdout, nothing else."""
     if fmt is Format.json:

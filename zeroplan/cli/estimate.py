@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from zeroplan.cli.common import render, run, scenario_args, show
+from zeroplan.cli.common import print_warning, render, run, scenario_args, show
 from zeroplan.cli.options import (
     PARALLELISM,
     SETUP,
@@ -94,6 +94,8 @@ def estimate(
             from zeroplan.memory.view import estimate_view
 
             result = scenario.estimate(args, stage)
+            for warning in result.warnings:
+                print_warning(warning)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go)

@@ -6,7 +6,15 @@ Source: `transformers/integrations/deepspeed.py`, `HfTrainerDeepSpeedConfig`:
 model config's `hidden_size` (or max of `hidden_sizes`). Any other `"auto"` is left in place, and
 DeepSpeed's config models drop `"auto"` values before validating (`DeepSpeedConfigModel.__init__`,
 non-strict), so the key takes DeepSpeed's default. Reference: huggingface/transformers
-`src/transformers/integrations/deepspeed.py`; DeepSpeed v0.19.6 `deepspeed/runtime/config_utils.py`.
+`src/transformers/integrations/deepspeed.py`; DeepSpeed v0.19.8 `deepspeed/runtime/config_utils.py`.
+
+A config that leaves its precision to the trainer ("auto") and has no section for the precision the run
+uses gets one from Accelerate, which HF Trainer runs on: `DeepSpeedPlugin.set_mixed_precision`
+(accelerate/utils/dataclasses.py) adds `"bf16": {"enabled": true}` for mixed precision bf16 and
+`"fp16": {"enabled": true, "auto_cast": true}` for fp16 when the section is missing (`added_section`).
+
+The setup values an "auto" takes may be zeroplan's defaults rather than anything the user stated; the
+caller names those (`assumed`), and the AutoValue says so.
 
 Pure: no I/O.
 """
@@ -31,6 +39,24 @@ class AutoValue(Frozen):
     value: int | bool | str | None = Field(description="value assumed (a device name for offload); None = treated as not given")
     resolved: bool = Field(description="filled as Hugging Face would; False = a fallback zeroplan chose")
     how: str = Field(description="where the value comes from, one line")
+    added: bool = Field(False, description="not in the file at all: the section Accelerate adds (added_section)")
+
+    @property
+    def message(self) -> str:
+        """One line: the key, what zeroplan assumed for it and why."""
+        value = "unset" if self.value is None else str(self.value).lower()
+        if self.added:
+            return f"{self.key} is not in the config: assumed {value} ({self.how})"
+        state = "resolved" if self.resolved else "not resolved"
+        return f'{self.key} is "auto", {state}: assumed {value} ({self.how})'
+
+
+DEFAULT_NOTE = "zeroplan's default, as nothing states it"
+
+
+def _from_setup(what: str, field: str, assumed: frozenset[str]) -> str:
+    """'training setup micro_batch', marked when that setup value is zeroplan's default, not the user's."""
+    return f"{what}: {DEFAULT_NOTE}" if field in assumed else what
 
 
 def deepspeed_default(key: str, default: int | bool | str | None) -> AutoValue:
@@ -55,25 +81,47 @@ def hidden_size_auto(key: str, hidden_size: int | None, zero3: bool, default: in
     return AutoValue(key=path, value=value, resolved=True, how=how)
 
 
-def batch_auto(key: str, setup: TrainingSetup | None, dp_world: int | None) -> AutoValue:
+def batch_auto(key: str, setup: TrainingSetup | None, dp_world: int | None,
+               assumed: frozenset[str] = frozenset()) -> AutoValue:  # fmt: skip
     """train_micro_batch_size_per_gpu = per-device batch, gradient_accumulation_steps = accumulation, train_batch_size = world x both."""
     if setup is None or (key == "train_batch_size" and dp_world is None):
         how = "needs the training setup and data-parallel size; treated as not given"
         return AutoValue(key=key, value=None, resolved=False, how=how)
     if key == "train_micro_batch_size_per_gpu":
-        return AutoValue(key=key, value=setup.micro_batch, resolved=True, how="training setup micro_batch")
+        how = _from_setup("training setup micro_batch", "micro_batch", assumed)
+        return AutoValue(key=key, value=setup.micro_batch, resolved=True, how=how)
     if key == "gradient_accumulation_steps":
-        return AutoValue(key=key, value=setup.grad_accum, resolved=True, how="training setup grad_accum")
+        how = _from_setup("training setup grad_accum", "grad_accum", assumed)
+        return AutoValue(key=key, value=setup.grad_accum, resolved=True, how=how)
     value = dp_world * setup.micro_batch * setup.grad_accum
     how = f"dp_world * micro_batch * grad_accum = {dp_world} * {setup.micro_batch} * {setup.grad_accum}"
+    if defaults := sorted(assumed & {"micro_batch", "grad_accum"}):
+        how += f"; {' and '.join(defaults)}: {DEFAULT_NOTE}"
     return AutoValue(key=key, value=value, resolved=True, how=how)
 
 
-def precision_auto(section: str, setup: TrainingSetup | None) -> AutoValue:
+# The section each training precision needs enabled: what Accelerate's mixed_precision means for DeepSpeed.
+PRECISION_SECTION = {Precision.fp16_mixed: "fp16", Precision.bf16_mixed: "bf16", Precision.bf16_true: "bf16"}
+
+
+def precision_auto(section: str, setup: TrainingSetup | None, assumed: frozenset[str] = frozenset()) -> AutoValue:
     """fp16.enabled = args.fp16, bf16.enabled = args.bf16: here, the training setup's precision."""
     key = f"{section}.enabled"
     if setup is None:
         how = "needs the training precision; DeepSpeed's default false assumed"
         return AutoValue(key=key, value=False, resolved=False, how=how)
-    wanted = (Precision.fp16_mixed,) if section == "fp16" else (Precision.bf16_mixed, Precision.bf16_true)
-    return AutoValue(key=key, value=setup.precision in wanted, resolved=True, how=f"training precision {setup.precision.value}")
+    how = _from_setup(f"training precision {setup.precision.value}", "precision", assumed)
+    return AutoValue(key=key, value=PRECISION_SECTION.get(setup.precision) == section, resolved=True, how=how)
+
+
+def added_section(section: str, setup: TrainingSetup, assumed: frozenset[str] = frozenset()) -> AutoValue | None:
+    """The `section` Accelerate adds when the run's precision needs it and the config has none; else None.
+
+    Called only for a config that leaves its precision to the trainer (an fp16/bf16 "auto"): one that states
+    it gets no section added that DeepSpeed would act on differently.
+    """
+    if PRECISION_SECTION.get(setup.precision) != section:
+        return None
+    how = _from_setup(f"training precision {setup.precision.value}", "precision", assumed)
+    how += f"; Accelerate's DeepSpeedPlugin.set_mixed_precision adds {section} {{\"enabled\": true}} when it is missing"
+    return AutoValue(key=f"{section}.enabled", value=True, resolved=True, how=how, added=True)

@@ -1,6 +1,6 @@
 """DeepSpeed's batch-size rule: any two of train_batch_size, micro-batch and accumulation give the third.
 
-Source: DeepSpeed v0.19.6 (commit edaa7221) `deepspeed/runtime/config.py` `_set_batch_related_parameters`
+Source: DeepSpeed v0.19.8 `deepspeed/runtime/config.py` `_set_batch_related_parameters`
 and `_batch_assertion`.
 Pure: no I/O.
 """

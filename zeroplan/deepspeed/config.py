@@ -12,6 +12,7 @@ from pydantic import Field
 from zeroplan.deepspeed.auto import AutoValue
 from zeroplan.deepspeed.batch import BATCH_KEYS, BatchTriple, derive_batch
 from zeroplan.deepspeed.keys import DeprecatedKey, UnknownKey
+from zeroplan.deepspeed.removed import RemovedKey
 from zeroplan.frozen import Frozen
 from zeroplan.memory.setup import DeepSpeedKnobs, Precision, ZeroStage
 
@@ -35,9 +36,13 @@ class DeepSpeedConfig(Frozen):
     communication_data_type: DType | None = None
     grad_accum_dtype: DType | None = None
     knobs: DeepSpeedKnobs
+    knob_keys: dict[str, str] = Field(default_factory=dict, description=(
+        "DeepSpeedKnobs field -> the zero_optimization key that gives it, as spelled (a number, or an \"auto\" "
+        "in `autos`); absent: DeepSpeed's default"))  # fmt: skip
     offload_optimizer_ratio: float = Field(1.0, ge=0.0, le=1.0)
     autos: tuple[AutoValue, ...] = ()
     unknown_keys: tuple[UnknownKey, ...] = ()
+    removed_keys: tuple[RemovedKey, ...] = ()
     deprecated_keys: tuple[DeprecatedKey, ...] = ()
     duplicate_keys: tuple[tuple[str, int], ...] = ()
     has_comments: bool = False
@@ -80,15 +85,22 @@ class DeepSpeedConfig(Frozen):
         return derive_batch(self.train_batch_size, self.train_micro_batch_size_per_gpu,
                             self.gradient_accumulation_steps, dp_world)  # fmt: skip
 
+    @property
+    def precision_left_open(self) -> bool:
+        """Whether the trainer chooses the precision: an fp16/bf16 "auto" not resolved yet, and no section
+        enabled as written (an unresolved "auto" reads as false, so an enabled section is the file's)."""
+        keys = {f"{section}.enabled" for section in ("fp16", "bf16", "bfloat16")}
+        unresolved = any(auto.key in keys and not auto.resolved for auto in self.autos)
+        return unresolved and not (self.fp16_enabled or self.bf16_enabled)
+
     def setup_fields(self, dp_world: int | None = None) -> dict[str, object]:
-        """The TrainingSetup fields this config pins; precision unless an fp16/bf16 "auto" is unresolved.
+        """The TrainingSetup fields this config pins; precision unless the trainer chooses it (precision_left_open).
 
         No fp16/bf16 section pins fp32, DeepSpeed's default. With dp_world, the micro-batch and accumulation
         DeepSpeed derives count as pinned too (unless they floor to 0: the batch-identity rule reports that).
         """
-        unknown = {f"{section}.enabled" for section in ("fp16", "bf16", "bfloat16")}
         fields: dict[str, object] = {}
-        if not any(auto.key in unknown and not auto.resolved for auto in self.autos):
+        if not self.precision_left_open:
             fields["precision"] = self.precision
         derived = self.batch(dp_world) if dp_world else None
         if derived is not None and derived.micro_batch > 0 and derived.grad_acc > 0:

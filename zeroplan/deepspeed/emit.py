@@ -3,7 +3,7 @@
 Stage, precision (bf16, or fp16 with dynamic loss scaling where the hardware has no bf16: the advisor has
 already switched), the batch triple satisfying DeepSpeed's identity train_batch_size = micro x accumulation x dp,
 overlap_comm and contiguous_gradients, the bucket and stage-3 knobs the memory model was planned with, and the
-offload blocks. Keys and defaults: DeepSpeed v0.19.6 (commit edaa7221: `deepspeed/runtime/config.py`,
+offload blocks. Keys and defaults: DeepSpeed v0.19.8 (`deepspeed/runtime/config.py`,
 `runtime/zero/config.py`, `runtime/zero/offload_config.py`). No optimizer or scheduler block:
 those stay the training script's (with offload, DeepSpeed wants its CPU Adam: name "AdamW" in an optimizer
 block or build DeepSpeedCPUAdam yourself). Pure: returns a dict; the CLI writes it.

@@ -1,4 +1,4 @@
-"""DeepSpeed's own model-state estimators, reproduced to the byte (DeepSpeed v0.19.6).
+"""DeepSpeed's own model-state estimators, reproduced to the byte (DeepSpeed v0.19.8; unchanged from v0.19.6).
 
 `estimate_zero2_model_states_mem_needs` (deepspeed/runtime/zero/stage_1_and_2.py, formula since v0.14.3,
 PR #5099) and `estimate_zero3_model_states_mem_needs` (stage3.py, unchanged since 2021), and the rows their
@@ -9,7 +9,7 @@ the same way. Pure: no I/O. Formulas: deepspeedai/DeepSpeed@edaa7221 (same files
 
 from dataclasses import dataclass
 
-DEEPSPEED_VERSION = "0.19.6"  # the version whose formulas these are
+DEEPSPEED_VERSION = "0.19.8"  # the version whose formulas these are (docs/comparison.md ran it: same bytes)
 DS_BUFFER_FACTOR = 1.5  # additional_buffer_factor default
 DS_ZERO2_SHARDED_BYTES = 18  # 2 fp16 grads + 4 fp32 grads + 4 fp32 params + 8 Adam m, v (stage_1_and_2.py comment)
 DS_ZERO3_SHARDED_BYTES = 18  # 16 B fp32 param, grad, m, v + 2 B fp16 param

@@ -1,12 +1,14 @@
 """DeepSpeed's config key vocabulary: which keys exist, which are deprecated, close matches for typos.
 
-Key sets are DeepSpeed v0.19.6 (commit edaa7221): the pydantic models of `zero_optimization`
-(`deepspeed/runtime/zero/config.py`, field names and their `stage3_*` aliases, both accepted since
-`populate_by_name=True`), the offload sections (`runtime/zero/offload_config.py`) and the precision
-sections (`runtime/precision_config.py`). Those models set `extra="forbid"`, so an unknown key in them
-is a validation error. The top level is a plain dict read with `.get`: an unknown top-level key is
-silently ignored. The top-level set is every key DeepSpeed's config readers look up
-(`runtime/config.py` and the section readers it calls) plus the sections of `docs/_pages/config-json.md`.
+Key sets are DeepSpeed v0.19.8's (the PyPI release; docs/deepspeed.md says what changed): the
+pydantic models of `zero_optimization` (`deepspeed/runtime/zero/config.py`, field names and their
+`stage3_*` aliases, both accepted since `populate_by_name=True`), the offload sections
+(`runtime/zero/offload_config.py`), the precision sections (`runtime/precision_config.py`) and `compile`
+(`deepspeed/compile/config.py`). Those models set `extra="forbid"`, so an unknown key in them is a
+validation error. The top level is a plain dict read with `.get`: an unknown top-level key is silently
+ignored. The top-level set is every key `DeepSpeedConfig._initialize_params` (`runtime/config.py`) and
+the section readers it calls look up. The blocks 0.19.8 removed and refuses are in deepspeed/removed.py,
+not here.
 
 Pure: no I/O.
 """
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 
 from pydantic import Field
 
+from zeroplan.deepspeed.removed import REMOVED_TOP_LEVEL_KEYS, REMOVED_ZERO_KEYS
 from zeroplan.frozen import Frozen
 
 TOP_LEVEL_KEYS = frozenset({
@@ -27,10 +30,10 @@ TOP_LEVEL_KEYS = frozenset({
     # optimizer, scheduler, clipping
     "optimizer", "scheduler", "gradient_clipping", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     # precision
-    "fp16", "bf16", "bfloat16", "amp", "torch_autocast", "data_types",
+    "fp16", "bf16", "bfloat16", "torch_autocast", "data_types",
     # communication
     "communication_data_type", "seq_parallel_communication_data_type", "gradient_allreduce_op",
-    "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "disable_allgather",
+    "prescale_gradients", "gradient_predivide_factor", "disable_allgather",
     # ZeRO and memory
     "zero_optimization", "aio", "activation_checkpointing", "memory_breakdown",
     # parallelism
@@ -39,12 +42,11 @@ TOP_LEVEL_KEYS = frozenset({
     # logging, monitoring, profiling
     "steps_per_print", "wall_clock_breakdown", "dump_state", "log_level", "flops_profiler", "comms_logger",
     "tensorboard", "wandb", "csv_monitor", "comet", "timers",
-    # tuning, elasticity, checkpointing
-    "autotuning", "elasticity", "checkpoint", "nebula", "datastates_ckpt",
-    # data efficiency, compression, compiler, misc
-    "data_efficiency", "curriculum_learning", "compression_training", "weight_quantization",
-    "quantize_training", "progressive_layer_drop", "eigenvalue", "sparse_attention", "compile",
-    "graph_harvesting", "dataloader_drop_last", "vocabulary_size",
+    # tuning, checkpointing
+    "autotuning", "checkpoint", "datastates_ckpt",
+    # data efficiency, quantization, compiler, misc
+    "data_efficiency", "weight_quantization", "compile", "dataloader_drop_last", "disable_python_gc",
+    "vocabulary_size",
     # legacy: read only with the boolean zero_optimization format
     "allgather_size",
 })  # fmt: skip
@@ -53,15 +55,14 @@ TOP_LEVEL_KEYS = frozenset({
 ZERO_KEYS = frozenset({
     "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
     "allgather_partitions", "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights",
-    "elastic_checkpoint", "offload_param", "offload_optimizer", "zenflow", "sub_group_size",
+    "compute_grad_norm", "elastic_checkpoint", "offload_param", "offload_optimizer", "zenflow", "sub_group_size",
     "cpu_offload_param", "cpu_offload_use_pin_memory", "cpu_offload",
     "prefetch_bucket_size", "param_persistence_threshold", "model_persistence_threshold",
     "max_live_parameters", "max_reuse_distance", "gather_16bit_weights_on_model_save",
     "module_granularity_threshold", "use_all_reduce_for_fetch_params", "allgather_sequential",
     "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters", "legacy_stage1",
-    "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights",
-    "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "zeropp_loco_param",
-    "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
+    "round_robin_gradients", "parameter_alignment", "zero_hpz_partition_size", "zero_quantized_weights",
+    "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "memory_efficient_linear",
     "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
     "enable_sanity_checks", "save_muon_momentum_buffer_in_memory", "leaf_module",
     # aliases
@@ -82,6 +83,14 @@ FP16_KEYS = frozenset({
 BF16_KEYS = frozenset({
     "enabled", "immediate_grad_update", "check_grad_overflow", "bf16_master_weights_and_grads", "bf16_optimizer_states",
 })  # fmt: skip
+# CompileConfig (deepspeed/compile/config.py); `enabled`, `backend`, `kwargs` (and never `disable`) were the
+# pre-0.15 schema's, refused now.
+COMPILE_KEYS = frozenset({
+    "deepcompile", "autoep_non_moe", "free_activation", "free_activation_threshold", "offload_activation",
+    "offload_activation_pin_memory", "offload_opt_states", "double_buffer", "symmetric_memory", "debug_log",
+    "offload_parameters", "sync_before_reduce", "sync_after_reduce", "sync_before_allgather",
+    "sync_after_allgather", "keep_int_input_tensors", "keep_all_input_tensors", "passes",
+})  # fmt: skip
 
 # Sections DeepSpeed validates with extra="forbid": dotted path -> the keys it accepts.
 FORBID_SECTIONS: dict[str, frozenset[str]] = {
@@ -91,6 +100,7 @@ FORBID_SECTIONS: dict[str, frozenset[str]] = {
     "fp16": FP16_KEYS,
     "bf16": BF16_KEYS,
     "bfloat16": BF16_KEYS,
+    "compile": COMPILE_KEYS,
 }
 
 # Deprecated zero_optimization keys (json_schema_extra deprecated=True in zero/config.py) -> replacement.
@@ -120,6 +130,25 @@ class UnknownKey(Frozen):
     forbidden: bool = Field(description="inside a section DeepSpeed validates with extra='forbid': a hard error")
     value_is_auto: bool = Field(False, description="DeepSpeed drops 'auto' values before validating")
 
+    @property
+    def message(self) -> str:
+        """What DeepSpeed does with it, in one line: the same words in `check` and in `estimate`'s warnings."""
+        hint = f"; did you mean {self.suggestion}?" if self.suggestion else ""
+        if not self.forbidden:
+            return f"unknown top-level key {self.key}: DeepSpeed ignores it silently{hint}"
+        section = self.key.rsplit(".", 1)[0]
+        if self.value_is_auto:
+            return (f"unknown key {self.key}: {section} forbids extra keys, but DeepSpeed drops \"auto\" values "
+                    f"before validating, so this one passes and does nothing{hint}")  # fmt: skip
+        return f"unknown key {self.key}: DeepSpeed validates {section} with extra keys forbidden and fails{hint}"
+
+
+def duplicate_key_message(key: str, first_line: int | None) -> str:
+    """A key given twice in one object: DeepSpeed's loader refuses it, json.load keeps the last value."""
+    first = f" (first on line {first_line})" if first_line else ""
+    return (f"duplicate key {key}{first}: DeepSpeed raises 'Duplicate keys in DeepSpeed config'; "
+            "json.load (Hugging Face) silently keeps the last one")  # fmt: skip
+
 
 class DeprecatedKey(Frozen):
     """A deprecated spelling DeepSpeed still maps, warns about, or refuses next to its replacement."""
@@ -136,8 +165,15 @@ def suggest(key: str, known: frozenset[str]) -> str | None:
     return close[0] if close else None
 
 
+def is_comment_key(key: str) -> bool:
+    """`_comment`, `_note`, `comments`: a note for the reader, which no known key is meant by."""
+    return key.startswith("_") or "comment" in key.lower()
+
+
 def _suggestion(key: str, section: str, known: frozenset[str]) -> str | None:
     prefix = f"{section}." if section else ""
+    if is_comment_key(key):
+        return None
     if not section and key in ZERO_KEYS:
         return f"zero_optimization.{key}"  # a ZeRO knob written at the top level
     if section == "zero_optimization" and key in TOP_LEVEL_KEYS:
@@ -147,16 +183,20 @@ def _suggestion(key: str, section: str, known: frozenset[str]) -> str | None:
 
 
 def find_unknown_keys(data: Mapping) -> tuple[UnknownKey, ...]:
-    """Unknown keys at the top level (ignored by DeepSpeed) and inside the sections it validates (errors)."""
+    """Unknown keys at the top level (ignored by DeepSpeed) and inside the sections it validates (errors).
+
+    The removed blocks (deepspeed/removed.py) are not unknown: DeepSpeed names them when it refuses them.
+    """
     found = [
         UnknownKey(key=key, suggestion=_suggestion(key, "", TOP_LEVEL_KEYS), forbidden=False)
         for key in data
-        if key not in TOP_LEVEL_KEYS
+        if key not in TOP_LEVEL_KEYS and key not in REMOVED_TOP_LEVEL_KEYS
     ]
     for section, known in FORBID_SECTIONS.items():
         body = _section(data, section)
+        removed = REMOVED_ZERO_KEYS if section == "zero_optimization" else {}
         for key, value in body.items():
-            if key not in known:
+            if key not in known and key not in removed:
                 found.append(
                     UnknownKey(
                         key=f"{section}.{key}",

@@ -1,8 +1,8 @@
 """Read a DeepSpeed config mapping (ds_config.json) into the facts zeroplan plans with.
 
-Follows DeepSpeed v0.19.6 (`deepspeed/runtime/config.py`, `runtime/zero/config.py`,
-`runtime/precision_config.py`) and resolves Hugging Face `"auto"` values the way transformers'
-`HfTrainerDeepSpeedConfig` does (deepspeed/auto.py; huggingface/transformers
+Follows DeepSpeed v0.19.8 (`deepspeed/runtime/config.py`, `runtime/zero/config.py`,
+`runtime/precision_config.py`, `compile/config.py`) and resolves Hugging Face `"auto"` values the way
+transformers' `HfTrainerDeepSpeedConfig` does (deepspeed/auto.py; huggingface/transformers
 `src/transformers/integrations/deepspeed.py`). Every `"auto"` becomes an `AutoValue` naming the value assumed, so a
 CI rule can report it.
 
@@ -25,13 +25,16 @@ from dataclasses import fields
 from zeroplan.deepspeed.auto import (
     HIDDEN_SIZE_KEYS,
     AutoValue,
+    added_section,
     batch_auto,
     deepspeed_default,
     hidden_size_auto,
     precision_auto,
 )
+from zeroplan.deepspeed.compile_block import read_compile_block
 from zeroplan.deepspeed.config import DeepSpeedConfig, DType  # noqa: F401 - re-exported: callers import them from here
 from zeroplan.deepspeed.keys import find_deprecated_keys, find_unknown_keys
+from zeroplan.deepspeed.removed import find_removed_keys
 from zeroplan.errors import SpecError
 from zeroplan.jsonsource import JsonSource
 from zeroplan.memory.setup import (
@@ -72,25 +75,30 @@ def parse_ds_config(
     hidden_size: int | None = None,
     setup: TrainingSetup | None = None,
     dp_world: int | None = None,
+    assumed: frozenset[str] = frozenset(),
 ) -> DeepSpeedConfig:
     """A DeepSpeedConfig from a parsed ds_config mapping.
 
     hidden_size resolves the hidden-size `"auto"` keys (h^2, int(0.9 h^2), 10 h); setup and dp_world
     resolve the batch and precision ones (train_batch_size = dp_world * micro_batch * grad_accum).
+    assumed names the setup fields that are zeroplan's defaults, not stated anywhere: the AutoValues say so.
     Raises SpecError ('origin: key.path: reason') on a value DeepSpeed's parser would reject.
     """
     if not isinstance(data, Mapping):
         kind = "empty" if data is None else type(data).__name__
         raise SpecError(f"{origin}: expected a JSON object of DeepSpeed keys, got {kind}")
-    return _Reader(origin, hidden_size, setup, dp_world).read(data, source)
+    return _Reader(origin, hidden_size, setup, dp_world, assumed).read(data, source)
 
 
 class _Reader:
     """One parse: the inputs that resolve `"auto"`, and the AutoValues recorded on the way."""
 
-    def __init__(self, origin: str, hidden_size: int | None, setup: TrainingSetup | None, dp_world: int | None):
+    def __init__(self, origin: str, hidden_size: int | None, setup: TrainingSetup | None, dp_world: int | None,
+                 assumed: frozenset[str]):  # fmt: skip
         self.origin, self.hidden_size, self.setup, self.dp_world = origin, hidden_size, setup, dp_world
+        self.assumed = assumed
         self.autos: list[AutoValue] = []
+        self.knob_keys: dict[str, str] = {}
         self.stage = ZeroStage.zero0
 
     def read(self, data: Mapping, source: JsonSource | None) -> DeepSpeedConfig:
@@ -99,11 +107,14 @@ class _Reader:
         # precision_config.get_bfloat16_config: "bf16" unless it is absent or null, then "bfloat16"
         bf16_section = "bfloat16" if data.get("bf16") is None and "bfloat16" in data else "bf16"
         bf16 = self.mapping(data, bf16_section)
+        read_compile_block(self.mapping(data, "compile"), self.origin)
+        knobs = self.knobs(zero)
+        fp16_enabled, bf16_enabled = self.precision(data, bf16_section)
         return DeepSpeedConfig(
             origin=self.origin,
             stage=self.stage,
-            fp16_enabled=self.enabled(data, "fp16"),
-            bf16_enabled=self.enabled(data, bf16_section),
+            fp16_enabled=fp16_enabled,
+            bf16_enabled=bf16_enabled,
             bf16_section=bf16_section,
             bf16_master_weights_and_grads=self.flag(bf16, f"{bf16_section}.bf16_master_weights_and_grads", False),
             bf16_optimizer_states=self.flag(bf16, f"{bf16_section}.bf16_optimizer_states", False),
@@ -111,10 +122,12 @@ class _Reader:
             optimizer_type=self.optimizer_type(data),
             communication_data_type=self.comm_dtype(data),
             grad_accum_dtype=self.grad_accum_dtype(data),
-            knobs=self.knobs(zero),
+            knobs=knobs,
+            knob_keys=self.knob_keys,
             offload_optimizer_ratio=self.offload_ratio(zero),
             autos=tuple(self.autos),
             unknown_keys=find_unknown_keys(data),
+            removed_keys=find_removed_keys(data),
             deprecated_keys=find_deprecated_keys(data),
             duplicate_keys=source.duplicate_keys if source else (),
             has_comments=source.has_comments if source else False,
@@ -192,15 +205,28 @@ class _Reader:
     def enabled(self, data: Mapping, section: str) -> bool:
         body = self.mapping(data, section)
         if body.get("enabled") == "auto":
-            return self.record(precision_auto(section, self.setup))
+            return self.record(precision_auto(section, self.setup, self.assumed))
         return bool(self.flag(body, f"{section}.enabled", False))
+
+    def precision(self, data: Mapping, bf16_section: str) -> tuple[bool, bool]:
+        """fp16.enabled and bf16.enabled as the run has them: as written, "auto" filled from the setup, and the
+        section Accelerate adds (auto.added_section) to a config that leaves its precision to the trainer."""
+        fp16, bf16 = self.enabled(data, "fp16"), self.enabled(data, bf16_section)
+        left_open = any(self.mapping(data, section).get("enabled") == "auto" for section in ("fp16", bf16_section))
+        if self.setup is None or not left_open or fp16 or bf16:
+            return fp16, bf16
+        if "fp16" not in data and (auto := added_section("fp16", self.setup, self.assumed)):
+            return self.record(auto), bf16
+        if "bf16" not in data and "bfloat16" not in data and (auto := added_section("bf16", self.setup, self.assumed)):
+            return fp16, self.record(auto)
+        return fp16, bf16
 
     def batch(self, data: Mapping) -> dict[str, int | None]:
         out: dict[str, int | None] = {}
         for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"):
             raw = data.get(key)
             if raw == "auto":
-                out[key] = self.record(batch_auto(key, self.setup, self.dp_world))
+                out[key] = self.record(batch_auto(key, self.setup, self.dp_world, self.assumed))
             else:
                 out[key] = None if raw is None else self.whole(raw, key, minimum=1)
         return out
@@ -232,7 +258,7 @@ class _Reader:
 
     def knobs(self, zero: Mapping) -> DeepSpeedKnobs:
         ints = {
-            field: self.zero_int(zero, spellings, KNOB_DEFAULTS[field], minimum)
+            field: self.zero_int(zero, field, spellings, KNOB_DEFAULTS[field], minimum)
             for field, spellings, minimum in _KNOB_INTS
         }
         flags = {field: self.flag(zero, f"zero_optimization.{field}", None) for field in _KNOB_FLAGS}
@@ -240,15 +266,17 @@ class _Reader:
             **ints,
             **{field: value for field, value in flags.items() if value is not None},
             overlap_comm=self.flag(zero, "zero_optimization.overlap_comm", None),
-            zero_hpz_partition_size=max(self.zero_int(zero, ("zero_hpz_partition_size",), 1, 0), 1),
+            zero_hpz_partition_size=max(self.zero_int(zero, "zero_hpz_partition_size", ("zero_hpz_partition_size",),
+                                                      1, 0), 1),  # fmt: skip
             offload_optimizer=self.offload_device(zero, "offload_optimizer", "cpu_offload"),
             offload_param=self.offload_device(zero, "offload_param", "cpu_offload_param"),
         )
 
-    def zero_int(self, zero: Mapping, spellings: tuple[str, ...], default: int, minimum: int) -> int:
+    def zero_int(self, zero: Mapping, field: str, spellings: tuple[str, ...], default: int, minimum: int) -> int:
         key = next((s for s in spellings if s in zero), None)
         if key is None:
             return default
+        self.knob_keys[field] = key
         if zero[key] == "auto" and key in HIDDEN_SIZE_KEYS:
             return self.record(hidden_size_auto(key, self.hidden_size, self.stage is ZeroStage.zero3, default))
         if zero[key] == "auto":
@@ -277,15 +305,17 @@ class _Reader:
         return float(value)
 
 
-# DeepSpeedKnobs integer fields: (field, accepted spellings with the alias first, minimum).
+# DeepSpeedKnobs integer fields: (field, accepted spellings with the alias first, minimum). The minimums are
+# DeepSpeed v0.19.8's bounds (runtime/zero/config.py): reduce_bucket_size gt=0 (ge=0 through 0.19.5), the
+# others ge=0. sub_group_size 0 makes every parameter its own ZeRO-3 sub-group (stage3.py _create_fp16_sub_groups).
 _KNOB_INTS = (
     ("reduce_bucket_size", ("reduce_bucket_size",), 1),
-    ("allgather_bucket_size", ("allgather_bucket_size",), 1),
+    ("allgather_bucket_size", ("allgather_bucket_size",), 0),
     ("stage3_prefetch_bucket_size", ("stage3_prefetch_bucket_size", "prefetch_bucket_size"), 0),
     ("stage3_param_persistence_threshold", ("stage3_param_persistence_threshold", "param_persistence_threshold"), 0),
     ("stage3_model_persistence_threshold", ("stage3_model_persistence_threshold", "model_persistence_threshold"), 0),
     ("stage3_max_live_parameters", ("stage3_max_live_parameters", "max_live_parameters"), 0),
-    ("sub_group_size", ("sub_group_size",), 1),
+    ("sub_group_size", ("sub_group_size",), 0),
 )
 _KNOB_FLAGS = ("contiguous_gradients", "zero_quantized_weights", "zero_quantized_gradients")
 KNOB_DEFAULTS = {f.name: f.default for f in fields(DeepSpeedKnobs)}  # DeepSpeed's code defaults

@@ -23,10 +23,12 @@ class DeepSpeedSource:
     source: JsonSource | None = None
     key_lines: Mapping[str, int] = field(default_factory=dict)  # an inline block's keys, lines in the plan
 
-    def parse(self, *, hidden_size: int | None, dp_world: int, setup: TrainingSetup | None = None) -> DeepSpeedConfig:
-        """The config, its `"auto"` values resolved from the hidden size, the setup and the data-parallel size."""
+    def parse(self, *, hidden_size: int | None, dp_world: int, setup: TrainingSetup | None = None,
+              assumed: frozenset[str] = frozenset()) -> DeepSpeedConfig:  # fmt: skip
+        """The config, its `"auto"` values resolved from the hidden size, the setup and the data-parallel size
+        (`assumed`: the setup fields that are zeroplan's defaults)."""
         config = parse_ds_config(self.data, origin=self.origin, source=self.source, hidden_size=hidden_size,
-                                 setup=setup, dp_world=dp_world)  # fmt: skip
+                                 setup=setup, dp_world=dp_world, assumed=assumed)  # fmt: skip
         return config.model_copy(update={"key_lines": dict(self.key_lines)}) if self.key_lines else config
 
 

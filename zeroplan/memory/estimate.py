@@ -152,6 +152,7 @@ class Estimate:
     stages: tuple[StageEstimate, ...]
     activations: object | None = None  # the ActivationEstimate breakdown, when modelled
     assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # problems in the inputs that did not stop the estimate (the CLI prints them to stderr)
 
     @property
     def model(self) -> ModelSummary:
@@ -213,7 +214,7 @@ def engine_notes(scn: Scenario) -> list[str]:
 
 
 def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
-                    assumptions: tuple[str, ...] = ()) -> Estimate:
+                    assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
     recipe = scn.recipe
     acts = activations_for(scn.arch, scn.setup)
@@ -223,4 +224,4 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
     if acts is not None:
         notes += list(acts.assumptions)
     return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,
-                    assumptions=tuple(notes) + assumptions)
+                    assumptions=tuple(notes) + assumptions, warnings=warnings)

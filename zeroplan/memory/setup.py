@@ -104,7 +104,7 @@ class TrainingSetup:
         return self.seq_len * self.micro_batch
 
 
-# DeepSpeed zero_optimization defaults (deepspeed/runtime/zero/config.py at v0.19.6, commit edaa7221).
+# DeepSpeed zero_optimization defaults and bounds (deepspeed/runtime/zero/config.py at v0.19.8).
 DS_REDUCE_BUCKET_SIZE = 500_000_000
 
 
@@ -132,14 +132,14 @@ class DeepSpeedKnobs:
 
     __pydantic_config__ = INPUT_CONFIG
     reduce_bucket_size: Count = DS_REDUCE_BUCKET_SIZE
-    allgather_bucket_size: Count = DS_ALLGATHER_BUCKET_SIZE
+    allgather_bucket_size: Size = DS_ALLGATHER_BUCKET_SIZE
     overlap_comm: Annotated[Flag | None, Field(description="None = DeepSpeed's default: true for stage 3 only")] = None
     contiguous_gradients: Flag = True
     stage3_prefetch_bucket_size: Size = DS_PREFETCH_BUCKET_SIZE
     stage3_param_persistence_threshold: Size = DS_PARAM_PERSISTENCE_THRESHOLD
     stage3_model_persistence_threshold: Size = DS_MODEL_PERSISTENCE_THRESHOLD
     stage3_max_live_parameters: Size = DS_MAX_LIVE_PARAMETERS
-    sub_group_size: Count = DS_SUB_GROUP_SIZE
+    sub_group_size: Size = DS_SUB_GROUP_SIZE
     zero_hpz_partition_size: Annotated[Count, Field(description="ZeRO++ hpZ secondary partition size (1 = off)")] = 1
     zero_quantized_weights: Annotated[Flag, Field(description="ZeRO++ qwZ")] = False
     zero_quantized_gradients: Annotated[Flag, Field(description="ZeRO++ qgZ")] = False

@@ -2,7 +2,7 @@
 
 Pure: no I/O. Bytes are Python ints throughout.
 Model states come from memory/states.py (the ZeRO paper, arXiv:1910.02054);
-engine buffers follow DeepSpeed v0.19.6 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py), see
+engine buffers follow DeepSpeed v0.19.8 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py), see
 docs/formulas.md.
 """
 

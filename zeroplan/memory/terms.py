@@ -23,6 +23,8 @@ class Term:
     bytes: int
     phase: Phase = Phase.always
     source: str = ""
+    knob: str = ""  # the DeepSpeedKnobs field that sizes part of it, "" when only the model's tensors do
+    knob_bytes: int = 0  # the part of `bytes` that knob sets: what shrinking it to its floor would free
 
 
 @dataclass(frozen=True, slots=True)

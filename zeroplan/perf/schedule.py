@@ -206,6 +206,11 @@ def offload_terms(stage: ZeroStage, ctx: CommContext) -> list[CommTerm]:
     return terms
 
 
+def allgather_buckets(psi: int, knobs: DeepSpeedKnobs) -> int:
+    """ceil(Psi / allgather_bucket_size) all-gathers; one for 0, which DeepSpeed v0.19.8 accepts (ge=0)."""
+    return math.ceil(psi / knobs.allgather_bucket_size) if knobs.allgather_bucket_size else 1
+
+
 def comm_context(
     params: ParamCount,
     arch: Architecture | None,
@@ -228,9 +233,9 @@ def comm_context(
         dp=dp,
         node=node_link(hw, par.gpus_per_node, topology),
         hw=hw,
-        layers=(arch.num_layers + arch.num_encoder_layers) if arch else math.ceil(psi / knobs.allgather_bucket_size),
+        layers=(arch.num_layers + arch.num_encoder_layers) if arch else allgather_buckets(psi, knobs),
         reduce_buckets=math.ceil(psi / knobs.reduce_bucket_size),
-        allgather_buckets=math.ceil(psi / knobs.allgather_bucket_size),
+        allgather_buckets=allgather_buckets(psi, knobs),
         prefetch=knobs.stage3_prefetch_bucket_size > 0,
         overlap_reduce=knobs.overlap_comm_for(stage),
         knobs=knobs,

@@ -36,7 +36,7 @@ class SweepPoint(Frozen):
 def split_global_batch(global_batch: int, dp: int, max_micro_batch: int | None) -> tuple[int, int]:
     """(micro-batch, accumulation): the largest micro-batch <= max_micro_batch dividing global_batch / dp.
 
-    DeepSpeed's identity train_batch_size = micro_batch x grad_accum x dp (DeepSpeed v0.19.6 runtime/config.py).
+    DeepSpeed's identity train_batch_size = micro_batch x grad_accum x dp (DeepSpeed v0.19.8 runtime/config.py).
     """
     if global_batch % dp:
         raise ZeroplanError(f"global batch ({global_batch}) is not a multiple of the data-parallel degree ({dp})")

@@ -1,6 +1,6 @@
 """CI rules over the DeepSpeed config itself (and the GPU count and hardware it will run on).
 
-Each rule states what DeepSpeed v0.19.6 does with the configuration it reports; messages quote
+Each rule states what DeepSpeed v0.19.8 does with the configuration it reports; messages quote
 DeepSpeed's own assertion text where there is one, so a user can grep for it. Pure: no I/O.
 """
 
@@ -9,12 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from zeroplan.check.findings import Finding, Rule, RunContext
-from zeroplan.deepspeed.batch import derive_batch
+from zeroplan.deepspeed.batch import BATCH_KEYS, derive_batch
+from zeroplan.deepspeed.keys import duplicate_key_message
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.memory.setup import OffloadDevice, ZeroStage
 
 # optimizer.type (lower-cased, as config.py compares it) -> the name in DeepSpeed's engine.py assertion.
 ONEBIT_OPTIMIZERS = {"onebitadam": "1bit-Adam", "zerooneadam": "0/1 Adam", "onebitlamb": "1bit-Lamb"}
+
+
+def _assumed(config: DeepSpeedConfig, *keys: str) -> str:
+    """'; not from the file: key = value (how)' for each of `keys` whose value zeroplan filled in, or ''.
+
+    A message never shows a value zeroplan assumed (an "auto" filled, a section Accelerate adds) as the user's.
+    """
+    filled = [f"{auto.key} = {str(auto.value).lower()} ({auto.how})" for auto in config.autos
+              if auto.key in keys and auto.value is not None]  # fmt: skip
+    return f"; not from the file: {'; '.join(filled)}" if filled else ""
 
 
 def _batch_key(config: DeepSpeedConfig) -> str:
@@ -32,7 +43,7 @@ def check_batch_identity(config: DeepSpeedConfig, run: RunContext) -> Iterator[F
         return
     if world is None:
         return
-    key, why = _batch_key(config), batch.derivation()
+    key, why = _batch_key(config), batch.derivation() + _assumed(config, *BATCH_KEYS)
     for name, value in (("Micro batch size per gpu", batch.micro_batch), ("Gradient accumulation steps", batch.grad_acc)):
         if value <= 0:
             yield Finding(rule="batch-identity", severity="error", key=key,
@@ -47,17 +58,21 @@ def check_batch_identity(config: DeepSpeedConfig, run: RunContext) -> Iterator[F
 
 def check_precision_conflict(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     if config.fp16_enabled and config.bf16_enabled:
-        yield Finding(rule="precision-conflict", severity="error", key=f"{config.bf16_section}.enabled",
+        bf16 = f"{config.bf16_section}.enabled"
+        yield Finding(rule="precision-conflict", severity="error", key=bf16,
                       message="fp16.enabled and bf16.enabled are both true: DeepSpeed asserts "
-                      "'bfloat16 and fp16 modes cannot be simultaneously enabled'")  # fmt: skip
+                      "'bfloat16 and fp16 modes cannot be simultaneously enabled'"
+                      + _assumed(config, "fp16.enabled", bf16))  # fmt: skip
 
 
 def check_bf16_hardware(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     hw = run.hardware
     if config.bf16_enabled and hw is not None and not hw.supports_bf16:
-        yield Finding(rule="bf16-unsupported", severity="error", key=f"{config.bf16_section}.enabled", message=(
+        bf16 = f"{config.bf16_section}.enabled"
+        yield Finding(rule="bf16-unsupported", severity="error", key=bf16, message=(
             f"bf16 is enabled but {hw.name} has no bf16 support: DeepSpeed raises 'Type bf16 is not supported "
-            "on your device' (or torch emulates it far below fp16 speed); use fp16 with loss scaling"))  # fmt: skip
+            f"on your device' (or torch emulates it far below fp16 speed); use fp16 with loss scaling"
+            f"{_assumed(config, bf16)}"))  # fmt: skip
 
 
 def check_onebit_zero(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
@@ -104,31 +119,22 @@ def check_offload_ratio(config: DeepSpeedConfig, run: RunContext) -> Iterator[Fi
                       "asserts 'Partial offloading only supported for ZeRO Stage 3.'")  # fmt: skip
 
 
-def _did_you_mean(suggestion: str | None) -> str:
-    return f"; did you mean {suggestion}?" if suggestion else ""
-
-
 def check_unknown_keys(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     for unknown in config.unknown_keys:
-        if not unknown.forbidden:
-            continue
-        section = unknown.key.rsplit(".", 1)[0]
-        if unknown.value_is_auto:
-            yield Finding(rule="unknown-key", severity="warning", key=unknown.key, message=(
-                f"unknown key {unknown.key}: {section} forbids extra keys, but DeepSpeed drops \"auto\" values "
-                f"before validating, so this one passes and does nothing{_did_you_mean(unknown.suggestion)}"))  # fmt: skip
-            continue
-        yield Finding(rule="unknown-key", severity="error", key=unknown.key, message=(
-            f"unknown key {unknown.key}: DeepSpeed validates {section} with extra keys forbidden and "
-            f"fails{_did_you_mean(unknown.suggestion)}"))  # fmt: skip
+        if unknown.forbidden:
+            yield Finding(rule="unknown-key", severity="warning" if unknown.value_is_auto else "error",
+                          key=unknown.key, message=unknown.message)  # fmt: skip
 
 
 def check_unknown_top_keys(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     for unknown in config.unknown_keys:
         if not unknown.forbidden:
-            yield Finding(rule="unknown-top-key", severity="warning", key=unknown.key, message=(
-                f"unknown top-level key {unknown.key}: DeepSpeed ignores it silently"
-                f"{_did_you_mean(unknown.suggestion)}"))  # fmt: skip
+            yield Finding(rule="unknown-top-key", severity="warning", key=unknown.key, message=unknown.message)
+
+
+def check_removed_keys(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
+    for removed in config.removed_keys:
+        yield Finding(rule="removed-key", severity="error", key=removed.key, message=removed.message)
 
 
 def check_deprecated_keys(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
@@ -149,18 +155,13 @@ def check_deprecated_conflicts(config: DeepSpeedConfig, run: RunContext) -> Iter
 
 def check_duplicate_keys(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     for key, line in config.duplicate_keys:
-        first = config.line_of(key)
-        yield Finding(rule="duplicate-key", severity="error", key=key, line=line, message=(
-            f"duplicate key {key} (first on line {first}): DeepSpeed raises 'Duplicate keys in DeepSpeed config'; "
-            "json.load (Hugging Face) silently keeps the last one"))  # fmt: skip
+        yield Finding(rule="duplicate-key", severity="error", key=key, line=line,
+                      message=duplicate_key_message(key, config.line_of(key)))  # fmt: skip
 
 
 def check_auto_values(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
     for auto in config.autos:
-        value = "unset" if auto.value is None else str(auto.value).lower()
-        state = "resolved" if auto.resolved else "not resolved"
-        yield Finding(rule="auto-value", severity="info", key=auto.key,
-                      message=f'{auto.key} is "auto", {state}: assumed {value} ({auto.how})')  # fmt: skip
+        yield Finding(rule="auto-value", severity="info", key=auto.key, message=auto.message)
 
 
 def check_json_comments(config: DeepSpeedConfig, run: RunContext) -> Iterator[Finding]:
@@ -190,7 +191,10 @@ CONFIG_RULES: tuple[Rule, ...] = (
     Rule("offload-ratio", "error", "partial optimizer offload (ratio < 1) below stage 3",
          f"{_ZERO} offload_ratio_check", check_offload_ratio),
     Rule("unknown-key", "error", "unknown key in a section DeepSpeed validates strictly (zero_optimization, offload, "
-         "fp16, bf16)", f"{_ZERO} DeepSpeedConfigModel extra='forbid'", check_unknown_keys),
+         "fp16, bf16, compile)", "deepspeed/runtime/config_utils.py DeepSpeedConfigModel extra='forbid'",
+         check_unknown_keys),
+    Rule("removed-key", "error", "a block DeepSpeed 0.19.8 removed (sparse_attention, elasticity, amp, curriculum_learning, "
+         "nebula, ...), which it refuses", f"{_CONFIG} _reject_removed_config_keys", check_removed_keys),
     Rule("unknown-top-key", "warning", "unknown top-level key, which DeepSpeed silently ignores",
          f"{_CONFIG} reads top-level keys with dict.get", check_unknown_top_keys),
     Rule("deprecated-key", "warning", "deprecated key, with its replacement",
