@@ -226,3 +226,29 @@ def test_brackets_in_user_text_print_as_typed(runner, name):
     res = invoke(runner, "estimate", "--model", name)
     assert res.exit_code == 1
     assert name in res.stderr and "Traceback" not in res.output and "MarkupError" not in res.output
+
+
+# One rule for GPUs per node, in every command (memory.setup.spread_gpus): without --nodes, the fewest
+# nodes of the hardware's size that hold the GPUs evenly; with --nodes, refused past a node's size.
+@pytest.mark.parametrize("command", ["estimate", "capacity", "throughput", "advise"])
+def test_gpus_spread_over_the_fewest_nodes_of_the_hardware(runner, command):
+    args = [command, "--params", "9e9", "--gpus", "64", "-f", "json"]
+    if command == "estimate":
+        data = json.loads(runner.invoke(app, args).stdout)
+        assert data["parallelism"] == {"gpus": 64, "nodes": 8, "dp": 64, "gpus_per_node": 8}
+    result = runner.invoke(app, [*args, "--nodes", "1"])
+    assert result.exit_code == 1
+    assert "64 GPUs per node (64 GPUs on 1 node) exceed the 8 a h100-sxm-80gb node holds" in result.stderr
+
+
+def test_gpus_that_do_not_split_over_the_nodes_they_need_name_the_nodes(runner):
+    result = runner.invoke(app, ["estimate", "--params", "9e9", "--gpus", "20"])
+    assert result.exit_code == 1
+    assert "20 GPUs do not split evenly over the 3 nodes of 8 they need on h100-sxm-80gb" in result.stderr
+
+
+def test_the_readme_advise_example_spreads_sixteen_gpus_over_two_nodes(runner, tmp_path):
+    out = tmp_path / "ds.json"
+    result = runner.invoke(app, ["advise", "--model", "llama-3.1-70b", "--gpus", "16", "--emit-deepspeed", str(out), "-f", "json"])
+    assert result.exit_code == 0 and out.is_file()
+    assert json.loads(result.stdout)["recommendation"]["topology"] == "multinode"

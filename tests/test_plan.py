@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from zeroplan.check.plan import Plan, merge_setup
 from zeroplan.check.planfiles import load_plan
 from zeroplan.deepspeed.reader import parse_ds_config
-from zeroplan.errors import SpecError
+from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import Attention, OffloadDevice, Precision, ZeroStage
 from zeroplan.models.presets import bundled_config_dir
@@ -23,7 +23,8 @@ def plan(**changes) -> Plan:
 
 def test_minimal_plan_takes_defaults():
     p = plan()
-    assert (p.nodes, p.batch()) == (1, (1, 1))
+    assert (p.nodes, p.batch()) == (None, (1, 1))  # nodes: the fewest the hardware needs (spread_gpus)
+    assert p.parallelism(8, "h100").nodes == 1 and p.parallelism(4, "l4").nodes == 2
     assert p.setup().precision is Precision.bf16_mixed and p.setup().attention is Attention.flash
     assert p.ignore == () and p.min_headroom_pct is None
 
@@ -44,7 +45,7 @@ def test_counts_read_like_the_params_option(written):
         ({"params": "lots"}, "'lots' is not a number"),
         ({"gpus": 0}, "greater than 0"),
         ({"gpus": 12, "nodes": 5}, "gpus (12) is not a multiple of nodes (5)"),
-        ({"topology": "multinode"}, "topology multinode needs nodes > 1"),
+        ({"topology": "multinode", "nodes": 1}, "topology multinode needs nodes > 1"),
         ({"largest_layer": 8e9}, "largest_layer (8,000,000,000) is larger than params (7,000,000,000)"),
         ({"training": {"train_batch_size": 100}}, "train_batch_size (100) is not a whole multiple of "
          "train_micro_batch_size_per_gpu x gpus (1 x 8 = 8)"),
@@ -87,7 +88,13 @@ def test_attn_implementation_uses_hugging_face_names(impl, attention):
      ({"gpus": 16, "nodes": 2, "topology": "multinode"}, "nvlink", Topology.multinode)],
 )  # fmt: skip
 def test_topology(changes, fabric, topology):
-    assert plan(**changes).topology_for(fabric) is topology
+    p = plan(**changes)
+    assert p.topology_for(p.parallelism(8, "h100").nodes, fabric) is topology
+
+
+def test_a_multinode_plan_whose_gpus_fit_one_node_is_refused():
+    with pytest.raises(ZeroplanError, match=r"topology multinode needs nodes > 1 \(8 GPUs fit one h100 node\)"):
+        plan(topology="multinode").parallelism(8, "h100")
 
 
 # --- conflicts with the DeepSpeed config --------------------------------------------------------------

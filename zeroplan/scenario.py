@@ -32,6 +32,7 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
     ZeroStage,
+    spread_gpus,
 )
 from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
@@ -59,7 +60,7 @@ class ScenarioArgs:
     params: str | None = None
     largest_layer: str | None = None
     gpus: str = str(_PARALLELISM.gpus)
-    nodes: str = str(_PARALLELISM.nodes)
+    nodes: str | None = None  # None: the fewest nodes of the hardware's size (memory.setup.spread_gpus)
     hardware: str = DEFAULT_HARDWARE
     precision: Precision = _SETUP.precision
     optimizer: Optimizer = _SETUP.optimizer
@@ -117,8 +118,9 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
     return summary, arch
 
 
-def _parallelism(gpus: str, nodes: str) -> Parallelism:
-    return validated(Parallelism, {"gpus": parse_count(gpus, "--gpus"), "nodes": parse_count(nodes, "--nodes")})
+def _parallelism(gpus: str, nodes: str | None, hw: HardwareSpec | None) -> Parallelism:
+    count = parse_count(nodes, "--nodes") if nodes is not None else None
+    return spread_gpus(parse_count(gpus, "--gpus"), count, hw.gpus_per_node if hw else None, hw.name if hw else "")
 
 
 def _stages(stage: int | None) -> tuple[ZeroStage, ...]:
@@ -169,10 +171,10 @@ def scenario(args: ScenarioArgs) -> Scenario:
 
 def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
     """The run, and the --deepspeed-config it reads (None without one)."""
-    par = _parallelism(args.gpus, args.nodes)
+    hw = hardware_from(args.hardware)
+    par = _parallelism(args.gpus, args.nodes, hw)
     knobs = knobs_from(args)
     summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
-    hw = hardware_from(args.hardware)
     setup, config = setup_from(args), None
     if args.deepspeed_config:
         config, setup = _with_config(args, arch, par.dp, setup)
@@ -267,7 +269,7 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
     from zeroplan.deepspeed.estimator import estimate_deepspeed
 
-    par = _parallelism(args.gpus, args.nodes)
+    par = _parallelism(args.gpus, args.nodes, hardware_from(args.hardware))
     summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
     if not 0 < buffer_factor < float("inf"):
         raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")

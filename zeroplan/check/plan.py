@@ -28,6 +28,7 @@ from zeroplan.memory.setup import (
     Parallelism,
     Precision,
     TrainingSetup,
+    spread_gpus,
 )
 from zeroplan.units import parse_count
 
@@ -85,7 +86,7 @@ class Plan(Frozen):
     largest_layer: Count | None = Field(None, description="largest layer's parameters (DeepSpeed's definition)")
     hardware: str = Field(description="hardware preset name or YAML path (relative to the plan)")
     gpus: Count = Field(description="total GPUs, the data-parallel degree")
-    nodes: Count = 1
+    nodes: Count | None = Field(None, description="nodes the GPUs are spread over (default: the fewest of the hardware's size)")
     topology: Topology | None = Field(None, description="pcie: the GPUs talk over PCIe even if the preset has NVLink")
     training: Training = Field(default_factory=Training)
     deepspeed: str | dict[str, Any] = Field(description="ds_config.json path (relative to the plan) or an inline block")
@@ -101,7 +102,8 @@ class Plan(Frozen):
             raise ValueError("give either model (a preset or file) or params (a count), not both or neither")
         if self.params is not None and self.largest_layer is not None and self.largest_layer > self.params:
             raise ValueError(f"largest_layer ({self.largest_layer:,}) is larger than params ({self.params:,})")
-        Parallelism(gpus=self.gpus, nodes=self.nodes)  # gpus (12) is not a multiple of nodes (5)
+        if self.nodes is not None:
+            Parallelism(gpus=self.gpus, nodes=self.nodes)  # gpus (12) is not a multiple of nodes (5)
         if self.topology is Topology.multinode and self.nodes == 1:
             raise ValueError("topology multinode needs nodes > 1")
         self._check_batch()
@@ -109,7 +111,7 @@ class Plan(Frozen):
 
     def _check_batch(self) -> None:
         """A train_batch_size no whole micro-batch and accumulation reach is an error whatever the config says."""
-        t, dp = self.training, self.parallelism.dp
+        t, dp = self.training, self.gpus  # the data-parallel degree
         total = t.train_batch_size
         micro, gas = self.batch()
         if total is None or micro * gas * dp == total:
@@ -120,9 +122,12 @@ class Plan(Frozen):
         key, known = (GAS, gas) if GAS in t.model_fields_set else (MICRO, micro)
         raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x gpus ({known} x {dp} = {known * dp})")
 
-    @property
-    def parallelism(self) -> Parallelism:
-        return Parallelism(gpus=self.gpus, nodes=self.nodes)
+    def parallelism(self, gpus_per_node: int | None, hardware: str) -> Parallelism:
+        """The GPUs spread over nodes by the rule every command uses (memory.setup.spread_gpus)."""
+        par = spread_gpus(self.gpus, self.nodes, gpus_per_node, hardware)
+        if self.topology is Topology.multinode and par.nodes == 1:
+            raise ZeroplanError(f"topology multinode needs nodes > 1 ({self.gpus} GPUs fit one {hardware} node)")
+        return par
 
     def batch(self, open_micro: int | None = None, open_gas: int | None = None) -> tuple[int, int]:
         """(micro-batch, accumulation): what the plan states or implies, else open_micro/open_gas (the config's), else 1.
@@ -130,7 +135,7 @@ class Plan(Frozen):
         DeepSpeed's identity, train_batch_size = micro x accumulation x dp_world, fills the one that a stated
         train_batch_size implies (floor division, like DeepSpeed; the checks report a remainder).
         """
-        t, dp = self.training, self.parallelism.dp
+        t, dp = self.training, self.gpus
         stated, total = t.model_fields_set, t.train_batch_size
         micro = t.train_micro_batch_size_per_gpu if MICRO in stated else None
         gas = t.gradient_accumulation_steps
@@ -150,9 +155,9 @@ class Plan(Frozen):
             grad_accum=grad_accum or gas, checkpointing=t.checkpointing, attention=t.attention,
         )  # fmt: skip
 
-    def topology_for(self, intra_node_fabric: str | None) -> Topology:
+    def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:
         """nodes > 1: multinode; else pcie when the plan or the hardware says so; else nvlink."""
-        if self.nodes > 1:
+        if nodes > 1:
             return Topology.multinode
         if self.topology is Topology.pcie or intra_node_fabric == "pcie":
             return Topology.pcie
@@ -176,7 +181,7 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
     DeepSpeed's batch rule), else the defaults. `config` is read without the plan's setup, so its
     `"auto"` values are still open.
     """
-    t, dp, origin = plan.training, plan.parallelism.dp, config.origin
+    t, dp, origin = plan.training, plan.gpus, config.origin
     theirs = _deepspeed_batch(config, dp)
     micro, gas = plan.batch(theirs.get(MICRO, (None,))[0], theirs.get(GAS, (None,))[0])
     ours = {MICRO: micro, GAS: gas, TBS: micro * gas * dp}
@@ -204,7 +209,7 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
 def assumed_fields(plan: Plan, config: DeepSpeedConfig) -> frozenset[str]:
     """The setup fields the run takes from zeroplan's defaults: neither the plan nor the config (read without
     the plan's setup) states them. The config's "auto" values that take them say so."""
-    t, theirs = plan.training, _deepspeed_batch(config, plan.parallelism.dp)
+    t, theirs = plan.training, _deepspeed_batch(config, plan.gpus)
     found = {"precision"} if "precision" not in t.model_fields_set and config.precision_left_open else set()
     found |= {field for key, field in ((MICRO, "micro_batch"), (GAS, "grad_accum"))
               if not _plan_states(t, key) and key not in theirs}  # fmt: skip

@@ -97,10 +97,11 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     except ZeroplanError as exc:
         raise SpecError(f"ignore: {exc}") from None
     hardware = load_hardware(_near(plan.hardware, base))
+    par = plan.parallelism(hardware.gpus_per_node, hardware.name)
     model = _near(plan.model, base) if plan.model else None
     largest = str(plan.largest_layer) if plan.largest_layer else None
     summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
-    hidden, dp = (arch.hidden_size if arch else None), plan.parallelism.dp
+    hidden, dp = (arch.hidden_size if arch else None), plan.gpus  # the data-parallel degree
     ds = _deepspeed_source(plan, origin, base, plan_lines)
     stated = ds.parse(hidden_size=hidden, dp_world=dp)
     setup, problems = merge_setup(plan, stated)
@@ -113,9 +114,9 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     extra = plan.overheads
     scenario = Scenario(
         model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),
-        arch=arch, setup=setup, parallelism=plan.parallelism, knobs=config.knobs, hardware=hardware,
+        arch=arch, setup=setup, parallelism=par, knobs=config.knobs, hardware=hardware,
         overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine),
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
-    return PlannedRun(origin, plan, scenario, config, plan.topology_for(hardware.intra_node_fabric))
+    return PlannedRun(origin, plan, scenario, config, plan.topology_for(par.nodes, hardware.intra_node_fabric))

@@ -47,7 +47,7 @@ def advise(
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
     gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = str(PARALLELISM.nodes),
+    nodes: NodesOpt = None,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     precision: PrecisionOpt = SETUP.precision,
     optimizer: OptimizerOpt = SETUP.optimizer,

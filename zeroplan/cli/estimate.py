@@ -50,7 +50,7 @@ def estimate(
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
     gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = str(PARALLELISM.nodes),
+    nodes: NodesOpt = None,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     stage: StageOpt = None,
     precision: PrecisionOpt = SETUP.precision,

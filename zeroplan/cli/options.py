@@ -47,7 +47,7 @@ ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset n
 ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9.")]
 LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
 GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
-NodesOpt = Annotated[str, typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over.")]
+NodesOpt = Annotated[Optional[str], typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over (default: the fewest of the hardware's size that hold them).")]
 HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict.")]
 StageOpt = Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")]
 PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Byte recipe precision.")]

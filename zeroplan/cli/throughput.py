@@ -49,7 +49,7 @@ def throughput(
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
     gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = str(PARALLELISM.nodes),
+    nodes: NodesOpt = None,
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     precision: PrecisionOpt = SETUP.precision,
     optimizer: OptimizerOpt = SETUP.optimizer,

@@ -11,7 +11,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from zeroplan.validate import INPUT_CONFIG, Count, Flag, Size
+from zeroplan.errors import ZeroplanError
+from zeroplan.validate import INPUT_CONFIG, Count, Flag, Size, validated
 
 
 class ZeroStage(IntEnum):
@@ -83,6 +84,25 @@ class Parallelism:
     def dp(self) -> int:
         """Data-parallel degree: what ZeRO partitions over (no TP/PP modelled)."""
         return self.gpus
+
+
+def spread_gpus(gpus: int, nodes: int | None, gpus_per_node: int | None, hardware: str = "the hardware") -> Parallelism:
+    """The one rule for GPUs and nodes, for every command and plan.
+
+    nodes given: used as given, refused when it puts more GPUs on a node than one holds. nodes None: the fewest
+    nodes of `gpus_per_node` that hold the GPUs evenly (one node without hardware). gpus_per_node comes from the
+    hardware preset (None: no hardware, no limit).
+    """
+    if nodes is None:
+        nodes = -(-gpus // gpus_per_node) if gpus_per_node else 1
+        if gpus % nodes:
+            raise ZeroplanError(f"{gpus} GPUs do not split evenly over the {nodes} nodes of {gpus_per_node} they need "
+                             f"on {hardware}; give the nodes (e.g. --nodes {nodes})")
+    par = validated(Parallelism, {"gpus": gpus, "nodes": nodes})
+    if gpus_per_node and par.gpus_per_node > gpus_per_node:
+        raise ZeroplanError(f"{par.gpus_per_node} GPUs per node ({gpus} GPUs on {nodes} node{'s' * (nodes > 1)}) exceed the "
+                         f"{gpus_per_node} a {hardware} node holds; give more nodes or leave the nodes out")
+    return par
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
