@@ -252,3 +252,25 @@ def test_the_readme_advise_example_spreads_sixteen_gpus_over_two_nodes(runner, t
     result = runner.invoke(app, ["advise", "--model", "llama-3.1-70b", "--gpus", "16", "--emit-deepspeed", str(out), "-f", "json"])
     assert result.exit_code == 0 and out.is_file()
     assert json.loads(result.stdout)["recommendation"]["topology"] == "multinode"
+
+
+@pytest.mark.parametrize(("written", "count"), [("9B", 9 * 10**9), ("7b", 7 * 10**9), ("1.5T", 15 * 10**11),
+                                                ("124M", 124 * 10**6), ("9e9", 9 * 10**9)])
+def test_params_take_the_suffixes_the_output_prints(runner, written, count):
+    result = runner.invoke(app, ["estimate", "--params", written, "-f", "json"])
+    model = json.loads(result.stdout)["model"]
+    assert model["num_params"] == count
+    assert model["num_active_params"] == count  # a bare count is dense: every parameter is active
+
+
+def test_sequence_lengths_take_no_suffix(runner):
+    # "4k" tokens usually means 4096: no guess, a clear error.
+    result = runner.invoke(app, ["estimate", "--params", "9B", "--seq-len", "4k"])
+    assert result.exit_code == 1 and "--seq-len '4k' is not a number" in result.stderr
+
+
+def test_a_short_hardware_name_gets_the_presets_it_abbreviates(runner):
+    result = runner.invoke(app, ["estimate", "--params", "9B", "--hardware", "h100"])
+    assert result.exit_code == 1
+    assert "unknown hardware preset 'h100'; did you mean" in result.stderr
+    assert "h100-sxm-80gb" in result.stderr and "h100-pcie-80gb" in result.stderr

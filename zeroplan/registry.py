@@ -24,6 +24,7 @@ def bundled_config_dir() -> Path:
     return packaged if packaged.is_dir() else here.parent / "configs"
 
 
+MAX_SUGGESTIONS = 4  # names a did-you-mean lists
 CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched before the bundled ones
 
 
@@ -50,7 +51,9 @@ def preset_names(kind: str) -> list[str]:
 
 def unknown_preset(kind: str, name: str) -> PresetNotFoundError:
     names = preset_names(kind)
+    # Spelling slips, and the short names people type for a preset ('h100' for h100-sxm-80gb, h100-pcie-80gb...).
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    close += [n for n in names if name.lower() in n and n not in close][: MAX_SUGGESTIONS - len(close)]
     hint = f"; did you mean {', '.join(close)}?" if close else f"; run `zeroplan {kind}` for the list"
     return PresetNotFoundError(f"unknown {kind.rstrip('s') if kind != 'hardware' else 'hardware'} preset {name!r}{hint}")
 

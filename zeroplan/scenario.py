@@ -105,12 +105,15 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
         raise ZeroplanError("give either --model or --params, not both")
     if not model and not params:
         raise ZeroplanError("give --model NAME|PATH or --params N (e.g. --params 9e9)")
-    override = parse_count(largest_layer, "--largest-layer") if largest_layer else None
+    override = parse_count(largest_layer, "--largest-layer", suffixes=True) if largest_layer else None
     if params:
-        num = parse_count(params, "--params")
+        num = parse_count(params, "--params", suffixes=True)
         if override is not None and override > num:
             raise ZeroplanError(f"--largest-layer ({override:,}) is larger than --params ({num:,})")
-        return ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0), None
+        # A bare count is taken as dense: every parameter is active.
+        summary = ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0,
+                               num_active_params=num)
+        return summary, None
     name, counts, arch = model_facts(model)  # a bundled preset from the index: no YAML, no families
     summary = summarize_model(name, counts, arch, knobs)
     if override is not None:

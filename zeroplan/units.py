@@ -46,14 +46,23 @@ MAX_COUNT = 10**18  # parameter counts and sizes beyond this are typos, not mode
 _PLAIN_COUNT = re.compile(r"([0-9]{1,30})(?:[eE]\+?([0-9]{1,2}))?")
 
 
-def parse_count(text: str, what: str = "count") -> int:
-    """A positive whole number from '9e9', '7_000_000_000', '1.5e9' or '124439808'; ZeroplanError otherwise."""
+# The suffixes model names use ("Llama-3.1-8B", "Kimi K2 1T"), decimal as in "9B params": K, M, B (or G), T.
+# Parameter counts only: "4k" tokens often means 4096, so sequence lengths and batch sizes take none.
+COUNT_SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+
+
+def parse_count(text: str, what: str = "count", *, suffixes: bool = False) -> int:
+    """A positive whole number from '9e9', '7_000_000_000', '1.5e9' or '124439808'; with `suffixes` (parameter
+    counts) also '9B', '7b', '1.5T', '124M'. ZeroplanError otherwise."""
     cleaned = text.strip().replace("_", "").replace(",", "")
+    scale = COUNT_SUFFIXES.get(cleaned[-1:].lower(), 1) if suffixes and len(cleaned) > 1 else 1
+    if scale > 1:
+        cleaned = cleaned[:-1].strip()
     if plain := _PLAIN_COUNT.fullmatch(cleaned):
         digits, exponent = plain.groups()
-        value = int(digits) * 10 ** int(exponent or 0)
+        value = int(digits) * 10 ** int(exponent or 0) * scale
     else:  # decimals, signs, big exponents, words: Decimal's exact reading (loaded only then)
-        value = _decimal_count(cleaned, text, what)
+        value = _decimal_count(cleaned, scale, text, what)
     if value <= 0:
         raise ZeroplanError(f"{what} {text!r} must be positive")
     if value > MAX_COUNT:
@@ -61,11 +70,11 @@ def parse_count(text: str, what: str = "count") -> int:
     return int(value)
 
 
-def _decimal_count(cleaned: str, text: str, what: str):
+def _decimal_count(cleaned: str, scale: int, text: str, what: str):
     from decimal import Decimal, InvalidOperation
 
     try:
-        value = Decimal(cleaned)
+        value = Decimal(cleaned) * scale
     except InvalidOperation:
         raise ZeroplanError(f"{what} {text!r} is not a number") from None
     if not value.is_finite():

@@ -44,7 +44,7 @@ class CheckFormat(str, Enum):
 
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path.")]
-ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9.")]
+ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9, 9B or 1.5T.")]
 LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
 GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
 NodesOpt = Annotated[Optional[str], typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over (default: the fewest of the hardware's size that hold them).")]
