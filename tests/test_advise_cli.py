@@ -369,3 +369,11 @@ def test_emit_option_for_the_wrong_engine_is_a_usage_error(runner, tmp_path, arg
     assert res.exit_code == 2, res.output
     assert needle in res.stderr and "Traceback" not in res.output and not target.exists()
     assert res.stdout == ""  # refused before anything is computed
+
+
+def test_advise_says_in_its_first_line_which_model_it_assumed(runner):
+    first = runner.invoke(app, ["advise"]).stdout.splitlines()[0]
+    assert "gemma2-9b (assumed)" in first
+    assert json.loads(runner.invoke(app, ["advise", "-f", "json"]).stdout)["model_assumed"] is True
+    given = runner.invoke(app, ["advise", "--model", "gemma2-9b", "-f", "json"])
+    assert json.loads(given.stdout)["model_assumed"] is False

@@ -111,6 +111,7 @@ class Advice(Frozen):
     advisories: tuple[Step, ...] = Field((), description="the article's other rules, applied and corrected")
     alternatives: tuple[Plan, ...] = Field((), description="every stage x offload that fits, recommendation first")
     assumptions: tuple[str, ...] = ()
+    model_assumed: bool = Field(False, description="no model or count was given: DEFAULT_MODEL was planned")
 
     @property
     def rules(self) -> tuple[str, ...]:

@@ -66,4 +66,5 @@ def advise_from(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
 
     policy = load_policy(opts.policy, opts.policy_file, opts.assignments, opts.thresholds)
     scn = needs_hardware(scenario(with_default_model(args)), "advise")
-    return advise(scn, policy, opts.topology, global_batch=parse_count(opts.global_batch, "--global-batch"))
+    advice = advise(scn, policy, opts.topology, global_batch=parse_count(opts.global_batch, "--global-batch"))
+    return advice.model_copy(update={"model_assumed": not (args.model or args.params)})

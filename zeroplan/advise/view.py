@@ -28,6 +28,7 @@ def advice_view(advice: Advice) -> dict:
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
         "model": as_json(scn.model),
+        "model_assumed": advice.model_assumed,
         "hardware": scn.hardware.name,
         "usable_bytes": scn.usable_bytes,
         "parallelism": {"gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "dp": scn.parallelism.dp},

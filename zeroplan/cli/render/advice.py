@@ -45,7 +45,8 @@ def _offload(plan: Plan) -> str:
 
 def recommendation_panel(advice: Advice, unit: Unit) -> Panel:
     rec, scn = advice.recommendation, advice.scenario
-    title = (f"recommendation ({advice.policy.name} policy): {scn.model.name} on {rec.gpus} x {scn.hardware.name}, "
+    model = f"{scn.model.name} (assumed)" if advice.model_assumed else scn.model.name  # no --model: the default
+    title = (f"recommendation ({advice.policy.name} policy): {model} on {rec.gpus} x {scn.hardware.name}, "
              f"{rec.topology.value}, global batch {rec.global_batch}")
     if not rec.fits:
         lines = [Text("nothing fits", style="bold red"), Text(rec.summary)]
