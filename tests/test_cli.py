@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -274,3 +275,24 @@ def test_a_short_hardware_name_gets_the_presets_it_abbreviates(runner):
     assert result.exit_code == 1
     assert "unknown hardware preset 'h100'; did you mean" in result.stderr
     assert "h100-sxm-80gb" in result.stderr and "h100-pcie-80gb" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["models"], ["hardware"], ["capacity", "--model", "gemma2-9b"],
+                                     ["throughput", "--model", "gemma2-9b"], ["estimate", "--params", "9e9", "--method", "deepspeed"]])
+def test_every_json_document_names_its_schema_version(runner, command):
+    assert json.loads(runner.invoke(app, [*command, "-f", "json"]).stdout)["schema_version"] == 1
+
+
+def test_a_failure_with_format_json_is_a_json_document_too(runner):
+    result = runner.invoke(app, ["estimate", "--params", "0", "-f", "json"])
+    assert result.exit_code == 1 and result.stderr == "error: --params '0' must be positive\n"
+    assert json.loads(result.stdout) == {"schema_version": 1, "error": {"messages": ["--params '0' must be positive"],
+                                                                        "exit_code": 1}}
+
+
+@pytest.mark.parametrize("command", [["estimate", "--params", "9e9"], ["advise"], ["models"],
+                                     ["check", "configs/plans/gemma2-9b-zero0-8xh100.yaml"]])
+def test_text_sent_to_a_file_has_no_trailing_spaces(command):
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-m", "zeroplan", *command], capture_output=True, text=True, cwd=root)
+    assert out.stdout.strip() and [line for line in out.stdout.splitlines() if line != line.rstrip()] == []

@@ -65,8 +65,9 @@ def test_estimate_reads_it_or_refuses_it_in_one_line(runner, entry):
     _crash_free(result)
     lines = result.stderr.splitlines()
     if refused := _refusal(entry["expect"]):
-        assert result.exit_code == 1 and result.stdout == ""
-        assert len(lines) == 1 and lines[0].startswith("error: ") and refused in lines[0]
+        assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and refused in lines[0]
+        error = json.loads(result.stdout)["error"]  # -f json: the failure as a JSON document on stdout too
+        assert error["exit_code"] == 1 and len(error["messages"]) == 1 and refused in error["messages"][0]
         return
     assert result.exit_code == 0
     data = json.loads(result.stdout)  # warnings go to stderr: stdout stays the JSON

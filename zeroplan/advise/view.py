@@ -10,9 +10,7 @@ from __future__ import annotations
 from zeroplan.advise.advice import Advice
 from zeroplan.advise.policy import THRESHOLDS, AdvisorPolicy
 from zeroplan.validate import as_json
-from zeroplan.version import __version__
-
-SCHEMA_VERSION = 1
+from zeroplan.version import SCHEMA_VERSION, __version__
 
 
 def policy_view(policy: AdvisorPolicy) -> dict:

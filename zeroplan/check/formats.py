@@ -15,9 +15,8 @@ from zeroplan.check.rules import failed
 from zeroplan.check.runner import CheckReport, PlanResult
 from zeroplan.printable import printable
 from zeroplan.validate import as_json
-from zeroplan.version import __version__
+from zeroplan.version import SCHEMA_VERSION, __version__
 
-SCHEMA_VERSION = 1
 GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}  # workflow command per severity
 
 

@@ -91,7 +91,7 @@ def advise(
         finally:
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 
-    run(go)
+    run(go, fmt)
 
 
 def _write_configs(result: Advice, target: Path | None, accelerate: Path | None, force: bool) -> None:

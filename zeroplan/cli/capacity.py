@@ -60,4 +60,4 @@ def capacity(
         result = scenario.capacity(args)
         show(lambda: result, lambda: render.capacity_renderables(result, units), fmt)
 
-    run(go)
+    run(go, fmt)

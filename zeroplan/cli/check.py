@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from zeroplan.cli.common import console, run, scenario_args
+from zeroplan.cli.common import print_renderables, run, scenario_args
 from zeroplan.cli.options import (
     PARALLELISM,
     SETUP,
@@ -68,7 +68,7 @@ def check(
         _emit_check(report, fmt, output, force)
         raise typer.Exit(report.exit_code)
 
-    run(go)
+    run(go, fmt)
 
 
 def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> None:
@@ -76,9 +76,7 @@ def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> N
     if fmt is CheckFormat.text:
         from zeroplan.cli.render.check import check_renderables
 
-        out = console()
-        for part in check_renderables(report):
-            out.print(part)
+        print_renderables(check_renderables(report))
         return
     from zeroplan.check import formats as checkformats
 

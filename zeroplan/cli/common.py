@@ -2,6 +2,7 @@
 
 import os
 import sys
+from enum import Enum
 from typing import Callable
 
 import typer
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 from zeroplan.cli.options import Format
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.validate import problems
+from zeroplan.version import SCHEMA_VERSION
 
 PIPE_WIDTH = 110  # console width when stdout is not a terminal
 
@@ -45,7 +47,8 @@ def print_warning(message: str) -> None:
 
 
 def emit(data: dict, fmt: Format) -> None:
-    """Machine output on stdout, nothing else."""
+    """Machine output on stdout, nothing else; every document names its schema_version (docs/json.md)."""
+    data = data if "schema_version" in data else {"schema_version": SCHEMA_VERSION, **data}
     if fmt is Format.json:
         import json
 
@@ -56,17 +59,26 @@ def emit(data: dict, fmt: Format) -> None:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
 
 
-def run(fn):
-    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1 (UsageError: 2)."""
+def run(fn, fmt: Enum | None = None):
+    """The one error boundary: ZeroplanError / ValidationError -> one red line on stderr, exit 1 (UsageError: 2).
+
+    With --format json the failure is also a JSON document on stdout ({"schema_version", "error": {"messages",
+    "exit_code"}}), so a script reading stdout sees why instead of an empty string.
+    """
     try:
         return fn()
     except ZeroplanError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
+        _fail([str(exc)], 2 if isinstance(exc, UsageError) else 1, fmt)
     except ValidationError as exc:  # one a reader did not turn into a SpecError: one line per problem
-        for line in problems(exc):
-            print_error(line)
-        raise typer.Exit(1) from None
+        _fail(problems(exc), 1, fmt)
+
+
+def _fail(messages: list[str], code: int, fmt: Enum | None) -> None:
+    for line in messages:
+        print_error(line)
+    if fmt is not None and fmt.value == "json":
+        emit({"error": {"messages": messages, "exit_code": code}}, Format.json)
+    raise typer.Exit(code) from None
 
 
 def given_options(ctx: typer.Context) -> frozenset[str]:
@@ -109,6 +121,17 @@ def show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format)
 
         sys.stdout.write(to_markdown(data()) + "\n")
     else:
-        out = console()
-        for part in renderables():
+        print_renderables(renderables())
+
+
+def print_renderables(parts: list) -> None:
+    """Rich renderables on stdout; off a terminal without the spaces rich pads lines with (logs, diffs, files)."""
+    out = console()
+    if out.is_terminal:
+        for part in parts:
             out.print(part)
+        return
+    with out.capture() as captured:
+        for part in parts:
+            out.print(part)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))

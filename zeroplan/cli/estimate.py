@@ -98,4 +98,4 @@ def estimate(
                 print_warning(warning)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
-    run(go)
+    run(go, fmt)

@@ -40,7 +40,7 @@ def list_hardware(fmt: FormatOpt = Format.table) -> None:
         data = hardware_output()
         show(lambda: data, lambda: [render.hardware_table(data["hardware"])], fmt)
 
-    run(go)
+    run(go, fmt)
 
 
 def list_models(fmt: FormatOpt = Format.table) -> None:
@@ -49,4 +49,4 @@ def list_models(fmt: FormatOpt = Format.table) -> None:
         data, table = models_output()
         show(lambda: data, lambda: [table()], fmt)
 
-    run(go)
+    run(go, fmt)

@@ -80,7 +80,7 @@ def sweep(
         else:
             show(lambda: views.grid_view(result), lambda: render.grid_summary(result, units), Format(fmt.value))
 
-    run(go)
+    run(go, fmt)
 
 
 @dataclass(frozen=True)

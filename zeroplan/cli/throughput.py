@@ -79,7 +79,7 @@ def throughput(
         result = throughput_report(args, opts)
         show(lambda: result, lambda: render_advice.throughput_renderables(result), fmt)
 
-    run(go)
+    run(go, fmt)
 
 
 SWEEP_PER_GPU = tuple(2**k for k in range(10))  # `--sweep auto`: 1..512 sequences per GPU

@@ -11,9 +11,7 @@ from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Term
 from zeroplan.units import Unit
 from zeroplan.validate import as_json
-from zeroplan.version import __version__
-
-SCHEMA_VERSION = 1
+from zeroplan.version import SCHEMA_VERSION, __version__
 
 
 def _term(t: Term) -> dict:

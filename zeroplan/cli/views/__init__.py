@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeroplan.memory.view import SCHEMA_VERSION
 from zeroplan.validate import as_json
-from zeroplan.version import __version__
+from zeroplan.version import SCHEMA_VERSION, __version__
 
 if TYPE_CHECKING:  # DeepSpeed's tables and the grid load with the commands that show them (fast start-up)
     from zeroplan.deepspeed.estimator import DeepSpeedEstimate
