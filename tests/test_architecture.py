@@ -16,7 +16,7 @@ FLOORS = {
     "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
-    "perf": 3, "deepspeed": 3,
+    "perf": 3, "deepspeed": 3, "frameworks": 3,
     "scenario": 4,
     "advise": 5, "check": 5,
     "cli": 6, "api": 6,

@@ -8,8 +8,13 @@ import pytest
 
 from zeroplan.cli.app import app
 from zeroplan.errors import SpecError
-from zeroplan.models.presets import load_model, model_facts, model_reference, preset_for_hf_id
 from zeroplan.models.preset_index import bundled_config_dir
+from zeroplan.models.presets import (
+    load_model,
+    model_facts,
+    model_reference,
+    preset_for_hf_id,
+)
 from zeroplan.readers import parse_yaml, read_text
 from zeroplan.registry import CONFIG_DIR_ENV, preset_paths
 
