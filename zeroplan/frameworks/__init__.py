@@ -4,5 +4,5 @@ Each kind is a pydantic model of the keys zeroplan uses (others ignored: they ar
 function from the parsed mapping to a `FrameworkRun`: the keys taken, each with the option it sets, and the
 DeepSpeed config the file names. What a file asks for that zeroplan does not model is a `SpecError` naming
 the key and its value. `frameworks/source.py` reads the file (through zeroplan.readers) and recognises the
-kind; zeroplan/scenario.py turns the run into the options a command line would give.
+kind; zeroplan/scenario.py turns the run into the options a command line would give. docs/inputs.md.
 """
