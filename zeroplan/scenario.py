@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.errors import SpecError, UsageError, ZeroplanError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
@@ -179,6 +179,8 @@ def scenario(args: ScenarioArgs) -> Scenario:
 def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
     """`args` with what the --from file sets where the command line left the default (None: no --from file)."""
     if not args.from_file:
+        if args.from_kind:
+            raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
         return args, None
     from zeroplan.frameworks.apply import apply_run
     from zeroplan.frameworks.kinds import FromKind

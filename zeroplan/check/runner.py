@@ -89,11 +89,11 @@ def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, o
         raise UsageError(f"give plan files or {'--from' if args.from_file else '--deepspeed-config'}, not both")
     if not plans and not args.deepspeed_config and not args.from_file:
         raise UsageError("give plan files (or globs), --deepspeed-config PATH with --model or --params, or --from FILE")
+    if args.from_kind and not args.from_file:
+        raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
     if plans and (extra := [o for o in SCENARIO_OPTIONS if o in args.given]):
         names = ", ".join("--" + o.replace("_", "-") for o in extra)
         raise UsageError(f"{names} describe the run for --deepspeed-config or --from; a plan states its own")
-    if args.from_kind and not args.from_file:
-        raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
     if output is not None and not machine_output:
         raise UsageError("--output writes the json, github or junit report: choose one with --format")
     if output is not None and output.is_dir():
