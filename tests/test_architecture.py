@@ -16,7 +16,7 @@ FLOORS = {
     "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
-    "perf": 3, "deepspeed": 3,
+    "perf": 3, "deepspeed": 3, "frameworks": 3,
     "scenario": 4,
     "advise": 5, "check": 5,
     "cli": 6, "api": 6,
@@ -124,16 +124,19 @@ FROZEN = {
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
+        "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
     },
     "capacity": SCENARIO,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
+        "--from", "--from-kind",
     },
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
     "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed
+        "--from", "--from-kind",
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

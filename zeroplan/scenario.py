@@ -6,11 +6,11 @@ Shared by the CLI, the checks and the Python API. Raises ZeroplanError for bad i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.errors import SpecError, UsageError, ZeroplanError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
@@ -43,6 +43,8 @@ from zeroplan.validate import as_json, validated
 if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
     from zeroplan.deepspeed.estimator import DeepSpeedEstimate
     from zeroplan.deepspeed.reader import DeepSpeedConfig
+    from zeroplan.deepspeed.source import DeepSpeedSource
+    from zeroplan.frameworks.apply import FromFile
 
 
 _SETUP, _PARALLELISM = TrainingSetup(), Parallelism()  # the defaults, as the CLI shows them (cli/options.py)
@@ -84,6 +86,8 @@ class ScenarioArgs:
     fragmentation: float | None = None
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
+    from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it
+    from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 
@@ -172,15 +176,38 @@ def scenario(args: ScenarioArgs) -> Scenario:
     return scenario_and_config(args)[0]
 
 
+def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
+    """`args` with what the --from file sets where the command line left the default (None: no --from file)."""
+    if not args.from_file:
+        if args.from_kind:
+            raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
+        return args, None
+    from zeroplan.frameworks.apply import apply_run
+    from zeroplan.frameworks.kinds import FromKind
+    from zeroplan.frameworks.source import read_framework_file
+
+    run = read_framework_file(Path(args.from_file), FromKind(args.from_kind) if args.from_kind else None)
+    found = apply_run(run, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
+    applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
+    return applied, found
+
+
 def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
     """The run, and the --deepspeed-config it reads (None without one)."""
+    scn, config, _ = scenario_config_and_file(args)
+    return scn, config
+
+
+def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None, FromFile | None]:
+    """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied."""
+    args, found = from_framework(args)
     hw = hardware_from(args.hardware)
     par = _parallelism(args.gpus, args.nodes, hw)
     knobs = knobs_from(args)
-    summary, arch = resolve_model(args.model, args.params, args.largest_layer, knobs)
+    summary, arch = model_of(args, found, knobs)
     setup, config = setup_from(args), None
-    if args.deepspeed_config:
-        config, setup = _with_config(args, arch, par.dp, setup)
+    if (source := deepspeed_source(args, found)) is not None:
+        config, setup = _with_config(args, arch, par.dp, setup, source)
         knobs = knobs_from(args, config.knobs)
         summary = replace(summary, small_param_numel=small_param_numel(arch, knobs))
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
@@ -188,7 +215,40 @@ def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig |
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine))
-    return scn, config
+    return scn, config, found
+
+
+def model_of(args: ScenarioArgs, found: FromFile | None,
+              knobs: DeepSpeedKnobs) -> tuple[ModelSummary, Architecture | None]:  # fmt: skip
+    """resolve_model, its errors naming the --from file's key when the model came from there."""
+    if found is None:
+        return resolve_model(args.model, args.params, args.largest_layer, knobs)
+    origin = found.run.origin
+    if not args.model and not args.params:
+        raise SpecError(f"{origin}: names no model; give --model NAME|PATH or --params N (e.g. --params 9e9)")
+    try:
+        return resolve_model(args.model, args.params, args.largest_layer, knobs)
+    except ZeroplanError as exc:
+        if found.model_key is None:
+            raise
+        raise SpecError(f"{origin}: {found.model_key}: {exc}") from None
+
+
+def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSource | None:
+    """--deepspeed-config, else the --from file's inline block; a --from run refuses tensor and sequence parallelism."""
+    if not args.deepspeed_config and (found is None or found.deepspeed is None):
+        return None
+    from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
+
+    if args.deepspeed_config:
+        source = read_deepspeed_config(Path(args.deepspeed_config))
+    else:
+        source = DeepSpeedSource(found.deepspeed, found.deepspeed_origin)
+    if found is not None:
+        from zeroplan.frameworks.run import deepspeed_not_modelled
+
+        deepspeed_not_modelled(source.data, source.origin)
+    return source
 
 
 def layout_of(model: str | None, engine: Engine):
@@ -212,17 +272,14 @@ def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
     return (ZeroStage(stage),)
 
 
-def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int,
-                 setup: TrainingSetup) -> tuple[DeepSpeedConfig, TrainingSetup]:  # fmt: skip
+def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int, setup: TrainingSetup,
+                 ds: DeepSpeedSource) -> tuple[DeepSpeedConfig, TrainingSetup]:  # fmt: skip
     """The config's batch and precision fill what the command line leaves at its defaults; its "auto" values resolve to the result.
 
     Read twice: first for what the file pins, then with the setup that makes, so its "auto" values take the
     run's values. The precision the second reading gives (fp16/bf16 "auto" filled, a section Accelerate adds)
     is the one the estimate uses, unless --precision overrides it. A removed block is refused, as DeepSpeed does.
     """
-    from zeroplan.deepspeed.source import read_deepspeed_config
-
-    ds = read_deepspeed_config(Path(args.deepspeed_config))
     hidden = arch.hidden_size if arch else None
     pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
     setup = replace(setup, **{k: v for k, v in pinned.items() if k not in args.given})
@@ -260,18 +317,22 @@ def config_warnings(config: DeepSpeedConfig) -> tuple[str, ...]:
 
 
 def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
-    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage."""
-    scn, config = scenario_and_config(args)
+    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage (a --from file's FSDP or
+    DDP strategy likewise), and what the file and the config gave, in the assumptions."""
+    scn, config, found = scenario_config_and_file(args)
+    notes = found.notes if found else ()
     if config is None:
-        return estimate_memory(scn, stages=engine_stages(args.engine, stage))
-    stages = engine_stages(args.engine, stage if stage is not None else int(config.stage))
-    return estimate_memory(scn, stages=stages, assumptions=config_notes(config, scn.setup),
+        chosen = stage if stage is not None else (found.stage if found else None)
+        return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=notes)
+    stages = engine_stages(scn.engine, stage if stage is not None else int(config.stage))
+    return estimate_memory(scn, stages=stages, assumptions=notes + config_notes(config, scn.setup),
                            warnings=config_warnings(config))  # fmt: skip
 
 
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
     from zeroplan.deepspeed.estimator import estimate_deepspeed
 
+    args, _ = from_framework(args)
     par = _parallelism(args.gpus, args.nodes, hardware_from(args.hardware))
     summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
     if not 0 < buffer_factor < float("inf"):

@@ -17,6 +17,7 @@ from zeroplan.hardware.spec import Topology
 if TYPE_CHECKING:
     from zeroplan.advise.advice import Advice
     from zeroplan.advise.policy import AdvisorPolicy
+    from zeroplan.frameworks.apply import FromFile
     from zeroplan.scenario import ScenarioArgs
 
 DEFAULT_MODEL = "gemma2-9b"  # the article's model (its section 3.1, docs/advisor.md)
@@ -61,10 +62,37 @@ def with_default_model(args: ScenarioArgs) -> ScenarioArgs:
 def advise_from(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
     """The advisor's answer for the run `args` describes, under the policy `opts` names."""
     from zeroplan.advise.advisor import advise
-    from zeroplan.scenario import needs_hardware, scenario
+    from zeroplan.scenario import from_framework, needs_hardware, scenario
     from zeroplan.units import parse_count
 
     policy = load_policy(opts.policy, opts.policy_file, opts.assignments, opts.thresholds)
+    args, found = from_framework(args)
+    notes: tuple[str, ...] = ()
+    if found is not None:
+        args, opts, notes = _advising(args, opts, found)
     scn = needs_hardware(scenario(with_default_model(args)), "advise")
     advice = advise(scn, policy, opts.topology, global_batch=parse_count(opts.global_batch, "--global-batch"))
-    return advice.model_copy(update={"model_assumed": not (args.model or args.params)})
+    update = {"model_assumed": not (args.model or args.params)}
+    if notes:
+        update["assumptions"] = notes + advice.assumptions
+    return advice.model_copy(update=update)
+
+
+def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile) -> tuple[ScenarioArgs, AdviseArgs, tuple[str, ...]]:
+    """What advise takes from a --from file: the run, and the global batch its micro-batch and accumulation make.
+
+    advise chooses the stage, offload and micro-batch itself, so the file's DeepSpeed config is not read.
+    """
+    from zeroplan.units import parse_count
+
+    notes = list(found.notes)
+    if args.deepspeed_config or found.deepspeed is not None:
+        args = replace(args, deepspeed_config=None)
+        notes.append("advise recommends the stage, offload and micro-batch itself: the DeepSpeed config's are not used")
+    if "global_batch" not in args.given and {"micro_batch", "grad_accum"} & found.updates.keys():
+        micro, gas = parse_count(args.micro_batch, "--micro-batch"), parse_count(args.grad_accum, "--grad-accum")
+        gpus = parse_count(args.gpus, "--gpus")
+        opts = replace(opts, global_batch=str(micro * gas * gpus))
+        notes.append(f"global batch {micro * gas * gpus} = micro-batch {micro} x accumulation {gas} x {gpus} GPUs, "
+                     "from the file (--global-batch overrides it)")  # fmt: skip
+    return args, opts, tuple(notes)

@@ -23,6 +23,7 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
 from zeroplan.memory.setup import DeepSpeedKnobs
+from zeroplan.models.hub import is_hub_id
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
 from zeroplan.registry import looks_like_path
 from zeroplan.scenario import layout_of, resolve_model
@@ -61,10 +62,12 @@ def plan_from_data(data: object, origin: str) -> Plan:
 
 
 def _near(ref: str, base: Path) -> str:
-    """A file reference relative to the plan's folder; preset names and absolute paths unchanged."""
+    """A file reference relative to the plan's folder; preset names, absolute paths and Hub ids
+    (`meta-llama/Llama-3.1-8B`, when no such path is beside the plan) unchanged."""
     if not looks_like_path(ref) or os.path.isabs(ref):
         return ref
-    return os.path.normpath(base / ref)
+    near = os.path.normpath(base / ref)
+    return ref if is_hub_id(ref) and not os.path.exists(near) else near
 
 
 def _deepspeed_source(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int]) -> DeepSpeedSource:

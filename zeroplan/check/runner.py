@@ -22,7 +22,7 @@ from zeroplan.check.rules.fabric import FabricEvidence
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import evaluate, param_count
-from zeroplan.memory.setup import Attention, ZeroStage
+from zeroplan.memory.setup import Attention, DeepSpeedKnobs, ZeroStage
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.scenario import ScenarioArgs
 from zeroplan.validate import validation_message
@@ -85,13 +85,15 @@ def expand_plans(patterns: Iterable[str]) -> list[str]:
 
 def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, output: Path | None, force: bool) -> None:
     """The command line's own mistakes, before anything is read: UsageError (exit 2)."""
-    if plans and args.deepspeed_config:
-        raise UsageError("give plan files or --deepspeed-config, not both")
-    if not plans and not args.deepspeed_config:
-        raise UsageError("give plan files (or globs), or --deepspeed-config PATH with --model or --params")
+    if plans and (args.deepspeed_config or args.from_file):
+        raise UsageError(f"give plan files or {'--from' if args.from_file else '--deepspeed-config'}, not both")
+    if not plans and not args.deepspeed_config and not args.from_file:
+        raise UsageError("give plan files (or globs), --deepspeed-config PATH with --model or --params, or --from FILE")
+    if args.from_kind and not args.from_file:
+        raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
     if plans and (extra := [o for o in SCENARIO_OPTIONS if o in args.given]):
         names = ", ".join("--" + o.replace("_", "-") for o in extra)
-        raise UsageError(f"{names} describe the run for --deepspeed-config; a plan states its own")
+        raise UsageError(f"{names} describe the run for --deepspeed-config or --from; a plan states its own")
     if output is not None and not machine_output:
         raise UsageError("--output writes the json, github or junit report: choose one with --format")
     if output is not None and output.is_dir():
@@ -173,3 +175,42 @@ def check_deepspeed_config(path: str, args: ScenarioArgs, *, ignore: Iterable[st
     plan = plan_from_data({k: v for k, v in data.items() if v is not None}, "command line")
     run = resolve_plan(plan, path, Path("."))
     return CheckReport((check_run(run, ignore),), strict)
+
+
+def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: bool = False) -> CheckReport:
+    """A --from file's run, checked as if it were a plan: its DeepSpeed config (or, for FSDP and DDP, the stage its
+    strategy maps to), with the options given on the command line over the file's."""
+    from zeroplan.scenario import deepspeed_source, from_framework, model_of
+
+    ignore = tuple(ignore)
+    check_ignore_ids(ignore)
+    applied, found = from_framework(args)
+    model_of(applied, found, DeepSpeedKnobs())  # the file's model, or the error that names its key
+    deepspeed_source(applied, found)  # a config asking for tensor or sequence parallelism is refused
+    # The file's values, its tool's defaults too: the Trainer passes those to DeepSpeed as well, and refuses a config
+    # that states another (transformers' HfTrainerDeepSpeedConfig), so a plan that states them finds the same clash.
+    stated = applied.given | found.updates.keys()
+    training = {key: getattr(applied, opt) for opt, key in TRAINING_OPTIONS.items() if opt in stated}
+    if "attn_implementation" in training:
+        training["attn_implementation"] = _ATTN_IMPLEMENTATION[training["attn_implementation"]]
+    deepspeed = applied.deepspeed_config or found.deepspeed or _stage_only(found.stage or 0, applied)
+    data = {"model": applied.model, "params": applied.params, "largest_layer": applied.largest_layer,
+            "hardware": applied.hardware, "gpus": applied.gpus, "nodes": applied.nodes, "training": training,
+            "deepspeed": deepspeed, "engine": applied.engine}  # fmt: skip
+    origin = found.run.origin
+    plan = plan_from_data({k: v for k, v in data.items() if v is not None}, origin)
+    return CheckReport((check_run(resolve_plan(plan, origin, Path(".")), ignore),), strict)
+
+
+def _stage_only(stage: int, args: ScenarioArgs) -> dict:
+    """The DeepSpeed block a plan for an FSDP or DDP run holds: the ZeRO stage its strategy maps to, and the run's
+    batch and precision (as a DeepSpeed config would state them, so that the checks read them as the run's)."""
+    from zeroplan.memory.setup import Precision
+    from zeroplan.units import parse_count
+
+    micro, gas = parse_count(args.micro_batch, "--micro-batch"), parse_count(args.grad_accum, "--grad-accum")
+    pure = args.precision is Precision.bf16_true
+    return {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": gas,
+            "zero_optimization": {"stage": stage}, "fp16": {"enabled": args.precision is Precision.fp16_mixed},
+            "bf16": {"enabled": pure or args.precision is Precision.bf16_mixed,
+                     "bf16_master_weights_and_grads": pure, "bf16_optimizer_states": pure}}  # fmt: skip

@@ -20,6 +20,8 @@ from zeroplan.cli.options import (
     ForceOpt,
     Format,
     FormatOpt,
+    FromKindOpt,
+    FromOpt,
     GlobalBatchOpt,
     GpusOpt,
     HardwareOpt,
@@ -43,6 +45,7 @@ from zeroplan.units import Unit
 
 
 def advise(
+    ctx: typer.Context,
     model: AdviseModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -55,6 +58,8 @@ def advise(
     checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = SETUP.checkpointing,
     attention: AttentionOpt = SETUP.attention,
     engine: EngineOpt = Engine.deepspeed,
+    from_file: FromOpt = None,
+    from_kind: FromKindOpt = None,
     global_batch: GlobalBatchOpt = str(DEFAULT_GLOBAL_BATCH),
     topology: TopologyOpt = None,
     policy: PolicyOpt = PolicyName(DEFAULT_POLICY),
@@ -69,7 +74,7 @@ def advise(
     """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""
     from zeroplan.advise.request import AdviseArgs
 
-    args = scenario_args(locals())
+    args = scenario_args(locals(), ctx)
     opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
                       assignments=tuple(assignments or ()))
     target = Path(emit_deepspeed) if emit_deepspeed is not None else None

@@ -16,6 +16,8 @@ from zeroplan.cli.options import (
     AttentionOpt,
     CheckFormat,
     CheckpointingOpt,
+    FromKindOpt,
+    FromOpt,
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
@@ -40,6 +42,8 @@ def check(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
     deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
+    from_file: FromOpt = None,
+    from_kind: FromKindOpt = None,
     model: ModelOpt = None,
     params: ParamsOpt = None,
     largest_layer: LargestOpt = None,
@@ -54,14 +58,16 @@ def check(
     checkpointing: CheckpointingOpt = SETUP.checkpointing,
     attention: AttentionOpt = SETUP.attention,
 ) -> None:
-    """Check plans (or one DeepSpeed config) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
+    """Check plans (or one DeepSpeed config, or a --from file) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
     args = scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan.check import runner as checkrun
 
         checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
-        if deepspeed_config:
+        if from_file:
+            report = checkrun.check_from_file(args, ignore=ignore or [], strict=strict)
+        elif deepspeed_config:
             report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
         else:
             report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)

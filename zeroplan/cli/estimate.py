@@ -16,6 +16,8 @@ from zeroplan.cli.options import (
     FormatOpt,
     Fp32AccumOpt,
     FragOpt,
+    FromKindOpt,
+    FromOpt,
     GibOpt,
     GpusOpt,
     GradAccumOpt,
@@ -74,13 +76,15 @@ def estimate(
     nccl_gib: GibOpt = None,
     fragmentation: FragOpt = None,
     deepspeed_config: DsConfigOpt = None,
+    from_file: FromOpt = None,
+    from_kind: FromKindOpt = None,
     engine: EngineOpt = Engine.deepspeed,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Per-GPU memory under each ZeRO stage (a --deepspeed-config's stage): model states, buffers, activations, overhead."""
+    """Per-GPU memory under each ZeRO stage (a --deepspeed-config's or --from file's stage): model states, buffers, activations, overhead."""
     args = scenario_args(locals(), ctx)
 
     def go() -> None:

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from zeroplan.advise.request import DEFAULT_MODEL
+from zeroplan.frameworks.kinds import FromKind
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
     Attention,
@@ -69,6 +70,8 @@ EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FS
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
+FromOpt = Annotated[Optional[str], typer.Option("--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it.")]
+FromKindOpt = Annotated[Optional[FromKind], typer.Option("--from-kind", help="The --from file's kind, when its keys do not tell.")]
 DsConfigOpt = Annotated[Optional[str], typer.Option("--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.')]
 
 

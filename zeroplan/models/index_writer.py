@@ -26,7 +26,7 @@ def build_index(config_dir: Path | None = None) -> dict[str, Any]:
     for path in sorted((config_dir / "models").glob("*.yaml")):
         spec = load_model_file(path)
         models[path.stem] = {
-            "name": spec.name, "source": spec.source, "crc32": file_digest(path),
+            "name": spec.name, "source": spec.source, "hf_id": spec.hf_id, "crc32": file_digest(path),
             "architecture": as_json(spec.architecture()), "counts": as_json(count_params(spec.config)),
         }
     return {"models": models}

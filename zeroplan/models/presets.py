@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zeroplan.errors import SpecError
 from zeroplan.models import preset_index
 from zeroplan.models.architecture import Architecture, ParamCount
+from zeroplan.models.hub import is_hub_id
 from zeroplan.models.preset_index import bundled_config_dir
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
@@ -64,12 +65,64 @@ def load_model_file(path: Path) -> ModelSpec:
 
 
 def load_model(ref: str) -> ModelSpec:
-    """A model by preset name, YAML spec path or HF config.json path."""
-    if (path := preset_paths("models").get(ref)) is not None:
-        return load_model_file(path)
-    if looks_like_path(ref) or is_file(ref):
-        return load_model_file(Path(ref))
+    """A model by preset name, Hub id, YAML spec path, HF config.json path or a folder holding one."""
+    target = model_reference(ref)
+    return load_model_file(preset_paths("models")[target] if isinstance(target, str) else target)
+
+
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+HOW_TO_GIVE_A_MODEL = "give --model PATH/config.json or a preset: run `zeroplan models`"
+
+
+def model_reference(ref: str) -> str | Path:
+    """What a model reference names: a preset (its name) or a file (a YAML spec or an HF config.json).
+
+    In order: a preset name; a file; a folder holding config.json (as transformers' from_pretrained reads a
+    local folder before the Hub); a Hub id that is a preset's `hf_id` (offline: zeroplan never downloads).
+    """
+    if ref in preset_paths("models"):
+        return ref
+    if is_file(ref):
+        return Path(ref)
+    if not ref.endswith(_FILE_SUFFIXES) and _is_dir(ref):  # a folder named x.yaml is a path the reader refuses
+        config = Path(ref) / "config.json"
+        if not config.is_file():
+            raise SpecError(f"{ref}: a folder without a config.json; {HOW_TO_GIVE_A_MODEL}")
+        return config
+    if is_hub_id(ref):
+        if (name := preset_for_hf_id(ref)) is not None:
+            return name
+        raise SpecError(f"{ref}: no preset has this hf_id, and no local folder or file has this name (zeroplan "
+                        f"never downloads); {HOW_TO_GIVE_A_MODEL}")
+    if looks_like_path(ref):
+        return Path(ref)  # the loader names what is wrong with it (no such file, ...)
     raise unknown_preset("models", ref)
+
+
+def _is_dir(ref: str) -> bool:
+    try:
+        return Path(ref).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def preset_for_hf_id(hub_id: str) -> str | None:
+    """The preset whose `hf_id` is `hub_id` (compared without case, as the Hub does), or None.
+
+    A bundled preset's hf_id comes from the preset index; any other preset's from its YAML.
+    """
+    wanted = hub_id.lower()
+    for name, path in preset_paths("models").items():
+        facts = _indexed("models", name)
+        found = facts.get("hf_id") if facts is not None else _yaml_hf_id(path)
+        if isinstance(found, str) and found.lower() == wanted:
+            return name
+    return None
+
+
+def _yaml_hf_id(path: Path) -> object:
+    data = parse_yaml(read_text(path), str(path))
+    return data.get("hf_id") if isinstance(data, dict) else None
 
 
 def _indexed(kind: str, ref: str) -> dict[str, Any] | None:
@@ -86,11 +139,12 @@ def _indexed(kind: str, ref: str) -> dict[str, Any] | None:
 
 def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
     """A model's name, exact counts and architecture: from the preset index for a bundled preset, else loaded."""
-    if (facts := _indexed("models", ref)) is not None:
+    target = model_reference(ref)
+    if isinstance(target, str) and (facts := _indexed("models", target)) is not None:
         return facts["name"], ParamCount(**facts["counts"]), Architecture(**facts["architecture"])
     from zeroplan.models.params import count_params
 
-    spec = load_model(ref)
+    spec = load_model_file(preset_paths("models")[target] if isinstance(target, str) else target)
     return spec.name, count_params(spec.config), spec.architecture()
 
 

@@ -30,6 +30,7 @@ from zeroplan.models.families.rmsnorm import (
     RMSNormDecoderConfig,
 )
 from zeroplan.models.families.t5 import T5Config
+from zeroplan.models.hub import HF_ID_PATTERN
 
 _FAMILY_CLASSES = (
     GPT2Config,
@@ -59,6 +60,8 @@ class ModelSpec(Frozen):
 
     name: str
     source: str = Field(description="URL of the HF config.json or model card the numbers come from")
+    hf_id: str | None = Field(None, pattern=HF_ID_PATTERN,
+                              description="the Hugging Face Hub id (org/name) whose config.json `source` is")
     reference_params: int | None = Field(None, description="parameter count the source states")
     reference_rounded: bool = Field(
         False, description="reference_params is a rounded figure ('7B'), not an exact count"

@@ -1,0 +1,114 @@
+"""Every Accelerate, LLaMA-Factory and axolotl file of the field corpus (tests/data/field/manifest.yaml) is either
+read by `--from` (estimate exits 0 with every key it takes in the assumptions, and check runs it) or refused
+with the one-line not-modelled error naming its keys.
+
+The files are laid out again as in their repositories and run from the repository's root, as the tools run them:
+LLaMA-Factory's `examples/deepspeed/...` and axolotl's `deepspeed_configs/...` are found from there.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zeroplan.cli.app import app
+from zeroplan.frameworks.source import read_framework_file
+
+FIELD = Path(__file__).resolve().parent / "data" / "field"
+MANIFEST = yaml.safe_load((FIELD / "manifest.yaml").read_text(encoding="utf-8"))
+FRAMEWORK_FILES = {e["file"]: e for e in MANIFEST if e["kind"] in ("accelerate", "llamafactory", "axolotl")}
+QWEN25_7B = Path(__file__).resolve().parent.parent / "configs" / "models" / "qwen2.5-7b.yaml"
+
+LLAMA = ["--model", "meta-llama/Llama-3.1-8B"]  # an Accelerate config names no model: the Hub id of a preset
+# file -> the options its run needs (its model is not a preset: Qwen3, gpt-oss, a mirror's id), or the keys refused.
+READ = {
+    "accelerate/hiyouga__LLaMA-Factory__examples__accelerate__fsdp_config.yaml": LLAMA,
+    "accelerate/huggingface__accelerate__examples__alst_ulysses_sequence_parallelism__sp-alst.accelerate-config.yml": LLAMA,
+    "accelerate/huggingface__accelerate__examples__config_yaml_templates__deepspeed.yaml": LLAMA,
+    "accelerate/huggingface__accelerate__examples__config_yaml_templates__fsdp.yaml": LLAMA,
+    "accelerate/huggingface__accelerate__examples__config_yaml_templates__multi_gpu.yaml": LLAMA,
+    "accelerate/huggingface__trl__examples__accelerate_configs__deepspeed_zero1.yaml": LLAMA,
+    "accelerate/huggingface__trl__examples__accelerate_configs__deepspeed_zero2.yaml": LLAMA,
+    "accelerate/huggingface__trl__examples__accelerate_configs__deepspeed_zero3.yaml": LLAMA,
+    "accelerate/huggingface__trl__examples__accelerate_configs__fsdp2.yaml": LLAMA,
+    "accelerate/huggingface__trl__examples__accelerate_configs__multi_gpu.yaml": LLAMA,
+    "llamafactory/hiyouga__LLaMA-Factory__examples__extras__asft__qwen2_full_asft.yaml": [],  # the local folder models/Qwen2.5-7B
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_full__qwen3_full_sft.yaml": ["--params", "4.02e9"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_full__qwen3vl_full_sft.yaml": ["--params", "4.44e9"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__v1__train_full__train_full_deepspeed.yaml": ["--params", "0.6e9"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__gpt-oss__gpt-oss-20b-fft-deepspeed-zero3.yaml": ["--params", "20.9e9"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__llama-2__fft_optimized.yml": ["--model", "llama-2-7b"],  # NousResearch's copy
+}  # fmt: skip
+REFUSED = {
+    "accelerate/huggingface__trl__examples__accelerate_configs__alst_ulysses_4gpu.yaml":
+        ["parallelism_config.parallelism_config_sp_size: 2 (sequence parallelism)"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__extras__fp8__llama3_fp8_deepspeed_sft.yaml": ["fp8: true (FP8 training)"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_lora__qwen3_lora_sft_ds3.yaml":
+        ["finetuning_type: lora (LoRA; lora_rank 8, lora_target all"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_qlora__qwen3_lora_sft_otfq.yaml":
+        ["finetuning_type: lora (LoRA;", "quantization_bit: 4 (a quantized base model, QLoRA)"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__alst__llama3-8b-deepspeed-alst.yaml": ["context_parallel_size: 8"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__jamba__qlora_deepspeed.yaml":
+        ["adapter: qlora (QLoRA; lora_r 8;", "load_in_4bit: true", "optimizer: paged_adamw_8bit (paged optimizer states"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__llama-3__lora-1b-ray.yml": ["adapter: lora (an adapter; lora_r 16;"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__bigstral__bigstral-ds-zero3.yaml": ["unfrozen_parameters: 6 patterns"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral.yml": ["adapter: qlora", "load_in_4bit: true"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral_22.yml": ["unfrozen_parameters: 6 patterns"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__qwen3__reward-model.yaml": ["reward_model: true (a reward model"],
+}  # fmt: skip
+
+
+def test_every_framework_file_of_the_corpus_is_read_or_refused():
+    assert sorted(READ.keys() | REFUSED.keys()) == sorted(FRAMEWORK_FILES)
+    assert not READ.keys() & REFUSED.keys()
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory) -> Path:
+    """Every corpus file at its path in its repository; LLaMA-Factory's local model folder models/Qwen2.5-7B too."""
+    root = tmp_path_factory.mktemp("repos")
+    for entry in MANIFEST:
+        target = root / entry["repo"] / entry["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(FIELD / entry["file"], target)
+    folder = root / "hiyouga" / "LLaMA-Factory" / "models" / "Qwen2.5-7B"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(yaml.safe_load(QWEN25_7B.read_text(encoding="utf-8"))["config"]))
+    return root
+
+
+def _run_from_repo(runner, repos, monkeypatch, file: str, *args: str):
+    entry = FRAMEWORK_FILES[file]
+    monkeypatch.chdir(repos / entry["repo"])
+    return entry["path"], runner.invoke(app, [args[0], "--from", entry["path"], *args[1:]])
+
+
+@pytest.mark.parametrize("file", sorted(READ), ids=lambda f: f.split("__")[-1])
+def test_a_field_file_is_read(runner, repos, monkeypatch, file):
+    path, res = _run_from_repo(runner, repos, monkeypatch, file, "estimate", *READ[file], "-f", "json")
+    assert res.exit_code == 0, res.output
+    assumptions = json.loads(res.stdout)["assumptions"]
+    name = Path(path).name
+    for taken in read_framework_file(Path(path)).taken:
+        assert any(a.startswith(f"{name}: {taken.key}") for a in assumptions), taken.key
+    _, checked = _run_from_repo(runner, repos, monkeypatch, file, "check", *READ[file], "-f", "json")
+    report = json.loads(checked.stdout)
+    assert checked.exit_code == report["exit_code"] in (0, 1), checked.output
+    assert not [f for plan in report["plans"] for f in plan["findings"] if f["rule"] == "invalid-input"]
+    _, advised = _run_from_repo(runner, repos, monkeypatch, file, "advise", *READ[file], "-f", "json")
+    assert advised.exit_code == 0, advised.output
+    assert json.loads(advised.stdout)["assumptions"][0].endswith("the keys zeroplan does not use are ignored")
+
+
+@pytest.mark.parametrize("file", sorted(REFUSED), ids=lambda f: f.split("__")[-1])
+@pytest.mark.parametrize("command", ["estimate", "check", "advise"])
+def test_a_field_file_is_refused_in_one_line(runner, repos, monkeypatch, file, command):
+    path, res = _run_from_repo(runner, repos, monkeypatch, file, command, *LLAMA)
+    assert res.exit_code == 1, res.output
+    line = res.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith(f"error: {path}: ") and "Traceback" not in res.output
+    assert line.endswith("is not modelled yet")
+    for words in REFUSED[file]:
+        assert words in line

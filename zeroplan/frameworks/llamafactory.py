@@ -1,0 +1,191 @@
+"""A LLaMA-Factory training YAML (`llamafactory-cli train FILE`): model, fine-tuning type, DeepSpeed, batch, length.
+
+Keys and defaults as LLaMA-Factory's hparams dataclasses declare them (hiyouga/LLaMA-Factory@ff6d4d1:
+src/llamafactory/hparams/model_args.py, data_args.py, finetuning_args.py; transformers' TrainingArguments for the
+batch, precision and optim), and its v1 schema (src/llamafactory/v1/config/: `model`, `micro_batch_size`, `dist_config`). An absent key takes
+LLaMA-Factory's default, and the assumptions say so: `finetuning_type` defaults to lora, gradient checkpointing
+is on unless `disable_gradient_checkpointing`. Docs: https://llamafactory.readthedocs.io/en/latest/. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from zeroplan.frameworks.kinds import FromKind
+from zeroplan.frameworks.run import (
+    FileKeys,
+    FrameworkRun,
+    NotModelled,
+    Taken,
+    validate_keys,
+)
+from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
+from zeroplan.memory.setup import Checkpointing, Engine, Precision
+
+Positive = Annotated[int, Field(ge=1)]
+TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
+STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
+               "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip
+OPTIMIZER_FLAGS = {"use_galore": "GaLore", "use_apollo": "APOLLO", "use_badam": "BAdam", "use_adam_mini": "Adam-mini",
+                   "use_muon": "Muon"}  # fmt: skip
+
+
+class LlamaFactoryKeys(FileKeys):
+    model_name_or_path: str | None = None
+    finetuning_type: Literal["lora", "oft", "freeze", "full"] = "lora"
+    lora_rank: int | None = None
+    lora_target: str | None = None
+    stage: str = "sft"
+    deepspeed: str | None = None
+    per_device_train_batch_size: Positive = 8
+    gradient_accumulation_steps: Positive = 1
+    cutoff_len: Positive = 2048
+    bf16: bool = False
+    fp16: bool = False
+    pure_bf16: bool = False
+    fp8: bool = False
+    flash_attn: Literal["auto", "disabled", "sdpa", "fa2", "fa3"] = "auto"
+    disable_gradient_checkpointing: bool = False
+    optim: str = "adamw_torch"
+    quantization_bit: int | None = None
+    freeze_language_model: bool = False
+    use_galore: bool = False
+    use_apollo: bool = False
+    use_badam: bool = False
+    use_adam_mini: bool = False
+    use_muon: bool = False
+    enable_liger_kernel: bool = False
+
+
+def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
+    """The run a LLaMA-Factory YAML describes (v0 keys, or the v1 schema's); SpecError for what is not modelled."""
+    if "model_name_or_path" not in data and ("model" in data or "dist_config" in data):
+        return read_llamafactory_v1(data, origin)
+    keys = validate_keys(LlamaFactoryKeys, data, origin)
+    stated, refuse = keys.model_fields_set, NotModelled(origin)
+    _refusals(keys, stated, refuse)
+
+    def take(key: str, option: str | None, value: Any, means: str, written: Any = None) -> Taken:
+        return Taken(key, getattr(keys, key) if written is None else written, option, value, means, key not in stated)
+
+    taken = [take("finetuning_type", None, None, "full fine-tuning: every parameter trained")]
+    if keys.model_name_or_path is not None:
+        taken.append(take("model_name_or_path", "model", keys.model_name_or_path, f"--model {keys.model_name_or_path}"))
+    if keys.deepspeed is not None:
+        taken += [take("deepspeed", "engine", Engine.deepspeed, "--engine deepspeed"),
+                  take("deepspeed", "deepspeed_config", keys.deepspeed, "--deepspeed-config")]
+    else:
+        taken += ddp_by_default("deepspeed")
+    micro, gas, length = keys.per_device_train_batch_size, keys.gradient_accumulation_steps, keys.cutoff_len
+    taken += [take("per_device_train_batch_size", "micro_batch", str(micro), f"--micro-batch {micro}"),
+              take("gradient_accumulation_steps", "grad_accum", str(gas), f"--grad-accum {gas}"),
+              take("cutoff_len", "seq_len", str(length), f"--seq-len {length} (the longest sequence)")]  # fmt: skip
+    taken.append(_precision(keys, stated))
+    attention = attention_of(keys.flash_attn)
+    taken.append(take("flash_attn", "attention", attention, f"--attention {attention.value}"))
+    checkpointing = Checkpointing.none if keys.disable_gradient_checkpointing else Checkpointing.full
+    taken.append(take("disable_gradient_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"))
+    if (optimizer := optimizer_taken("optim", keys.optim, "optim" not in stated, refuse)) is not None:
+        taken.append(optimizer)
+    refuse.raise_any()
+    uncounted = ("enable_liger_kernel: true (fused kernels, chunked loss)",) if keys.enable_liger_kernel else ()
+    return FrameworkRun(FromKind.llamafactory, origin, tuple(taken), uncounted)
+
+
+def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> None:
+    if keys.finetuning_type != "full":
+        lora = ", ".join(f"{k} {getattr(keys, k)}" for k in ("lora_rank", "lora_target") if k in stated)
+        default = "" if "finetuning_type" in stated else "LLaMA-Factory's default; "
+        what = {"lora": "LoRA", "oft": "OFT", "freeze": "freeze: only some layers trained"}[keys.finetuning_type]
+        refuse.add("finetuning_type", keys.finetuning_type, f"{default}{what}{'; ' + lora if lora else ''}; "
+                   "until the fine-tuning issue lands")  # fmt: skip
+    if keys.stage not in TRAINED_STAGES:
+        refuse.add("stage", keys.stage, STAGE_WORDS.get(keys.stage, "a training stage other than pt or sft"))
+    if keys.quantization_bit is not None:
+        refuse.add("quantization_bit", keys.quantization_bit, "a quantized base model, QLoRA")
+    if keys.fp8:
+        refuse.add("fp8", True, "FP8 training")
+    if keys.freeze_language_model:
+        refuse.add("freeze_language_model", True, "a frozen language model")
+    for flag, name in OPTIMIZER_FLAGS.items():
+        if getattr(keys, flag):
+            refuse.add(flag, True, f"the {name} optimizer")
+
+
+def _precision(keys: LlamaFactoryKeys, stated: set[str]) -> Taken:
+    """pure_bf16: bf16 without fp32 master; bf16 / fp16: mixed precision; neither: fp32, the Trainer's default."""
+    for key, precision in (("pure_bf16", Precision.bf16_true), ("bf16", Precision.bf16_mixed), ("fp16", Precision.fp16_mixed)):
+        if getattr(keys, key):
+            return Taken(key, True, "precision", precision, f"--precision {precision.value}")
+    absent = not ({"bf16", "fp16", "pure_bf16"} & stated)
+    return Taken("bf16", False, "precision", Precision.fp32, "--precision fp32 (neither bf16 nor fp16)", absent)
+
+
+# --- the v1 schema ----------------------------------------------------------------------------------------------
+
+V1_DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"  # v1/config/model_args.py
+
+
+class DistConfig(FileKeys):
+    name: str
+    config_file: str | None = None
+
+
+class LlamaFactoryV1Keys(FileKeys):
+    model: str = V1_DEFAULT_MODEL
+    micro_batch_size: Positive = 1
+    cutoff_len: Positive = 2048
+    bf16: bool = True
+    enable_activation_checkpointing: bool = True
+    flash_attn: str = "sdpa"
+    dist_config: DistConfig | None = None
+    cp_size: Positive = 1
+    peft_config: dict[str, Any] | None = None
+    quant_config: dict[str, Any] | None = None
+    optim_config: dict[str, Any] | None = None
+
+
+def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
+    keys = validate_keys(LlamaFactoryV1Keys, data, origin)
+    stated, refuse = keys.model_fields_set, NotModelled(origin)
+    if keys.peft_config:
+        refuse.add("peft_config.name", keys.peft_config.get("name"), "PEFT adapters; until the fine-tuning issue lands")
+    if keys.quant_config:
+        refuse.add("quant_config.name", keys.quant_config.get("name"), "a quantized base model")
+    if keys.optim_config and keys.optim_config.get("name") not in (None, "adamw"):
+        refuse.add("optim_config.name", keys.optim_config.get("name"), "an optimizer other than AdamW")
+    if keys.cp_size > 1:
+        refuse.add("cp_size", keys.cp_size, "context parallelism")
+
+    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
+        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+
+    precision = Precision.bf16_mixed if keys.bf16 else Precision.fp32
+    checkpointing = Checkpointing.full if keys.enable_activation_checkpointing else Checkpointing.none
+    attention = attention_of(keys.flash_attn)
+    taken = [take("model", "model", keys.model, f"--model {keys.model}"),
+             take("micro_batch_size", "micro_batch", str(keys.micro_batch_size), f"--micro-batch {keys.micro_batch_size}"),
+             take("cutoff_len", "seq_len", str(keys.cutoff_len), f"--seq-len {keys.cutoff_len} (the longest sequence)"),
+             take("bf16", "precision", precision, f"--precision {precision.value}"),
+             take("enable_activation_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"),
+             take("flash_attn", "attention", attention, f"--attention {attention.value}"),
+             *_dist(keys.dist_config, refuse)]  # fmt: skip
+    refuse.raise_any()
+    return FrameworkRun(FromKind.llamafactory, origin, tuple(taken))
+
+
+def _dist(dist: DistConfig | None, refuse: NotModelled) -> list[Taken]:
+    if dist is None:
+        return [Taken("dist_config", None, "engine", Engine.ddp, "--engine ddp (no dist_config)", True),
+                Taken("dist_config", None, "stage", 0, "stage 0 (DDP)", True)]  # fmt: skip
+    if dist.name == "deepspeed" and dist.config_file:
+        return [Taken("dist_config.name", dist.name, "engine", Engine.deepspeed, "--engine deepspeed"),
+                Taken("dist_config.config_file", dist.config_file, "deepspeed_config", dist.config_file, "--deepspeed-config")]
+    if dist.name == "fsdp2":
+        return [Taken("dist_config.name", dist.name, "engine", Engine.fsdp2, "--engine fsdp2"),
+                Taken("dist_config.name", dist.name, "stage", 3, "reshard_after_forward=True (ZeRO-3 equivalent)")]
+    refuse.add("dist_config.name", dist.name, "zeroplan reads deepspeed (with a config_file) and fsdp2")
+    return []

@@ -1,0 +1,106 @@
+"""What a framework file asks zeroplan to plan, as plain values: the keys taken and what each one sets.
+
+Pure: no I/O. The readers (accelerate.py, llamafactory.py, axolotl.py) build these; scenario.py applies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from zeroplan.errors import SpecError
+from zeroplan.frameworks.kinds import FromKind
+from zeroplan.validate import validation_message
+
+
+class FileKeys(BaseModel):
+    """The keys one kind of file holds that zeroplan uses: strictly typed; every other key is ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+def validate_keys(model: type[FileKeys], data: Mapping, origin: str, prefix: str = "") -> Any:
+    """`data` as `model`, or one SpecError line naming each bad key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(validation_message(origin, exc, model, prefix)) from None
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One key zeroplan takes from the file, and what it sets.
+
+    `option` is the ScenarioArgs field it sets ("stage": the engine's strategy; "deepspeed_config": the DeepSpeed
+    config, a path as written or an inline mapping; None: noted only). `default`: the key is absent and the
+    tool's own default applies; a default, like Accelerate's mixed_precision beside a DeepSpeed config file,
+    only fills what a DeepSpeed config leaves open.
+    """
+
+    key: str
+    written: Any
+    option: str | None
+    value: Any
+    means: str
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class FrameworkRun:
+    """One file, read: its kind, where it is, the keys taken, and the memory savings it asks for that are not counted."""
+
+    kind: FromKind
+    origin: str
+    taken: tuple[Taken, ...]
+    uncounted: tuple[str, ...] = field(default=())
+
+    def get(self, option: str) -> Taken | None:
+        """The last key that sets `option`, if any."""
+        return next((t for t in reversed(self.taken) if t.option == option), None)
+
+
+def shown(value: Any) -> str:
+    """A value as YAML writes it: true/false, null, lists with commas."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return str(value)
+
+
+class NotModelled:
+    """The keys of one file that ask for what zeroplan does not model yet; raised together, as one line."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin, self.problems = origin, []
+
+    def add(self, key: str, value: Any, what: str) -> None:
+        self.problems.append(f"{key}: {shown(value)} ({what}) is not modelled yet")
+
+    def raise_any(self) -> None:
+        if self.problems:
+            raise SpecError(f"{self.origin}: " + "; ".join(self.problems))
+
+
+def deepspeed_not_modelled(data: object, origin: str) -> None:
+    """A DeepSpeed config that asks for tensor or sequence parallelism: SpecError (only data parallelism is modelled)."""
+    if not isinstance(data, Mapping):
+        return
+    refuse = NotModelled(origin)
+    tp = data.get("tensor_parallel")
+    autotp = tp.get("autotp_size", 1) if isinstance(tp, Mapping) else 1
+    if _above_one(autotp):
+        refuse.add("tensor_parallel.autotp_size", autotp, "tensor parallelism")
+    sp = data.get("sequence_parallel_size", 1)
+    if _above_one(sp):
+        refuse.add("sequence_parallel_size", sp, "sequence parallelism")
+    refuse.raise_any()
+
+
+def _above_one(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
