@@ -20,8 +20,8 @@ from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
 from zeroplan.memory.grid import (
     GridRow,
     best_per_stage,
-    cluster,
     offload_pairs,
+    split_gpu_counts,
     sweep_grid,
 )
 from zeroplan.memory.setup import (
@@ -136,13 +136,12 @@ def test_micro_batch_and_checkpointing_change_only_the_activations(fake_activati
 
 
 @pytest.mark.parametrize(("gpus", "per_node", "nodes"), [(1, 8, 1), (8, 8, 1), (16, 8, 2), (12, 8, 2), (1024, 8, 128)])
-def test_cluster_uses_the_fewest_nodes(gpus, per_node, nodes):
-    assert cluster(gpus, per_node) == Parallelism(gpus=gpus, nodes=nodes)
+def test_gpu_counts_go_on_the_fewest_nodes(gpus, per_node, nodes):
+    assert split_gpu_counts([gpus], per_node) == ([Parallelism(gpus=gpus, nodes=nodes)], ())
 
 
-def test_cluster_rejects_an_uneven_split():
-    with pytest.raises(ZeroplanError, match="13 GPUs do not split evenly over 2 nodes of at most 8 GPUs"):
-        cluster(13, 8)
+def test_gpu_counts_that_do_not_split_evenly_are_set_apart():
+    assert split_gpu_counts([8, 9, 13, 16], 8) == ([Parallelism(gpus=8, nodes=1), Parallelism(gpus=16, nodes=2)], (9, 13))
 
 
 def test_best_per_stage_prefers_fewer_gpus_then_no_offload_then_less_recompute_then_larger_batch():
@@ -215,3 +214,15 @@ def test_cli_table_and_errors(runner):
     assert bad.exit_code == 1 and "not a ZeRO stage" in bad.stderr and "Traceback" not in bad.output
     none = runner.invoke(app, [*GRID, "--hardware", "none", "-f", "csv"])
     assert none.exit_code == 0 and none.stdout.splitlines()[1].endswith(",,"), "fits and headroom unknown: empty"
+
+
+def test_sweep_skips_the_gpu_counts_that_do_not_split_over_nodes_and_says_so(runner):
+    from zeroplan.cli.app import app
+
+    text = runner.invoke(app, ["sweep", "--params", "9e9", "--gpu-counts", "1-16", "--micro-batches", "1"])
+    assert text.exit_code == 0 and "skipped GPU counts 9, 11, 13, 15: they do not split evenly over nodes of 8" in text.stdout
+    data = json.loads(runner.invoke(app, ["sweep", "--params", "9e9", "--gpu-counts", "1-16", "--micro-batches", "1",
+                                          "-f", "json"]).stdout)
+    assert data["skipped_gpu_counts"] == [9, 11, 13, 15] and {r["gpus"] for r in data["rows"]} == {*range(1, 9), 10, 12, 14, 16}
+    none = runner.invoke(app, ["sweep", "--params", "9e9", "--gpu-counts", "9"])
+    assert none.exit_code == 1 and "none of the GPU counts (9) splits evenly over nodes of 8" in none.stderr

@@ -22,6 +22,7 @@ from zeroplan.memory.setup import (
     OffloadDevice,
     Parallelism,
     ZeroStage,
+    spread_gpus,
 )
 from zeroplan.memory.stage import StageEstimate, stage_base, stage_peak
 
@@ -57,12 +58,18 @@ def peak_lines(est: StageEstimate) -> tuple[int, int, int, int, int, bool | None
             est.fits, est.headroom_bytes)
 
 
-def cluster(gpus: int, gpus_per_node: int) -> Parallelism:
-    """`gpus` on the fewest nodes of up to `gpus_per_node` that hold them, the same number on each node."""
-    nodes = -(-gpus // gpus_per_node)
-    if gpus % nodes:
-        raise ZeroplanError(f"{gpus} GPUs do not split evenly over {nodes} nodes of at most {gpus_per_node} GPUs")
-    return Parallelism(gpus=gpus, nodes=nodes)
+def split_gpu_counts(gpu_counts: Sequence[int], gpus_per_node: int) -> tuple[list[Parallelism], tuple[int, ...]]:
+    """The counts laid out on the fewest nodes that hold them evenly (memory.setup.spread_gpus, the rule every
+    command uses), and the counts that do not split evenly over the nodes they need (12 fits, 9 on 8-GPU nodes
+    does not)."""
+    kept, skipped = [], []
+    for gpus in gpu_counts:
+        nodes = -(-gpus // gpus_per_node)
+        if gpus % nodes:
+            skipped.append(gpus)
+        else:
+            kept.append(spread_gpus(gpus, nodes, gpus_per_node))
+    return kept, tuple(skipped)
 
 
 def offload_pairs(optimizer: Iterable[OffloadDevice], param: Iterable[OffloadDevice]) -> list[OffloadPair]:
@@ -101,7 +108,9 @@ def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[
     """
     recipe, overheads, usable = scn.recipe, scn.overheads, scn.usable_bytes
     gpn = gpus_per_node(scn)
-    clusters = [cluster(g, gpn) for g in gpu_counts]
+    clusters, skipped = split_gpu_counts(gpu_counts, gpn)
+    if skipped:  # sweep_axes leaves them out and says so; a direct caller asked for them
+        raise ZeroplanError(f"{skipped[0]} GPUs do not split evenly over {-(-skipped[0] // gpn)} nodes of at most {gpn} GPUs")
     sizes = activation_sizes(scn, micro_batches, checkpointings)
     rows: list[GridRow] = []
     for stage in stages:
@@ -154,10 +163,16 @@ class GridResult(NamedTuple):
     scenario: Scenario
     axes: GridAxes
     rows: list[GridRow]
+    skipped_gpu_counts: tuple[int, ...] = ()  # GPU counts that do not split evenly over the nodes they need
 
 
 def sweep_axes(scn: Scenario, axes: GridAxes) -> GridResult:
     """sweep_grid over `axes`, with every optimizer offload paired with every parameter offload."""
     offloads = offload_pairs(axes.offload_optimizers, axes.offload_params)
-    rows = sweep_grid(scn, axes.stages, axes.gpu_counts, axes.micro_batches, axes.checkpointings, offloads)
-    return GridResult(scn, axes, rows)
+    gpn = gpus_per_node(scn)
+    kept, skipped = split_gpu_counts(axes.gpu_counts, gpn)
+    if not kept:
+        raise ZeroplanError(f"none of the GPU counts ({', '.join(map(str, skipped))}) splits evenly over nodes of {gpn}")
+    counts = tuple(par.gpus for par in kept)
+    rows = sweep_grid(scn, axes.stages, counts, axes.micro_batches, axes.checkpointings, offloads)
+    return GridResult(scn, axes, rows, skipped)

@@ -271,4 +271,8 @@ def grid_summary(result: GridResult, unit: Unit) -> list:
                       f"{to_unit(best.headroom_bytes, unit):,.2f}")
     note = Text("cheapest fitting: fewest GPUs, then no offload over CPU over NVMe, then less recomputation, then the "
                 "largest micro-batch. The whole grid: --format csv or json.", style="dim")
+    if result.skipped_gpu_counts:
+        skipped = ", ".join(map(str, result.skipped_gpu_counts))
+        per_node = scn.hardware.gpus_per_node if scn.hardware else scn.parallelism.gpus_per_node
+        note.append(f"\nskipped GPU counts {skipped}: they do not split evenly over nodes of {per_node}.")
     return [table, note]

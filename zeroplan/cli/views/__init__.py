@@ -31,9 +31,9 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
 
 
 def grid_view(result: GridResult) -> dict:
+    """The whole grid: the scenario, the axes, the cheapest fitting row per stage, then every row."""
     from zeroplan.memory.grid import best_per_stage, gpus_per_node
 
-    """The whole grid: the scenario, the axes, the cheapest fitting row per stage, then every row."""
     scn, axes = result.scenario, result.axes
     best = best_per_stage(result.rows)
     return {
@@ -53,6 +53,7 @@ def grid_view(result: GridResult) -> dict:
             "offload_optimizer": [d.value for d in axes.offload_optimizers],
             "offload_param": [d.value for d in axes.offload_params],
         },
+        "skipped_gpu_counts": list(result.skipped_gpu_counts),  # not evenly split over the nodes they need
         "num_configurations": len(result.rows),
         "best": {str(stage): row._asdict() if row else None for stage, row in best.items()},
         "rows": [row._asdict() for row in result.rows],
