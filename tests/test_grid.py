@@ -226,3 +226,13 @@ def test_sweep_skips_the_gpu_counts_that_do_not_split_over_nodes_and_says_so(run
     assert data["skipped_gpu_counts"] == [9, 11, 13, 15] and {r["gpus"] for r in data["rows"]} == {*range(1, 9), 10, 12, 14, 16}
     none = runner.invoke(app, ["sweep", "--params", "9e9", "--gpu-counts", "9"])
     assert none.exit_code == 1 and "none of the GPU counts (9) splits evenly over nodes of 8" in none.stderr
+
+
+def test_streamed_rows_are_made_as_they_are_read():
+    from zeroplan.memory.grid import GridAxes, stream_axes, sweep_axes
+
+    scn = scenario()
+    axes = GridAxes((ZeroStage.zero3,), (8, 16), (1, 2), (Checkpointing.none,), (OffloadDevice.none,), (OffloadDevice.none,))
+    rows = stream_axes(scn, axes).rows
+    assert not isinstance(rows, list) and next(rows).gpus == 8  # an iterator: nothing is held beyond the row read
+    assert sweep_axes(scn, axes).rows[1:] == list(rows)

@@ -74,11 +74,12 @@ def sweep(
     def go() -> None:
         from zeroplan.cli import views
 
-        result = sweep_grid_of(args, grid)
-        if fmt is GridFormat.csv:
-            sys.stdout.write(views.grid_csv(result.rows))
-        else:
-            show(lambda: views.grid_view(result), lambda: render.grid_summary(result, units), Format(fmt.value))
+        if fmt is GridFormat.table:
+            result = sweep_grid_of(args, grid)
+            show(lambda: {}, lambda: render.grid_summary(result, units), Format.table)
+            return
+        result = sweep_grid_of(args, grid, stream=True)  # every row, written as it is made: constant memory
+        sys.stdout.writelines(views.grid_csv(result.rows) if fmt is GridFormat.csv else views.grid_json(result))
 
     run(go, fmt)
 
@@ -147,8 +148,8 @@ def grid_axes(grid: GridArgs) -> "GridAxes":
     return axes
 
 
-def sweep_grid_of(args: ScenarioArgs, grid: GridArgs) -> "GridResult":
-    from zeroplan.memory.grid import sweep_axes
+def sweep_grid_of(args: ScenarioArgs, grid: GridArgs, *, stream: bool = False) -> "GridResult":
+    """Every configuration of the grid over one scenario (memory/grid.py); with `stream`, the rows as an iterator."""
+    from zeroplan.memory.grid import stream_axes, sweep_axes
 
-    """Every configuration of the grid over one scenario (zeroplan.grid)."""
-    return sweep_axes(scenario(args), grid_axes(grid))
+    return (stream_axes if stream else sweep_axes)(scenario(args), grid_axes(grid))

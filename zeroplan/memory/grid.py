@@ -9,7 +9,7 @@ buffers per (stage, GPU count, offload); per configuration only the activations 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from itertools import product
 from typing import NamedTuple
@@ -98,8 +98,8 @@ def gpus_per_node(scn: Scenario) -> int:
     return scn.hardware.gpus_per_node if scn.hardware else scn.parallelism.gpus_per_node
 
 
-def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
-               checkpointings: Sequence[Checkpointing], offloads: Sequence[OffloadPair]) -> list[GridRow]:
+def iter_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
+              checkpointings: Sequence[Checkpointing], offloads: Sequence[OffloadPair]) -> Iterator[GridRow]:
     """Every valid configuration of the grid, in axis order (stage, GPUs, offload, checkpointing, micro-batch).
 
     Offload pairs DeepSpeed does not apply at a stage (any offload at ZeRO-0, NVMe or parameter offload below
@@ -112,16 +112,20 @@ def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[
     if skipped:  # sweep_axes leaves them out and says so; a direct caller asked for them
         raise ZeroplanError(f"{skipped[0]} GPUs do not split evenly over {-(-skipped[0] // gpn)} nodes of at most {gpn} GPUs")
     sizes = activation_sizes(scn, micro_batches, checkpointings)
-    rows: list[GridRow] = []
     for stage in stages:
         knob_sets = [k for k in (applied_knobs(scn.knobs, stage, pair) for pair in offloads) if k is not None]
         for par, knobs in product(clusters, knob_sets):
             base = stage_base(scn.model, recipe, stage, par, knobs)
             head = (int(stage), par.gpus, par.nodes)
             offload = (knobs.offload_optimizer.value, knobs.offload_param.value)
-            rows.extend(GridRow(*head, mb, ckpt, *offload, *peak_lines(stage_peak(base, act, overheads, usable)))
-                        for mb, ckpt, act in sizes)
-    return rows
+            for mb, ckpt, act in sizes:
+                yield GridRow(*head, mb, ckpt, *offload, *peak_lines(stage_peak(base, act, overheads, usable)))
+
+
+def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
+               checkpointings: Sequence[Checkpointing], offloads: Sequence[OffloadPair]) -> list[GridRow]:
+    """iter_grid's rows as a list."""
+    return list(iter_grid(scn, stages, gpu_counts, micro_batches, checkpointings, offloads))
 
 
 def cheapest_key(row: GridRow) -> tuple:
@@ -134,10 +138,15 @@ def best_per_stage(rows: Iterable[GridRow]) -> dict[int, GridRow | None]:
     """Per stage in the grid, the cheapest configuration that fits (cheapest_key); None when none fits."""
     best: dict[int, GridRow | None] = {}
     for row in rows:
-        current = best.setdefault(row.stage, None)
-        if row.fits and (current is None or cheapest_key(row) < cheapest_key(current)):
-            best[row.stage] = row
+        keep_best(best, row)
     return best
+
+
+def keep_best(best: dict[int, GridRow | None], row: GridRow) -> None:
+    """Update `best` (stage -> cheapest fitting row so far) with one more row: best_per_stage one row at a time."""
+    current = best.setdefault(row.stage, None)
+    if row.fits and (current is None or cheapest_key(row) < cheapest_key(current)):
+        best[row.stage] = row
 
 
 class GridAxes(NamedTuple):
@@ -162,17 +171,23 @@ class GridResult(NamedTuple):
 
     scenario: Scenario
     axes: GridAxes
-    rows: list[GridRow]
+    rows: Iterable[GridRow]  # a list, or an iterator that streams them once (stream_axes)
     skipped_gpu_counts: tuple[int, ...] = ()  # GPU counts that do not split evenly over the nodes they need
 
 
 def sweep_axes(scn: Scenario, axes: GridAxes) -> GridResult:
     """sweep_grid over `axes`, with every optimizer offload paired with every parameter offload."""
+    result = stream_axes(scn, axes)
+    return result._replace(rows=list(result.rows))
+
+
+def stream_axes(scn: Scenario, axes: GridAxes) -> GridResult:
+    """sweep_axes with the rows as an iterator, made as they are read: millions of rows in constant memory."""
     offloads = offload_pairs(axes.offload_optimizers, axes.offload_params)
     gpn = gpus_per_node(scn)
     kept, skipped = split_gpu_counts(axes.gpu_counts, gpn)
     if not kept:
         raise ZeroplanError(f"none of the GPU counts ({', '.join(map(str, skipped))}) splits evenly over nodes of {gpn}")
     counts = tuple(par.gpus for par in kept)
-    rows = sweep_grid(scn, axes.stages, counts, axes.micro_batches, axes.checkpointings, offloads)
+    rows = iter_grid(scn, axes.stages, counts, axes.micro_batches, axes.checkpointings, offloads)
     return GridResult(scn, axes, rows, skipped)

@@ -6,6 +6,7 @@ Pure: no rich, typer or yaml. Bytes stay integers; schema documented in docs/jso
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from zeroplan.validate import as_json
@@ -30,12 +31,11 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
     }
 
 
-def grid_view(result: GridResult) -> dict:
-    """The whole grid: the scenario, the axes, the cheapest fitting row per stage, then every row."""
-    from zeroplan.memory.grid import best_per_stage, gpus_per_node
+def grid_header(result: GridResult) -> dict:
+    """The grid's document without its rows and their summary: the scenario and the axes."""
+    from zeroplan.memory.grid import gpus_per_node
 
     scn, axes = result.scenario, result.axes
-    best = best_per_stage(result.rows)
     return {
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
@@ -54,14 +54,31 @@ def grid_view(result: GridResult) -> dict:
             "offload_param": [d.value for d in axes.offload_params],
         },
         "skipped_gpu_counts": list(result.skipped_gpu_counts),  # not evenly split over the nodes they need
-        "num_configurations": len(result.rows),
-        "best": {str(stage): row._asdict() if row else None for stage, row in best.items()},
-        "rows": [row._asdict() for row in result.rows],
     }
 
 
-def grid_csv(rows: list[GridRow]) -> str:
-    """One header line (GridRow's fields) and one line per configuration; fits is true/false, empty when unknown."""
+def grid_json(result: GridResult) -> Iterator[str]:
+    """The whole grid as one JSON document, written as its rows are made (constant memory for any size): the
+    header, every row, then num_configurations and the cheapest fitting row per stage (best_per_stage)."""
+    import json
+
+    from zeroplan.memory.grid import keep_best
+
+    header = json.dumps(grid_header(result), indent=2)
+    yield header[:-2] + ',\n  "rows": ['
+    best: dict[int, GridRow | None] = {}
+    count = 0
+    for row in result.rows:
+        yield ("," if count else "") + "\n    " + json.dumps(row._asdict())
+        count += 1
+        keep_best(best, row)
+    tail = {"num_configurations": count, "best": {str(s): r._asdict() if r else None for s, r in best.items()}}
+    yield "\n  ],\n" + json.dumps(tail, indent=2)[2:] + "\n"
+
+
+def grid_csv(rows: Iterable[GridRow]) -> Iterator[str]:
+    """One header line (GridRow's fields) and one line per configuration, each made as it is read; fits is
+    true/false, empty when unknown."""
     def cell(value: object) -> str:
         if value is None:
             return ""
@@ -69,6 +86,6 @@ def grid_csv(rows: list[GridRow]) -> str:
 
     from zeroplan.memory.grid import GridRow
 
-    lines = [",".join(GridRow._fields)]
-    lines += [",".join(map(cell, row)) for row in rows]
-    return "\n".join(lines) + "\n"
+    yield ",".join(GridRow._fields) + "\n"
+    for row in rows:
+        yield ",".join(map(cell, row)) + "\n"
