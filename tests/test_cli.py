@@ -296,3 +296,16 @@ def test_text_sent_to_a_file_has_no_trailing_spaces(command):
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-m", "zeroplan", *command], capture_output=True, text=True, cwd=root)
     assert out.stdout.strip() and [line for line in out.stdout.splitlines() if line != line.rstrip()] == []
+
+
+def test_the_stacked_bar_draws_every_part_that_is_there():
+    import zeroplan
+    from zeroplan.cli import render
+    from zeroplan.units import Unit
+
+    est = zeroplan.estimate(params=70e9, gpus=512)  # ZeRO-3's gradients: under 1 % of ZeRO-0's bar
+    bars = render.stacked_bars(est, Unit.gib).renderables
+    for stage, bar in zip(est.stages, bars):
+        drawn = bar.plain[13:].rsplit(" ", 2)[0]  # between the 12-wide stage label and the total
+        for key, glyph, _ in render.BAR_PARTS:
+            assert (glyph in drawn) == (stage.gpu_bytes()[key] > 0), (stage.stage, key)

@@ -103,7 +103,8 @@ def stacked_bars(est: Estimate, unit: Unit) -> Group:
     for s in est.stages:
         bar = Text()
         for key, glyph, style in BAR_PARTS:
-            n = round(s.gpu_bytes()[key] / widest * BAR_WIDTH)
+            size = s.gpu_bytes()[key]
+            n = max(1, round(size / widest * BAR_WIDTH)) if size else 0  # a part that is there is never dropped
             bar.append(glyph * n, style=style)
         label = f"{_stage_label(s):<12} "
         lines.append(Text(label) + bar + Text(f" {format_bytes(s.total, unit)}"))
