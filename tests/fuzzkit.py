@@ -18,9 +18,9 @@ from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import ZeroplanError
 from zeroplan.jsonsource import scan_json_text
 from zeroplan.models.params import count_params
-from zeroplan.models.presets import bundled_config_dir, model_from_data
+from zeroplan.models.presets import model_from_data
 from zeroplan.readers import parse_json, parse_yaml
-from zeroplan.registry import preset_paths
+from zeroplan.registry import bundled_config_dir, preset_paths
 from zeroplan.units import parse_count
 
 HOSTILE_VALUES = [

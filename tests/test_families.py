@@ -10,8 +10,9 @@ from pydantic import ValidationError
 
 from zeroplan.errors import SpecError
 from zeroplan.models.families import FAMILIES, ModelSpec, parse_family_config
-from zeroplan.models.presets import bundled_config_dir, model_from_data
+from zeroplan.models.presets import model_from_data
 from zeroplan.readers import parse_yaml
+from zeroplan.registry import bundled_config_dir
 
 PRESET_FILES = sorted((bundled_config_dir() / "models").glob("*.yaml"))
 SUPPORTED = ", ".join(sorted(FAMILIES))

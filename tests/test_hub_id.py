@@ -8,7 +8,6 @@ import pytest
 
 from zeroplan.cli.app import app
 from zeroplan.errors import SpecError
-from zeroplan.models.preset_index import bundled_config_dir
 from zeroplan.models.presets import (
     load_model,
     model_facts,
@@ -16,7 +15,7 @@ from zeroplan.models.presets import (
     preset_for_hf_id,
 )
 from zeroplan.readers import parse_yaml, read_text
-from zeroplan.registry import CONFIG_DIR_ENV, preset_paths
+from zeroplan.registry import CONFIG_DIR_ENV, bundled_config_dir, preset_paths
 
 PRESETS = sorted((bundled_config_dir() / "models").glob("*.yaml"))
 HOW = "give --model PATH/config.json or a preset: run `zeroplan models`"

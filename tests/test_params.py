@@ -6,8 +6,8 @@ import pytest
 
 from zeroplan.models.families import parse_family_config
 from zeroplan.models.params import count_params, module_inventory
-from zeroplan.models.presets import bundled_config_dir, load_model
-from zeroplan.registry import preset_names
+from zeroplan.models.presets import load_model
+from zeroplan.registry import bundled_config_dir, preset_names
 
 PRESETS = preset_names("models")
 

@@ -11,8 +11,8 @@ from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import Attention, OffloadDevice, Precision, ZeroStage
-from zeroplan.models.presets import bundled_config_dir
 from zeroplan.readers import yaml_key_lines
+from zeroplan.registry import bundled_config_dir
 
 BASE = {"params": 7_000_000_000, "hardware": "h100-sxm-80gb", "gpus": 8, "deepspeed": "ds.json"}
 

@@ -8,13 +8,8 @@ import difflib
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from zeroplan.errors import PresetNotFoundError
-
-if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
-
-    pass
 
 
 def bundled_config_dir() -> Path:

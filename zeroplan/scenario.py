@@ -118,7 +118,7 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
         summary = ModelSummary(name=f"{num / 1e9:g}B params", num_params=num, largest_layer_params=override or 0,
                                num_active_params=num)
         return summary, None
-    name, counts, arch = model_facts(model)  # a bundled preset from the index: no YAML, no families
+    name, counts, arch = model_facts(model)
     summary = summarize_model(name, counts, arch, knobs)
     if override is not None:
         summary = replace(summary, largest_layer_params=override)

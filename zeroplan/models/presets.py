@@ -1,8 +1,5 @@
-"""Model presets (configs/models/*.yaml) and user model files (YAML specs, Hugging Face config.json).
-
-A bundled preset is answered from configs/index.json when its YAML is unchanged (models/preset_index.py);
-anything else is parsed and validated by the model families.
-"""
+"""Model presets (configs/models/*.yaml) and user model files (YAML specs, Hugging Face config.json),
+parsed and validated by the model families."""
 
 from __future__ import annotations
 
@@ -11,15 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeroplan.errors import SpecError
-from zeroplan.models import preset_index
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.models.hub import is_hub_id
-from zeroplan.models.preset_index import bundled_config_dir
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
 from zeroplan.validate import validated, validation_message
 
-if TYPE_CHECKING:  # the families load on first use: a bare --params or an indexed preset never needs them
+if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
     from zeroplan.models.families import FamilyConfig, ModelSpec
 
 
@@ -107,14 +102,10 @@ def _is_dir(ref: str) -> bool:
 
 
 def preset_for_hf_id(hub_id: str) -> str | None:
-    """The preset whose `hf_id` is `hub_id` (compared without case, as the Hub does), or None.
-
-    A bundled preset's hf_id comes from the preset index; any other preset's from its YAML.
-    """
+    """The preset whose `hf_id` is `hub_id` (compared without case, as the Hub does), or None."""
     wanted = hub_id.lower()
     for name, path in preset_paths("models").items():
-        facts = _indexed("models", name)
-        found = facts.get("hf_id") if facts is not None else _yaml_hf_id(path)
+        found = _yaml_hf_id(path)
         if isinstance(found, str) and found.lower() == wanted:
             return name
     return None
@@ -125,26 +116,11 @@ def _yaml_hf_id(path: Path) -> object:
     return data.get("hf_id") if isinstance(data, dict) else None
 
 
-def _indexed(kind: str, ref: str) -> dict[str, Any] | None:
-    """The preset index's facts for `ref` when it names a bundled preset, else None.
-
-    None for files, and for a preset of the same name in ZEROPLAN_CONFIG_DIR: it shadows the bundled one
-    and is read from its YAML, as every user file is.
-    """
-    path = preset_paths(kind).get(ref)
-    if path is None or path != bundled_config_dir() / kind / path.name:
-        return None
-    return preset_index.entry(kind, ref, path)
-
-
 def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
-    """A model's name, exact counts and architecture: from the preset index for a bundled preset, else loaded."""
-    target = model_reference(ref)
-    if isinstance(target, str) and (facts := _indexed("models", target)) is not None:
-        return facts["name"], ParamCount(**facts["counts"]), Architecture(**facts["architecture"])
+    """A model's name, exact counts and architecture."""
     from zeroplan.models.params import count_params
 
-    spec = load_model_file(preset_paths("models")[target] if isinstance(target, str) else target)
+    spec = load_model(ref)
     return spec.name, count_params(spec.config), spec.architecture()
 
 
