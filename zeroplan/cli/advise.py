@@ -1,11 +1,10 @@
 """`zeroplan advise`: parse -> compute -> render, and write the DeepSpeed or Accelerate config it recommends."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zeroplan.advise.advice import Advice
 from zeroplan.advise.request import DEFAULT_GLOBAL_BATCH, DEFAULT_POLICY
 from zeroplan.cli.common import console, run, scenario_args, show
 from zeroplan.cli.files import write_new_file
@@ -42,6 +41,9 @@ from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
+
+if TYPE_CHECKING:  # the advice's pydantic models load when advise runs, not with every command
+    from zeroplan.advise.advice import Advice
 
 
 def advise(
@@ -99,7 +101,7 @@ def advise(
     run(go, fmt)
 
 
-def _write_configs(result: Advice, target: Path | None, accelerate: Path | None, force: bool) -> None:
+def _write_configs(result: "Advice", target: Path | None, accelerate: Path | None, force: bool) -> None:
     """The DeepSpeed and Accelerate configs asked for, each followed by a 'wrote' line on stderr."""
     if target is not None:
         write_new_file(target, deepspeed_config_text(result), force=force)
@@ -112,7 +114,7 @@ def _write_configs(result: Advice, target: Path | None, accelerate: Path | None,
                                     + "; ".join(notes), soft_wrap=True)
 
 
-def deepspeed_config_text(advice: Advice) -> str:
+def deepspeed_config_text(advice: "Advice") -> str:
     """The emitted ds_config.json, as the file will hold it."""
     import json
 
@@ -121,7 +123,7 @@ def deepspeed_config_text(advice: Advice) -> str:
     return json.dumps(deepspeed_config(advice), indent=2) + "\n"
 
 
-def accelerate_config_text(advice: Advice) -> tuple[str, tuple[str, ...]]:
+def accelerate_config_text(advice: "Advice") -> tuple[str, tuple[str, ...]]:
     """The emitted Accelerate config YAML, headed by its notes as comments, and the notes."""
     import yaml
 
@@ -146,7 +148,7 @@ def check_emit(engine: Engine, emit_deepspeed: str | None, emit_accelerate: str 
                          "DeepSpeed use --emit-deepspeed PATH")
 
 
-def emit_note(advice: Advice) -> str:
+def emit_note(advice: "Advice") -> str:
     """What the emitted config cannot say: activation checkpointing lives in the training script."""
     ckpt = advice.recommendation.checkpointing
     if ckpt is None or ckpt.value == "none":
