@@ -207,7 +207,9 @@ def targets(results: dict[str, dict], grid: dict) -> list[str]:
         if seconds is None or not floor:
             lines.append(f"- {label}: not available: FAIL")
             continue
-        lines.append(f"- {label}: {seconds:.3f} s = {seconds / floor:.2f}x the floor (budget <= {budget}x): "
+        counted = results[label].get("instructions"), results[FLOOR].get("instructions")
+        by_count = f"; {counted[0] / counted[1]:.2f}x in instructions" if all(counted) else ""
+        lines.append(f"- {label}: {seconds:.3f} s = {seconds / floor:.2f}x the floor{by_count} (budget <= {budget}x): "
                      f"{verdict(seconds <= budget * floor)}")
     wall, cpu = statistics.median(grid["wall"]), statistics.median(grid["cpu"])
     n = grid["configs"]
