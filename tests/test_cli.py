@@ -1,6 +1,7 @@
 """The CLI end to end with typer's CliRunner: exit codes, JSON, errors on stderr without tracebacks."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -309,3 +310,32 @@ def test_the_stacked_bar_draws_every_part_that_is_there():
         drawn = bar.plain[13:].rsplit(" ", 2)[0]  # between the 12-wide stage label and the total
         for key, glyph, _ in render.BAR_PARTS:
             assert (glyph in drawn) == (stage.gpu_bytes()[key] > 0), (stage.stage, key)
+
+
+@pytest.mark.parametrize("width", [80, 60])
+@pytest.mark.parametrize("command", [["estimate", "--model", "gemma2-9b"], ["advise"], ["throughput", "--model", "gemma2-9b"],
+                                     ["models"], ["hardware"], ["sweep", "--params", "9e9"]])
+def test_tables_on_a_narrow_terminal_fold_and_never_cut(runner, monkeypatch, command, width):
+    from zeroplan.cli import common
+
+    wide = common.console
+    monkeypatch.setattr(common, "console", lambda stderr=False: setattr(c := wide(stderr), "width", width) or c)
+    out = runner.invoke(app, command).stdout
+    assert "…" not in out and max(map(len, out.splitlines())) <= width  # folded onto more lines, nothing dropped
+
+
+@pytest.mark.parametrize("command", ["estimate", "advise", "check", "capacity", "throughput", "sweep"])
+def test_help_at_80_columns_shows_every_option_name_whole(runner, command):
+    import typer.main
+
+    out = runner.invoke(app, [command, "--help"], terminal_width=80).stdout
+    click_command = typer.main.get_command(app).commands[command]
+    names = [opt for param in click_command.params for opt in param.opts if opt.startswith("--")]
+    assert names and [name for name in names if not re.search(re.escape(name) + r"(?![\w-])", out)] == []
+
+
+def test_version(runner):
+    from zeroplan.version import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"zeroplan {__version__}\n"

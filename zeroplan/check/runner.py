@@ -83,7 +83,7 @@ def expand_plans(patterns: Iterable[str]) -> list[str]:
     return out
 
 
-def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, output: Path | None, force: bool) -> None:
+def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, output: Path | None) -> None:
     """The command line's own mistakes, before anything is read: UsageError (exit 2)."""
     if plans and (args.deepspeed_config or args.from_file):
         raise UsageError(f"give plan files or {'--from' if args.from_file else '--deepspeed-config'}, not both")
@@ -96,10 +96,6 @@ def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, o
         raise UsageError(f"{names} describe the run for --deepspeed-config or --from; a plan states its own")
     if output is not None and not machine_output:
         raise UsageError("--output writes the json, github or junit report: choose one with --format")
-    if output is not None and output.is_dir():
-        raise UsageError(f"--output {output} is a directory")
-    if output is not None and output.exists() and not force:
-        raise UsageError(f"--output {output} exists; pass --force to replace it")
 
 
 def check_ignore_ids(ignore: Iterable[str]) -> None:

@@ -4,6 +4,7 @@ import errno
 import io
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -14,9 +15,28 @@ app = typer.Typer(
     help="Plan DeepSpeed ZeRO training runs: per-GPU memory per stage, throughput, advice, CI checks.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain click help: rich's panels cut long option names with an ellipsis at 80 columns (--fp32-grad-acc…).
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from zeroplan.version import __version__
+
+        print(f"zeroplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Plan DeepSpeed ZeRO training runs: per-GPU memory per stage, throughput, advice, CI checks."""
+
+
 # --help lists the commands in the order a new user reaches for them.
 app.command()(estimate.estimate)
 app.command()(advise.advise)

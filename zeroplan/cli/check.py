@@ -64,7 +64,11 @@ def check(
     def go() -> None:
         from zeroplan.check import runner as checkrun
 
-        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output, force=force)
+        checkrun.check_usage(plans or [], args, machine_output=fmt is not CheckFormat.text, output=output)
+        if output is not None:  # before any work, with the one rule and exit code every written file has
+            from zeroplan.cli.files import check_target
+
+            check_target(output, force)
         if from_file:
             report = checkrun.check_from_file(args, ignore=ignore or [], strict=strict)
         elif deepspeed_config:

@@ -125,8 +125,13 @@ def show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format)
 
 
 def print_renderables(parts: list) -> None:
-    """Rich renderables on stdout; off a terminal without the spaces rich pads lines with (logs, diffs, files)."""
+    """Rich renderables on stdout; off a terminal without the spaces rich pads lines with (logs, diffs, files).
+
+    On a narrow terminal rich shortens a cell that does not fit with an ellipsis, which can cut a number or an
+    option name: every table cell folds onto the next line instead (rich's overflow="fold").
+    """
     out = console()
+    parts = [_folding(part) for part in parts]
     if out.is_terminal:
         for part in parts:
             out.print(part)
@@ -135,3 +140,20 @@ def print_renderables(parts: list) -> None:
         for part in parts:
             out.print(part)
     sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def _folding(part):
+    """`part` with every Table inside it (a Group's items, a Panel's body) folding its cells rather than cutting them."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+
+    if isinstance(part, Table):
+        for column in part.columns:
+            column.overflow = "fold"
+    elif isinstance(part, Group):
+        for item in part.renderables:
+            _folding(item)
+    elif isinstance(part, Panel):
+        _folding(part.renderable)
+    return part
