@@ -103,3 +103,12 @@ def test_an_hf_id_that_is_not_one_is_refused(tmp_path):
     path.write_text(json.dumps(spec))
     with pytest.raises(SpecError, match="hf_id: String should match pattern"):
         load_model(str(path))
+
+
+def test_a_hub_id_close_to_a_presets_gets_a_did_you_mean(runner):
+    from zeroplan.cli.app import app
+
+    result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct"])
+    assert result.exit_code == 1 and "did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)" in result.stderr
+    other = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen3-8B"])  # another generation: no guess
+    assert other.exit_code == 1 and "did you mean" not in other.stderr

@@ -3,6 +3,7 @@ parsed and validated by the model families."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,7 +89,7 @@ def model_reference(ref: str) -> str | Path:
         if (name := preset_for_hf_id(ref)) is not None:
             return name
         raise SpecError(f"{ref}: no preset has this hf_id, and no local folder or file has this name (zeroplan "
-                        f"never downloads); {HOW_TO_GIVE_A_MODEL}")
+                        f"never downloads); {HOW_TO_GIVE_A_MODEL}{_close_hf_ids(ref)}")
     if looks_like_path(ref):
         return Path(ref)  # the loader names what is wrong with it (no such file, ...)
     raise unknown_preset("models", ref)
@@ -109,6 +110,18 @@ def preset_for_hf_id(hub_id: str) -> str | None:
         if isinstance(found, str) and found.lower() == wanted:
             return name
     return None
+
+
+HF_ID_CUTOFF = 0.8  # difflib similarity a Hub id needs to a preset's hf_id to be suggested
+
+
+def _close_hf_ids(hub_id: str) -> str:
+    """'; did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)?' for the presets whose hf_id is spelt close, or ''."""
+    ids = {found.lower(): (name, found) for name, path in preset_paths("models").items()
+           if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
+    # 0.8: an Instruct or base variant of a preset comes close; another generation (Qwen3 vs Qwen2.5) does not.
+    close = difflib.get_close_matches(hub_id.lower(), list(ids), n=2, cutoff=HF_ID_CUTOFF)
+    return f"; did you mean {', '.join(f'{ids[c][0]} ({ids[c][1]})' for c in close)}?" if close else ""
 
 
 def _yaml_hf_id(path: Path) -> object:
