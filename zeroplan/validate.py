@@ -35,6 +35,10 @@ Size = Annotated[int, Field(strict=True, ge=0)]  # a whole number, 0 allowed
 Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
 Text = Annotated[str, Field(strict=True)]
+# A name that is printed in tables and reports (a model's, a hardware profile's): no control characters, so a
+# file cannot move the cursor, recolour a terminal or break an XML report through it (docs/hardening.md).
+NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+Name = Annotated[str, Field(strict=True, min_length=1, pattern=NAME_PATTERN)]
 
 INPUT_CONFIG = ConfigDict(extra="forbid")  # an input dataclass's __pydantic_config__: an unknown key is an error
 
@@ -118,6 +122,8 @@ def _reason(err: Any, kind: Any, loc: tuple) -> str:
         key, sign = BOUNDS[code]
         shown = float(value) if at is float and type(value) is int else value  # the value as the field holds it
         return f"must be {sign} {err['ctx'][key]:g}, got {shown!r}"
+    if code == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
+        return f"a name may not hold control characters, got {value!r}"
     if code in ("literal_error", "enum") and (options := _options(at)):
         return f"expected {' or '.join(map(repr, options))}, got {value!r}"
     return err["msg"].removeprefix("Value error, ")

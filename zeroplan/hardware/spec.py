@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from zeroplan.validate import INPUT_CONFIG, Count, Flag, Real, Text
+from zeroplan.validate import INPUT_CONFIG, Count, Flag, Name, Real, Text
 
 
 class Topology(str, Enum):
@@ -26,7 +26,7 @@ class HardwareSpec:
     (hardware/presets.py validates them)."""
 
     __pydantic_config__ = INPUT_CONFIG
-    name: Text
+    name: Name
     source: Annotated[Text, Field(description="datasheet / measurement the numbers come from")]
     memory_gib: Annotated[Real, Field(gt=0, description="capacity as software sees it (nvidia-smi total), GiB")]
     bf16_tflops: Annotated[Real, Field(ge=0, description="dense bf16 tensor TFLOPS (0 = no bf16)")]

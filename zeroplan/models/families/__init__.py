@@ -31,6 +31,7 @@ from zeroplan.models.families.rmsnorm import (
 )
 from zeroplan.models.families.t5 import T5Config
 from zeroplan.models.hub import HF_ID_PATTERN
+from zeroplan.validate import Name
 
 _FAMILY_CLASSES = (
     GPT2Config,
@@ -58,7 +59,7 @@ AnyFamilyConfig = Annotated[Union[_FAMILY_CLASSES], Field(discriminator="model_t
 class ModelSpec(Frozen):
     """A model: provenance plus its family config (HF key names, as the source states them)."""
 
-    name: str
+    name: Name
     source: str = Field(description="URL of the HF config.json or model card the numbers come from")
     hf_id: str | None = Field(None, pattern=HF_ID_PATTERN,
                               description="the Hugging Face Hub id (org/name) whose config.json `source` is")
