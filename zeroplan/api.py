@@ -42,6 +42,7 @@ from zeroplan.memory.setup import (
 from zeroplan.models import presets as model_presets
 from zeroplan.models.architecture import ParamCount
 from zeroplan.registry import preset_names
+from zeroplan.scenario import answers
 from zeroplan.units import Unit
 
 if TYPE_CHECKING:  # loaded by the functions that return them: an estimate never imports the advisor or the checks
@@ -103,7 +104,7 @@ def estimate(
     """
     options = dict(locals())
     only = _stage(options.pop("stage"))
-    return scenarios.estimate(_scenario_args(options), only)
+    return answers.estimate(_scenario_args(options), only)
 
 
 def recommend(

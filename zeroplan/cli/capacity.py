@@ -55,9 +55,9 @@ def capacity(
     args = scenario_args(locals(), ctx)
 
     def go() -> None:
-        from zeroplan import scenario
+        from zeroplan.scenario import answers
 
-        result = scenario.capacity(args)
+        result = answers.capacity(args)
         show(lambda: result, lambda: render.capacity_renderables(result, units), fmt)
 
     run(go, fmt)

@@ -88,16 +88,16 @@ def estimate(
     args = scenario_args(locals(), ctx)
 
     def go() -> None:
-        from zeroplan import scenario
         from zeroplan.cli import views
+        from zeroplan.scenario import answers
 
         if method is Method.deepspeed:
-            result = scenario.deepspeed_estimate(args, buffer_factor)
+            result = answers.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
         else:
             from zeroplan.memory.view import estimate_view
 
-            result = scenario.estimate(args, stage)
+            result = answers.estimate(args, stage)
             for warning in result.warnings:
                 print_warning(warning)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)

@@ -14,9 +14,7 @@ from zeroplan.errors import SpecError, UsageError, ZeroplanError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
-    Estimate,
     Scenario,
-    estimate_memory,
     overheads_for,
     small_param_numel,
     summarize_model,
@@ -38,10 +36,9 @@ from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
 from zeroplan.units import parse_count
-from zeroplan.validate import as_json, validated
+from zeroplan.validate import validated
 
 if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
-    from zeroplan.deepspeed.estimator import DeepSpeedEstimate
     from zeroplan.deepspeed.reader import DeepSpeedConfig
     from zeroplan.deepspeed.source import DeepSpeedSource
     from zeroplan.frameworks.apply import FromFile
@@ -125,7 +122,7 @@ def resolve_model(model: str | None, params: str | None, largest_layer: str | No
     return summary, arch
 
 
-def _parallelism(gpus: str, nodes: str | None, hw: HardwareSpec | None) -> Parallelism:
+def parallelism_from(gpus: str, nodes: str | None, hw: HardwareSpec | None) -> Parallelism:
     count = parse_count(nodes, "--nodes") if nodes is not None else None
     return spread_gpus(parse_count(gpus, "--gpus"), count, hw.gpus_per_node if hw else None, hw.name if hw else "")
 
@@ -202,7 +199,7 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied."""
     args, found = from_framework(args)
     hw = hardware_from(args.hardware)
-    par = _parallelism(args.gpus, args.nodes, hw)
+    par = parallelism_from(args.gpus, args.nodes, hw)
     knobs = knobs_from(args)
     summary, arch = model_of(args, found, knobs)
     setup, config = setup_from(args), None
@@ -289,87 +286,3 @@ def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int, setup: 
         raise SpecError(f"{config.origin}: " + "; ".join(removed.message for removed in config.removed_keys))
     resolved = config.setup_fields(dp)
     return config, replace(setup, **{k: resolved[k] for k in ("precision", "fp32_grad_accum") if k not in args.given})
-
-
-def config_notes(config: DeepSpeedConfig, setup: TrainingSetup) -> tuple[str, ...]:
-    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"; the precision once,
-    as the estimate uses it (it differs from the config's only by --precision)."""
-    precision = setup.precision.value
-    if setup.precision is not config.precision:
-        precision += f" (--precision; the config makes DeepSpeed run {config.precision.value})"
-    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {precision}, batch, offload and "
-             "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
-    notes += [f"{auto.key} = {auto.value}, not in the file ({auto.how})" if auto.added
-              else f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]  # fmt: skip
-    return tuple(notes)
-
-
-def config_warnings(config: DeepSpeedConfig) -> tuple[str, ...]:
-    """What `check` reports about the file's keys, for `estimate` to warn about: unknown and duplicate keys."""
-    from zeroplan.deepspeed.keys import duplicate_key_message
-
-    def at(line: int | None) -> str:
-        return f"{config.origin}:{line}" if line else config.origin
-
-    found = [f"{at(config.line_of(unknown.key))}: {unknown.message}" for unknown in config.unknown_keys]
-    found += [f"{at(line)}: {duplicate_key_message(key, config.line_of(key))}" for key, line in config.duplicate_keys]
-    return tuple(found)
-
-
-def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
-    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage (a --from file's FSDP or
-    DDP strategy likewise), and what the file and the config gave, in the assumptions."""
-    scn, config, found = scenario_config_and_file(args)
-    notes = found.notes if found else ()
-    if config is None:
-        chosen = stage if stage is not None else (found.stage if found else None)
-        return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=notes)
-    stages = engine_stages(scn.engine, stage if stage is not None else int(config.stage))
-    return estimate_memory(scn, stages=stages, assumptions=notes + config_notes(config, scn.setup),
-                           warnings=config_warnings(config))  # fmt: skip
-
-
-def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
-    from zeroplan.deepspeed.estimator import estimate_deepspeed
-
-    args, _ = from_framework(args)
-    par = _parallelism(args.gpus, args.nodes, hardware_from(args.hardware))
-    summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
-    if not 0 < buffer_factor < float("inf"):
-        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
-    return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
-                              buffer_factor)
-
-
-def capacity(args: ScenarioArgs) -> dict:
-    """Per stage: largest micro-batch, fewest GPUs, largest model. Plain data (it is also the JSON)."""
-    from zeroplan.memory.capacity import (
-        MAX_GPUS,
-        MAX_MICRO_BATCH,
-        max_micro_batch,
-        max_model,
-        min_gpus,
-    )
-
-    scn = scenario(args)
-    if scn.hardware is None:
-        raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
-    stages = []
-    for stage in ZeroStage:
-        fewest = min_gpus(scn, stage)
-        largest = max_model(scn, stage)
-        stages.append({
-            "stage": int(stage),
-            "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
-            "min_gpus": fewest.gpus if fewest else None,
-            "min_nodes": fewest.nodes if fewest else None,
-            "max_model_params": largest.num_params if largest else None,
-            "max_model_layers": largest.num_layers if largest and scn.arch else None,
-        })
-    return {
-        "model": as_json(scn.model), "hardware": scn.hardware.name,
-        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
-        "setup": as_json(scn.setup),
-        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
-        "stages": stages,
-    }

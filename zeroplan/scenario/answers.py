@@ -1,0 +1,117 @@
+"""The answers a Scenario gives the CLI and the API: the per-stage estimate (with what a --deepspeed-config
+added, stated once), DeepSpeed's own estimator on the same inputs, and the capacity questions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.estimate import (
+    Estimate,
+    estimate_memory,
+)
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.validate import as_json
+
+if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-config code
+    from zeroplan.deepspeed.estimator import DeepSpeedEstimate
+    from zeroplan.deepspeed.reader import DeepSpeedConfig
+
+from zeroplan.scenario import (
+    ScenarioArgs,
+    engine_stages,
+    from_framework,
+    hardware_from,
+    parallelism_from,
+    resolve_model,
+    scenario,
+    scenario_config_and_file,
+)
+
+
+def config_notes(config: DeepSpeedConfig, setup: TrainingSetup) -> tuple[str, ...]:
+    """What an estimate took from a DeepSpeed config, and the value assumed for each "auto"; the precision once,
+    as the estimate uses it (it differs from the config's only by --precision)."""
+    precision = setup.precision.value
+    if setup.precision is not config.precision:
+        precision += f" (--precision; the config makes DeepSpeed run {config.precision.value})"
+    notes = [f"DeepSpeed config {config.origin}: ZeRO-{int(config.stage)}, {precision}, batch, offload and "
+             "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
+    notes += [f"{auto.key} = {auto.value}, not in the file ({auto.how})" if auto.added
+              else f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]  # fmt: skip
+    return tuple(notes)
+
+
+def config_warnings(config: DeepSpeedConfig) -> tuple[str, ...]:
+    """What `check` reports about the file's keys, for `estimate` to warn about: unknown and duplicate keys."""
+    from zeroplan.deepspeed.keys import duplicate_key_message
+
+    def at(line: int | None) -> str:
+        return f"{config.origin}:{line}" if line else config.origin
+
+    found = [f"{at(config.line_of(unknown.key))}: {unknown.message}" for unknown in config.unknown_keys]
+    found += [f"{at(line)}: {duplicate_key_message(key, config.line_of(key))}" for key, line in config.duplicate_keys]
+    return tuple(found)
+
+
+def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
+    """Every stage, or `stage`; with a DeepSpeed config and no stage, the config's stage (a --from file's FSDP or
+    DDP strategy likewise), and what the file and the config gave, in the assumptions."""
+    scn, config, found = scenario_config_and_file(args)
+    notes = found.notes if found else ()
+    if config is None:
+        chosen = stage if stage is not None else (found.stage if found else None)
+        return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=notes)
+    stages = engine_stages(scn.engine, stage if stage is not None else int(config.stage))
+    return estimate_memory(scn, stages=stages, assumptions=notes + config_notes(config, scn.setup),
+                           warnings=config_warnings(config))  # fmt: skip
+
+
+def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
+    from zeroplan.deepspeed.estimator import estimate_deepspeed
+
+    args, _ = from_framework(args)
+    par = parallelism_from(args.gpus, args.nodes, hardware_from(args.hardware))
+    summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
+    if not 0 < buffer_factor < float("inf"):
+        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
+    return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
+                              buffer_factor)
+
+
+def capacity(args: ScenarioArgs) -> dict:
+    """Per stage: largest micro-batch, fewest GPUs, largest model. Plain data (it is also the JSON)."""
+    from zeroplan.memory.capacity import (
+        MAX_GPUS,
+        MAX_MICRO_BATCH,
+        max_micro_batch,
+        max_model,
+        min_gpus,
+    )
+
+    scn = scenario(args)
+    if scn.hardware is None:
+        raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
+    stages = []
+    for stage in ZeroStage:
+        fewest = min_gpus(scn, stage)
+        largest = max_model(scn, stage)
+        stages.append({
+            "stage": int(stage),
+            "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
+            "min_gpus": fewest.gpus if fewest else None,
+            "min_nodes": fewest.nodes if fewest else None,
+            "max_model_params": largest.num_params if largest else None,
+            "max_model_layers": largest.num_layers if largest and scn.arch else None,
+        })
+    return {
+        "model": as_json(scn.model), "hardware": scn.hardware.name,
+        "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
+        "setup": as_json(scn.setup),
+        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
+        "stages": stages,
+    }
