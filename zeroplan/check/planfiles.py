@@ -18,6 +18,7 @@ from zeroplan.check.rules import check_rule_ids
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
 from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.frameworks.run import deepspeed_not_modelled
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
@@ -106,6 +107,7 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
     hidden, dp = (arch.hidden_size if arch else None), plan.gpus  # the data-parallel degree
     ds = _deepspeed_source(plan, origin, base, plan_lines)
+    deepspeed_not_modelled(ds.data, ds.origin)  # tensor or sequence parallelism: not data parallelism
     stated = ds.parse(hidden_size=hidden, dp_world=dp)
     setup, problems = merge_setup(plan, stated)
     if problems:

@@ -232,7 +232,7 @@ def model_of(args: ScenarioArgs, found: FromFile | None,
 
 
 def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSource | None:
-    """--deepspeed-config, else the --from file's inline block; a --from run refuses tensor and sequence parallelism."""
+    """--deepspeed-config, else the --from file's inline block; either refuses tensor and sequence parallelism."""
     if not args.deepspeed_config and (found is None or found.deepspeed is None):
         return None
     from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
@@ -241,10 +241,9 @@ def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSou
         source = read_deepspeed_config(Path(args.deepspeed_config))
     else:
         source = DeepSpeedSource(found.deepspeed, found.deepspeed_origin)
-    if found is not None:
-        from zeroplan.frameworks.run import deepspeed_not_modelled
+    from zeroplan.frameworks.run import deepspeed_not_modelled
 
-        deepspeed_not_modelled(source.data, source.origin)
+    deepspeed_not_modelled(source.data, source.origin)  # never read tensor or sequence parallelism as data parallelism
     return source
 
 
