@@ -9,9 +9,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
-
-from pydantic import Field
+from typing import Any, Literal
 
 from zeroplan.frameworks.accelerate import fsdp_taken
 from zeroplan.frameworks.kinds import FromKind
@@ -19,13 +17,13 @@ from zeroplan.frameworks.run import (
     FileKeys,
     FrameworkRun,
     NotModelled,
+    Positive,
     Taken,
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.memory.setup import Checkpointing, Engine, Precision
 
-Positive = Annotated[int, Field(ge=1)]
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
                     "xformers_attention": "xformers", "eager_attention": "eager"}  # fmt: skip

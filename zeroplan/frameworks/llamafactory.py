@@ -10,22 +10,20 @@ is on unless `disable_gradient_checkpointing`. Docs: https://llamafactory.readth
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
-
-from pydantic import Field
+from typing import Any, Literal
 
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import (
     FileKeys,
     FrameworkRun,
     NotModelled,
+    Positive,
     Taken,
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.memory.setup import Checkpointing, Engine, Precision
 
-Positive = Annotated[int, Field(ge=1)]
 TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
                "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip

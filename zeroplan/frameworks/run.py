@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from zeroplan.errors import SpecError
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.validate import validation_message
+
+Positive = Annotated[int, Field(ge=1)]  # a count in a trainer's YAML, read as leniently as pydantic's lax int
 
 
 class FileKeys(BaseModel):
