@@ -236,3 +236,8 @@ def test_streamed_rows_are_made_as_they_are_read():
     rows = stream_axes(scn, axes).rows
     assert not isinstance(rows, list) and next(rows).gpus == 8  # an iterator: nothing is held beyond the row read
     assert sweep_axes(scn, axes).rows[1:] == list(rows)
+
+
+def test_a_direct_grid_call_refuses_a_count_that_does_not_split():
+    with pytest.raises(ZeroplanError, match="13 GPUs do not split evenly over the 2 nodes of 8 they need"):
+        sweep_grid(scenario(), [ZeroStage.zero3], [13], [1], [Checkpointing.none], [(OffloadDevice.none, OffloadDevice.none)])

@@ -22,6 +22,7 @@ from zeroplan.memory.setup import (
     OffloadDevice,
     Parallelism,
     ZeroStage,
+    fewest_nodes,
     spread_gpus,
 )
 from zeroplan.memory.stage import StageEstimate, stage_base, stage_peak
@@ -64,7 +65,7 @@ def split_gpu_counts(gpu_counts: Sequence[int], gpus_per_node: int) -> tuple[lis
     does not)."""
     kept, skipped = [], []
     for gpus in gpu_counts:
-        nodes = -(-gpus // gpus_per_node)
+        nodes = fewest_nodes(gpus, gpus_per_node)
         if gpus % nodes:
             skipped.append(gpus)
         else:
@@ -109,8 +110,8 @@ def iter_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[i
     recipe, overheads, usable = scn.recipe, scn.overheads, scn.usable_bytes
     gpn = gpus_per_node(scn)
     clusters, skipped = split_gpu_counts(gpu_counts, gpn)
-    if skipped:  # sweep_axes leaves them out and says so; a direct caller asked for them
-        raise ZeroplanError(f"{skipped[0]} GPUs do not split evenly over {-(-skipped[0] // gpn)} nodes of at most {gpn} GPUs")
+    if skipped:  # sweep_axes leaves them out and says so; a direct caller asked for them: the rule's own error
+        spread_gpus(skipped[0], None, gpn)
     sizes = activation_sizes(scn, micro_batches, checkpointings)
     for stage in stages:
         knob_sets = [k for k in (applied_knobs(scn.knobs, stage, pair) for pair in offloads) if k is not None]

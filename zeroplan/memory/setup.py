@@ -86,6 +86,11 @@ class Parallelism:
         return self.gpus
 
 
+def fewest_nodes(gpus: int, gpus_per_node: int | None) -> int:
+    """ceil(gpus / gpus_per_node): the fewest nodes of that size that hold the GPUs (one without a node size)."""
+    return -(-gpus // gpus_per_node) if gpus_per_node else 1
+
+
 def spread_gpus(gpus: int, nodes: int | None, gpus_per_node: int | None, hardware: str = "the hardware") -> Parallelism:
     """The one rule for GPUs and nodes, for every command and plan.
 
@@ -94,7 +99,7 @@ def spread_gpus(gpus: int, nodes: int | None, gpus_per_node: int | None, hardwar
     hardware preset (None: no hardware, no limit).
     """
     if nodes is None:
-        nodes = -(-gpus // gpus_per_node) if gpus_per_node else 1
+        nodes = fewest_nodes(gpus, gpus_per_node)
         if gpus % nodes:
             raise ZeroplanError(f"{gpus} GPUs do not split evenly over the {nodes} nodes of {gpus_per_node} they need "
                              f"on {hardware}; give the nodes (e.g. --nodes {nodes})")
