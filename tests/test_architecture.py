@@ -139,15 +139,19 @@ SCENARIO = {
     "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
 }
+# The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
+FINETUNE = {"--freeze", "--lora-rank", "--lora-targets", "--lora-dropout", "--dora", "--modules-to-save", "--qlora",
+            "--quant-type", "--double-quant", "--quant-storage", "--load-in-8bit", "--adapter-config"}
+
 FROZEN = {
-    "estimate": SCENARIO | {
+    "estimate": SCENARIO | FINETUNE | {
         "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
     },
-    "capacity": SCENARIO,
+    "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
         "--from", "--from-kind",

@@ -109,6 +109,7 @@ class Scenario:
     engine: Engine = Engine.deepspeed
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
+    tuning: object | None = None  # zeroplan.memory.finetune.Tuning; None: full training (every parameter trains)
 
     @property
     def usable_bytes(self) -> int | None:
@@ -133,6 +134,8 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
     if activation_bytes is None:
         acts = activations_for(scn.arch, scn.setup)
         activation_bytes = acts.total_bytes if acts is not None else 0
+    if scn.tuning is not None:
+        return stage_peak(tuned_base(scn, stage, recipe or scn.recipe), activation_bytes, scn.overheads, scn.usable_bytes)
     if scn.engine is not Engine.deepspeed:
         from zeroplan.memory.engines import engine_stage_base
 
@@ -141,6 +144,36 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
         return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+
+
+def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
+    """The StageBase of a fine-tune (memory.tuned): frozen parameters hold no gradients or optimizer states."""
+    from zeroplan.memory.tuned import check_quant_engine, deepspeed_tuned_base, engine_tuned_base
+
+    check_quant_engine(scn.tuning, recipe, scn.engine, stage)
+    if scn.engine is Engine.deepspeed:
+        return deepspeed_tuned_base(scn.model, scn.tuning, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
+    return engine_tuned_base(scn.engine, scn.model, scn.layout, scn.tuning, recipe, stage, scn.parallelism,
+                             scn.knobs, scn.engine_options)
+
+
+def refused_stages(scn: Scenario, stages: tuple[ZeroStage, ...]) -> tuple[tuple[ZeroStage, ...], tuple[str, ...]]:
+    """The stages a fine-tune's base can run at, and one warning per stage the stacks refuse it at."""
+    if scn.tuning is None:
+        return stages, ()
+    from zeroplan.errors import ZeroplanError
+    from zeroplan.memory.tuned import check_quant_engine
+
+    kept, why = [], []
+    for stage in stages:
+        try:
+            check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
+            kept.append(stage)
+        except ZeroplanError as exc:
+            why.append(f"stage {int(stage)} left out: {exc}")
+    if not kept:
+        raise ZeroplanError(why[0].split(": ", 1)[1])
+    return tuple(kept), tuple(why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +217,10 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
+    if scn.tuning is not None:
+        from zeroplan.memory.tuned import tuning_notes
+
+        notes += tuning_notes(scn.tuning, scn.engine)
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:
@@ -217,6 +254,9 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
     recipe = scn.recipe
+    if len(stages) > 1:
+        stages, left_out = refused_stages(scn, stages)
+        warnings = warnings + left_out
     acts = activations_for(scn.arch, scn.setup)
     act_bytes = acts.total_bytes if acts is not None else 0
     results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)

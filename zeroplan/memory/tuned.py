@@ -1,0 +1,186 @@
+"""Model states of a fine-tune (memory.finetune's Tuning) under each ZeRO stage and engine.
+
+    trainable T elements: the recipe's (p, g, k), sharded by the stage as for full training
+    frozen floating-point F elements: parameters only, no gradient, no optimizer state
+    quantized weights: their packed bytes (parameters), and their QuantState beside them (kept whole)
+
+How the stacks treat frozen parameters (sources):
+  DeepSpeed ZeRO-1/2: only requires_grad parameters enter the optimizer's flat fp32 groups
+    (deepspeed/runtime/zero/stage_1_and_2.py, `trainable_parameters`); frozen ones stay replicated module
+    parameters. ZeRO-3 partitions every parameter (partition_parameters.py, zero.Init) and gathers frozen ones
+    per layer like any other; fp32 partitions and gradients exist for trainable ones only (stage3.py,
+    `_get_trainable_parameter_groups`). DeepSpeed's bf16/fp16 casts floating-point module parameters to the
+    16-bit dtype (runtime/engine.py `_configure_distributed_model`), adapters included: p = 2 B, the fp32
+    master in the optimizer; a bitsandbytes uint8 weight is not floating point and stays as it is.
+  PyTorch engines: peft keeps adapters fp32 on a 16-bit base (autocast_adapter_dtype=True, peft
+    tuners/tuners_utils.py cast_adapter_dtype) and FSDP/DDP keep them fp32 (memory/engines/storage.py); the
+    base stays 16-bit. FSDP1 with use_orig_params=True allocates its flat gradient for a whole unit when any
+    parameter of the unit trains ("the gradient memory usage will be higher than expected (namely, equivalent
+    to not freezing those parameters)", torch/distributed/fsdp/fully_sharded_data_parallel.py docstring);
+    peft's fsdp_auto_wrap_policy (peft utils/other.py) wraps adapter layers as units of their own, so under
+    LoRA only adapters carry gradients. FSDP2 shards per parameter: a frozen parameter has no gradient.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.finetune import Tuning
+from zeroplan.memory.quant import Quant
+from zeroplan.memory.recipes import FP32_BYTES, INT8_BYTES, Recipe
+from zeroplan.memory.setup import DeepSpeedKnobs, Engine, EngineOptions, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals, stage_base
+from zeroplan.memory.states import ModelStates, ModelSummary
+from zeroplan.memory.terms import Term, shard_numel
+
+BNB_OPTIM_BLOCKSIZE = 256  # bitsandbytes optim/optimizer.py Optimizer2State.init_state: blocksize = 256
+BNB_MIN_8BIT_SIZE = 4096  # min_8bit_size default: smaller tensors keep fp32 states
+ADAM_STATES = 2  # m and v
+
+
+def bnb_8bit_state_bytes(numels: tuple[int, ...] | list[int]) -> int:
+    """bitsandbytes AdamW8bit states of these tensors (optim/optimizer.py Optimizer2State.init_state):
+
+        n >= 4096: 2 (n uint8 + 4 ceil(n / 256) fp32 absmax)      n < 4096: 2 x 4 n (fp32 states)
+    The two 256-entry quantization maps are shared by all tensors (name2qmap) and left out.
+    """
+    total = 0
+    for n in numels:
+        if n < BNB_MIN_8BIT_SIZE:
+            total += ADAM_STATES * FP32_BYTES * n
+        else:
+            total += ADAM_STATES * (n * INT8_BYTES + -(-n // BNB_OPTIM_BLOCKSIZE) * FP32_BYTES)
+    return total
+
+
+def frozen_param_bytes(tuning: Tuning, element: int) -> int:
+    """Frozen floating-point tensors at `element` bytes plus the packed quantized weights."""
+    return tuning.frozen_float_numel * element + tuning.packed_bytes
+
+
+def check_quant_engine(tuning: Tuning, recipe: Recipe, engine: Engine, stage: ZeroStage) -> None:
+    """QLoRA where parameters are flattened and sharded (ZeRO-3, FSDP) needs quant_storage = the compute dtype.
+
+    FSDP and ZeRO-3 flatten a unit's parameters into one tensor of one dtype, so the packed 4-bit weights must be
+    stored in the dtype of the rest (transformers docs, "bitsandbytes" / peft docs "Use PEFT QLoRA and FSDP" and
+    "...DeepSpeed ZeRO3": bnb_4bit_quant_storage=torch.bfloat16). 8-bit base weights under sharding: not modelled.
+    """
+    spec = tuning.spec
+    sharded = (engine is Engine.deepspeed and stage is ZeroStage.zero3) or engine in (Engine.fsdp, Engine.fsdp2)
+    if not sharded or spec.quant is Quant.none:
+        return
+    where = "ZeRO-3" if engine is Engine.deepspeed else f"--engine {engine.value}"
+    if spec.quant is Quant.int8:
+        raise ZeroplanError(f"an 8-bit (LLM.int8) base under {where} is not modelled: use ZeRO-0/1/2 or ddp")
+    compute = {2: {Precision.fp16_mixed: "float16"}.get(recipe.precision, "bfloat16"), 4: "float32"}[recipe.param_bytes]
+    if spec.quant_storage.value != compute:
+        raise ZeroplanError(f"--quant-storage {spec.quant_storage.value} under {where}: QLoRA there needs the packed "
+                            f"weights stored in the compute dtype, --quant-storage {compute}")
+
+
+def _optimizer_bytes(tuning: Tuning, recipe: Recipe, numels: list[int] | tuple[int, ...], master: int) -> int:
+    """Optimizer states of these trainable tensors: exact per-tensor bytes for AdamW8bit, else k' per element."""
+    count = sum(numels)
+    if recipe.optimizer is Optimizer.adamw_8bit:
+        return count * master + bnb_8bit_state_bytes(numels)
+    return count * (recipe.optimizer_bytes - recipe.master_bytes + master)
+
+
+def deepspeed_tuned_base(model: ModelSummary, tuning: Tuning, recipe: Recipe, stage: ZeroStage, par: Parallelism,
+                         knobs: DeepSpeedKnobs) -> StageBase:
+    """stage_base over the trainable parameters, plus the frozen ones as parameters (partitioned at ZeRO-3).
+
+    DeepSpeed hands its optimizer one flat fp32 partition per group, so AdamW8bit sees one tensor of T / N_d.
+    Buffers: gradient buckets over T; ZeRO-3's gathered layer over the model's largest layer, as before.
+    """
+    trainable = tuning.num_trainable
+    base = stage_base(replace(model, num_params=trainable), recipe, stage, par, knobs)
+    opt_numel = shard_numel(trainable, par.dp) if stage >= ZeroStage.zero1 else trainable
+    states = base.states
+    if recipe.optimizer is Optimizer.adamw_8bit and states.optimizer_states:
+        states = replace(states, optimizer_states=_optimizer_bytes(tuning, recipe, [opt_numel], recipe.master_bytes))
+    frozen = frozen_param_bytes(tuning, recipe.param_bytes)
+    if stage is ZeroStage.zero3:
+        frozen = shard_numel(frozen, par.dp)
+    params, cpu = states.parameters + tuning.quant_state_bytes, states.cpu_bytes
+    if stage is ZeroStage.zero3 and base.knobs.offload_param.value != "none":
+        cpu += frozen if base.knobs.offload_param.value == "cpu" else 0
+    else:
+        params += frozen
+    states = replace(states, parameters=params, cpu_bytes=cpu)
+    backward, step = phase_totals(states, base.buffers)
+    return replace(base, states=states, backward_bytes=backward, step_bytes=step)
+
+
+def _sharded(engine: Engine, stage: ZeroStage, dp: int) -> bool:
+    return dp > 1 and (engine is Engine.fsdp2 or (engine is Engine.fsdp and stage >= ZeroStage.zero2))
+
+
+def _grad_units(tuning: Tuning, engine: Engine) -> list[int]:
+    """Elements carrying a gradient per unit: FSDP1 under --freeze gives a mixed unit a gradient for all of it."""
+    if engine is Engine.fsdp and not tuning.spec.lora_rank:
+        return [t + f if t else 0 for t, f in zip(tuning.trainable_by_unit, tuning.frozen_by_unit)]
+    return list(tuning.trainable_by_unit)
+
+
+def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tuning, recipe: Recipe, stage: ZeroStage,
+                      par: Parallelism, knobs: DeepSpeedKnobs, options: EngineOptions) -> StageBase:
+    """The engine's StageBase with the fine-tune's states; gathered-parameter lines scaled to the stored bytes."""
+    from zeroplan.memory.engines import engine_stage_base
+    from zeroplan.memory.engines.ddp import ddp_buffers
+    from zeroplan.memory.engines.fsdp import PARAM_TERMS
+    from zeroplan.memory.engines.storage import torch_storage
+
+    full = engine_stage_base(engine, model, layout, recipe, stage, par, knobs, options)
+    store, dp = torch_storage(recipe), par.dp
+    sharded = _sharded(engine, stage, dp)
+    per = (lambda n: shard_numel(n, dp)) if sharded else (lambda n: n)
+    trainable = [per(n) for n in tuning.trainable] if engine is Engine.fsdp2 else [per(tuning.num_trainable)]
+    grad_units = _grad_units(tuning, engine)
+    frozen = frozen_param_bytes(tuning, store.compute)
+    params = sum(trainable) * store.param + (shard_numel(frozen, dp) if sharded else frozen) + tuning.quant_state_bytes
+    opt_numels = [shard_numel(n, dp) for n in tuning.trainable] if engine is Engine.ddp and stage is ZeroStage.zero1 and dp > 1 else trainable
+    states = ModelStates(parameters=params, gradients=per(sum(grad_units)) * store.grad,
+                         optimizer_states=_optimizer_bytes(tuning, recipe, opt_numels, 0))
+    # gathered units hold the trainable parameters at c bytes and the frozen ones as stored (packed when quantized)
+    ratio = (tuning.num_trainable * store.compute + frozen) / max(1, tuning.num_params * store.compute)
+    buffers: list[Term] = []
+    for t in full.buffers:
+        if t.name.startswith(PARAM_TERMS):
+            buffers.append(replace(t, bytes=int(t.bytes * ratio)))
+        elif t.name.startswith("unsharded gradient"):
+            buffers.append(replace(t, bytes=max(grad_units) * store.compute))
+        elif not t.name.startswith("DDP gradient buckets"):
+            buffers.append(t)
+    if engine is Engine.ddp:
+        buffers += ddp_buffers(sum(grad_units), store, options)
+    backward, step = phase_totals(states, tuple(buffers))
+    return replace(full, states=states, buffers=tuple(buffers), buffer_bytes=buffer_bytes_by_phase(tuple(buffers)),
+                   backward_bytes=backward, step_bytes=step)
+
+
+def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
+    """What the estimate assumes about the fine-tune, in words."""
+    spec = tuning.spec
+    notes = [f"fine-tuning mode {spec.mode}: {tuning.num_trainable:,} of {tuning.num_params:,} parameters train; "
+             "frozen ones hold no gradients and no optimizer states (ZeRO-3 and FSDP still shard and gather them)"]
+    if spec.lora_rank:
+        notes.append(f"adapters of rank {spec.lora_rank} on {len(tuning.adapted)} linears (peft: lora_A r x in, "
+                     "lora_B out x r" + (", DoRA magnitude out" if spec.dora else "") + "); alpha and rsLoRA change no byte")
+        notes.append("DeepSpeed casts the adapters to the 16-bit dtype with an fp32 master in the optimizer"
+                     if engine is Engine.deepspeed else
+                     "adapters fp32 (peft autocast_adapter_dtype) on a 16-bit base; FSDP1 wraps them as units of "
+                     "their own (peft fsdp_auto_wrap_policy)")
+    if spec.quant.four_bit:
+        notes.append(f"base linears in bitsandbytes {spec.quant.value}: packed 4-bit in {spec.quant_storage.value}, "
+                     "absmax per 64 elements " + ("8-bit in blocks of 256 (double quant)" if spec.double_quant else "fp32")
+                     + "; the QuantState is not a parameter and stays whole on every GPU")
+    elif spec.quant is Quant.int8:
+        notes.append("base linears in bitsandbytes LLM.int8: int8 weights + fp32 row scales")
+    if engine is Engine.fsdp and spec.freeze:
+        notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
+    notes.append("activations are full training's (a frozen linear's saved input and the adapters' tensors not "
+                 "yet modelled: docs/finetune.md)")
+    return notes
