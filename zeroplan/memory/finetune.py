@@ -95,6 +95,7 @@ class Tuning:
     packed_bytes: int  # the quantized weights themselves (parameters: ZeRO-3 / FSDP partition them)
     quant_state_bytes: int  # absmax, nested constants, int8 row scales: beside the weights, kept whole
     adapted: tuple[str, ...]  # module names given adapters
+    saved_numel: int = 0  # trainable copies of modules_to_save: they keep the base dtype (peft upcasts adapters only)
 
     @property
     def num_trainable(self) -> int:
@@ -176,7 +177,7 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     units = 1 + max(unit_of(p.name) for p in params)
     trainable_by_unit, frozen_by_unit = [0] * units, [0] * units
     trainable: list[int] = []
-    frozen_float = quantized = packed = state = 0
+    frozen_float = quantized = packed = state = saved_numel = 0
     frozen = _frozen_by_glob(params, spec.freeze) if spec.freeze else set()
     saved = _saved_modules(params, spec.modules_to_save)
     for p in params:
@@ -188,6 +189,7 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
         if p.name in saved:  # the trainable copy; the original stays frozen below
             trainable.append(p.numel)
             trainable_by_unit[u] += p.numel
+            saved_numel += p.numel
         if _quantized(p, spec):
             weight, extra = _stored_bytes(p, spec)
             quantized, packed, state = quantized + p.numel, packed + weight, state + extra
@@ -205,4 +207,4 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
         state += SHARED_NESTED_MAP_BYTES
     total = sum(trainable) + frozen_float + quantized
     return Tuning(spec, total, tuple(trainable), tuple(trainable_by_unit), tuple(frozen_by_unit), frozen_float,
-                  quantized, packed, state, tuple(lin.name for lin in adapted))
+                  quantized, packed, state, tuple(lin.name for lin in adapted), saved_numel)

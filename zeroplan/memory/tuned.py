@@ -118,6 +118,21 @@ def _sharded(engine: Engine, stage: ZeroStage, dp: int) -> bool:
     return dp > 1 and (engine is Engine.fsdp2 or (engine is Engine.fsdp and stage >= ZeroStage.zero2))
 
 
+def _states_per_param(recipe: Recipe) -> int:
+    from zeroplan.memory.recipes import OPTIMIZER_STATES_PER_PARAM
+
+    return OPTIMIZER_STATES_PER_PARAM[recipe.optimizer]
+
+
+def _opt_numels(tuning: Tuning, engine: Engine, stage: ZeroStage, dp: int, sharded: bool) -> list[int]:
+    """The tensors the optimizer holds on one rank: FSDP2 and DDP per tensor, FSDP1 one flat shard."""
+    if engine is Engine.ddp and stage is ZeroStage.zero1 and dp > 1:
+        return [shard_numel(n, dp) for n in tuning.trainable]  # ZeroRedundancyOptimizer: about 1/N of the tensors
+    if engine is Engine.fsdp:
+        return [shard_numel(tuning.num_trainable, dp) if sharded else tuning.num_trainable]
+    return [shard_numel(n, dp) if sharded else n for n in tuning.trainable]
+
+
 def _grad_units(tuning: Tuning, engine: Engine) -> list[int]:
     """Elements carrying a gradient per unit: FSDP1 under --freeze gives a mixed unit a gradient for all of it."""
     if engine is Engine.fsdp and not tuning.spec.lora_rank:
@@ -137,13 +152,19 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
     store, dp = torch_storage(recipe), par.dp
     sharded = _sharded(engine, stage, dp)
     per = (lambda n: shard_numel(n, dp)) if sharded else (lambda n: n)
-    trainable = [per(n) for n in tuning.trainable] if engine is Engine.fsdp2 else [per(tuning.num_trainable)]
     grad_units = _grad_units(tuning, engine)
-    frozen = frozen_param_bytes(tuning, store.compute)
-    params = sum(trainable) * store.param + (shard_numel(frozen, dp) if sharded else frozen) + tuning.quant_state_bytes
-    opt_numels = [shard_numel(n, dp) for n in tuning.trainable] if engine is Engine.ddp and stage is ZeroStage.zero1 and dp > 1 else trainable
-    states = ModelStates(parameters=params, gradients=per(sum(grad_units)) * store.grad,
-                         optimizer_states=_optimizer_bytes(tuning, recipe, opt_numels, 0))
+    # A LoRA base is loaded 16-bit (torch_dtype=bfloat16, as peft's recipes do); a --freeze run keeps the
+    # engine's storage for every parameter, frozen or not (fp32 under PyTorch mixed precision).
+    frozen = frozen_param_bytes(tuning, store.compute if tuning.spec.lora_rank else store.param)
+    saved = per(tuning.saved_numel)  # modules_to_save copies: base dtype, AdamW states in it too
+    adapters = per(tuning.num_trainable - tuning.saved_numel)
+    extra_grad = per(sum(grad_units)) - per(tuning.num_trainable)  # FSDP1 mixed units under --freeze
+    params = adapters * store.param + saved * store.compute + (shard_numel(frozen, dp) if sharded else frozen)
+    states = ModelStates(
+        parameters=params + tuning.quant_state_bytes,
+        gradients=(adapters + extra_grad) * store.grad + saved * store.compute,
+        optimizer_states=_optimizer_bytes(tuning, recipe, _opt_numels(tuning, engine, stage, dp, sharded), 0)
+        - saved * (recipe.optimizer_bytes - recipe.master_bytes) + saved * _states_per_param(recipe) * store.compute)
     # gathered units hold the trainable parameters at c bytes and the frozen ones as stored (packed when quantized)
     ratio = (tuning.num_trainable * store.compute + frozen) / max(1, tuning.num_params * store.compute)
     buffers: list[Term] = []

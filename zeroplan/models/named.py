@@ -62,8 +62,8 @@ GEMMA2_LAYER_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedfo
 def _attention(c: fam.RMSNormDecoderConfig, p: str, qkv_bias: bool, o_bias: bool) -> list[NamedParam]:
     d, head = c.hidden_size, c.attention_head_dim
     q, kv = c.num_attention_heads * head, c.kv_heads * head
-    if isinstance(c, fam.Phi3Config):
-        qkv = _linear(f"{p}.self_attn.qkv_proj", d, q + 2 * kv, False)
+    if isinstance(c, fam.Phi3Config):  # Phi3Attention builds o_proj first
+        return _linear(f"{p}.self_attn.o_proj", q, d, o_bias) + _linear(f"{p}.self_attn.qkv_proj", d, q + 2 * kv, False)
     else:
         qkv = [*_linear(f"{p}.self_attn.q_proj", d, q, qkv_bias), *_linear(f"{p}.self_attn.k_proj", d, kv, qkv_bias),
                *_linear(f"{p}.self_attn.v_proj", d, kv, qkv_bias)]

@@ -107,7 +107,7 @@ def capacity(args: ScenarioArgs) -> dict:
         if scn.tuning is not None:
             from zeroplan.scenario.finetune import tuned_capacity
 
-            tuned = tuned_capacity(args, scn, stage)
+            tuned = tuned_capacity(args, scn, stage, scenario)
         stages.append({
             "stage": int(stage),
             "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,

@@ -102,7 +102,7 @@ __all__ = ["adapter_config", "finetune_of", "tuning_of"]
 MAX_LORA_RANK = 4096  # the rank search's upper end
 
 
-def tuned_capacity(args, scn, stage) -> dict:
+def tuned_capacity(args, scn, stage, build) -> dict:
     """Capacity answers for a fine-tune at `stage`: the largest LoRA rank that fits (LoRA runs), and the largest
     model preset that fits with the same mode, GPUs and setup (depth scaling does not apply to an adapter spec)."""
     from dataclasses import replace
@@ -111,7 +111,6 @@ def tuned_capacity(args, scn, stage) -> dict:
     from zeroplan.memory.tuned import check_quant_engine
     from zeroplan.models.named import named_parameters
     from zeroplan.models.presets import load_model
-    from zeroplan.scenario import scenario
 
     try:
         check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
@@ -130,7 +129,7 @@ def tuned_capacity(args, scn, stage) -> dict:
     best = None
     for candidate in _tunable_presets():
         try:
-            other = scenario(replace(args, model=candidate.name))
+            other = build(replace(args, model=candidate.name))
             fits = _fits(other, stage)
         except ZeroplanError:  # the mode does not apply to it (no such target, family not described)
             continue

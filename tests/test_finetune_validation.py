@@ -1,0 +1,90 @@
+"""zeroplan's fine-tuning figures against what validation/measure_finetune.py measured with transformers, peft and
+bitsandbytes (the committed validation/finetune_measured.json is the source of every expected number here)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeroplan.memory.finetune import ALL_LINEAR, Finetune, tune
+from zeroplan.memory.quant import Quant, QuantStorage, int8_weight_bytes, packed_4bit_bytes, quant_state_4bit_bytes
+from zeroplan.memory.recipes import make_recipe
+from zeroplan.memory.setup import DeepSpeedKnobs, Engine, EngineOptions, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.tuned import bnb_8bit_state_bytes, engine_tuned_base
+from zeroplan.models.named import named_parameters
+from zeroplan.models.params import count_params
+from zeroplan.models.presets import model_from_data
+
+DATA = json.loads((Path(__file__).resolve().parent.parent / "validation" / "finetune_measured.json").read_text())
+CONFIGS = {  # the harness's CONFIGS, as HF config.json mappings
+    fam: dict(model_type=fam, hidden_size=64, intermediate_size=160, num_hidden_layers=4, num_attention_heads=4,
+              num_key_value_heads=4 if fam == "phi3" else 2, vocab_size=512, max_position_embeddings=128,
+              **({"head_dim": 16} if fam == "gemma2" else {}))
+    for fam in DATA["names"]
+}
+
+
+def spec_of(family: str):
+    return model_from_data(CONFIGS[family], f"tiny {family}", hf_name=f"tiny-{family}")
+
+
+@pytest.mark.parametrize("family", sorted(DATA["names"]))
+def test_named_parameters_are_transformers_own(family):
+    ours = [[p.name, list(p.shape)] for p in named_parameters(spec_of(family))]
+    assert ours == DATA["names"][family]
+
+
+def finetune_of(row) -> Finetune:
+    lora = row["lora"]
+    if lora is None:
+        return Finetune(freeze=tuple(row["freeze"]))
+    targets = lora["target_modules"]
+    return Finetune(lora_rank=lora["r"], lora_targets=(ALL_LINEAR,) if targets == ALL_LINEAR else tuple(targets),
+                    lora_dropout=lora.get("lora_dropout", 0.0), dora=lora.get("use_dora", False),
+                    modules_to_save=tuple(lora.get("modules_to_save", ())))
+
+
+def precision_of(row) -> Precision:
+    """fp32 runs are fp32; a bf16 base trains bf16 tensors in bf16 (bf16-true), but peft keeps adapters fp32 and
+    PyTorch's mixed-precision storage is exactly that: fp32 trainable tensors, a 16-bit frozen base."""
+    if row["dtype"] == "float32":
+        return Precision.fp32
+    return Precision.bf16_mixed if row["lora"] else Precision.bf16_true
+
+
+@pytest.mark.parametrize("row", DATA["peft"], ids=lambda r: f"{r['case']} {r['dtype']}")
+def test_trainable_counts_grads_and_adamw_states_are_exact(row):
+    spec = spec_of(row["family"])
+    tuning = tune(named_parameters(spec), finetune_of(row), row["family"])
+    assert (tuning.num_trainable, tuning.num_params) == (row["trainable_params"], row["all_params"])
+    summary = ModelSummary(name="tiny", num_params=count_params(spec).num_params)
+    base = engine_tuned_base(Engine.ddp, summary, None, tuning, make_recipe(precision_of(row), Optimizer.adamw),
+                             ZeroStage.zero0, Parallelism(gpus=1), DeepSpeedKnobs(), EngineOptions())
+    states = base.states
+    assert (states.parameters, states.gradients, states.optimizer_states) == (
+        row["param_bytes"], row["grad_bytes"], row["adamw_state_bytes"])
+
+
+@pytest.mark.parametrize("row", DATA["bnb"], ids=lambda r: f"{r['shape']} {r['quant']} {r.get('storage', '')} {r.get('double_quant', '')}")
+def test_bitsandbytes_storage_is_exact(row):
+    rows, cols = row["shape"]
+    if row["quant"] == "int8":
+        assert int8_weight_bytes(rows, cols) == (row["packed_bytes"], row["state_bytes"])
+        return
+    assert packed_4bit_bytes(rows * cols, QuantStorage(row["storage"])) == row["packed_bytes"]
+    assert quant_state_4bit_bytes(rows * cols, row["double_quant"]) == row["state_bytes"]
+
+
+@pytest.mark.parametrize("row", DATA["optim8"], ids=lambda r: str(r["numel"]))
+def test_adamw8bit_states_are_exact(row):
+    assert bnb_8bit_state_bytes([row["numel"]]) == row["state_bytes"]
+
+
+def test_the_measurement_covers_the_issue_grid():
+    cases = {r["case"] for r in DATA["peft"]}
+    assert {"llama r8 q,v", "llama r64 all-linear", "qwen2 r8 all-linear", "qwen2 r64 q,v",
+            "llama frozen embeddings", "llama frozen first half"} <= cases
+    assert {r["dtype"] for r in DATA["peft"]} == {"float32", "bfloat16"}
+    assert {r["quant"] for r in DATA["bnb"]} == {"nf4", "fp4", "int8"} and len(DATA["bnb"]) > 40
+    assert Quant.nf4.four_bit
