@@ -17,11 +17,16 @@ from zeroplan.models.params import count_params
 from zeroplan.models.presets import model_from_data
 
 DATA = json.loads((Path(__file__).resolve().parent.parent / "validation" / "finetune_measured.json").read_text())
+COMMON = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+              vocab_size=512, max_position_embeddings=128)
 CONFIGS = {  # the harness's CONFIGS, as HF config.json mappings
-    fam: dict(model_type=fam, hidden_size=64, intermediate_size=160, num_hidden_layers=4, num_attention_heads=4,
-              num_key_value_heads=4 if fam == "phi3" else 2, vocab_size=512, max_position_embeddings=128,
-              **({"head_dim": 16} if fam == "gemma2" else {}))
-    for fam in DATA["names"]
+    "llama": {"model_type": "llama", **COMMON},
+    "qwen2": {"model_type": "qwen2", **COMMON},
+    "mistral": {"model_type": "mistral", **COMMON},
+    "gemma2": {"model_type": "gemma2", **COMMON, "head_dim": 16},
+    "phi3": {"model_type": "phi3", **COMMON, "num_key_value_heads": 4, "pad_token_id": 0},
+    "mixtral": {"model_type": "mixtral", **COMMON, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 4, "n_head": 4, "vocab_size": 512, "n_positions": 128},
 }
 
 
@@ -31,8 +36,8 @@ def spec_of(family: str):
 
 @pytest.mark.parametrize("family", sorted(DATA["names"]))
 def test_named_parameters_are_transformers_own(family):
-    ours = [[p.name, list(p.shape)] for p in named_parameters(spec_of(family))]
-    assert ours == DATA["names"][family]
+    ours = {p.name: list(p.shape) for p in named_parameters(spec_of(family))}
+    assert ours == dict(DATA["names"][family])  # the same names and shapes (the order inside a layer may differ)
 
 
 def finetune_of(row) -> Finetune:

@@ -36,6 +36,8 @@ CONFIGS = {
     "mistral": {"model_type": "mistral", **COMMON},
     "gemma2": {"model_type": "gemma2", **COMMON, "head_dim": 16},
     "phi3": {"model_type": "phi3", **COMMON, "num_key_value_heads": 4, "pad_token_id": 0},
+    "mixtral": {"model_type": "mixtral", **COMMON, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 4, "n_head": 4, "vocab_size": 512, "n_positions": 128},
 }
 PEFT_CASES = [  # (name, family, LoraConfig kwargs or None, freeze globs)
     *[(f"{fam} r{r} {tname}", fam, {"r": r, "target_modules": targets}, ())
@@ -47,6 +49,11 @@ PEFT_CASES = [  # (name, family, LoraConfig kwargs or None, freeze globs)
      {"r": 8, "target_modules": ["q_proj", "v_proj"], "modules_to_save": ["lm_head"]}, ()),
     ("phi3 r8 all-linear", "phi3", {"r": 8, "target_modules": "all-linear"}, ()),
     ("gemma2 r16 all-linear", "gemma2", {"r": 16, "target_modules": "all-linear"}, ()),
+    # all-linear on Mixtral also adapts the router and the fused experts (peft's target_parameters, a rank per
+    # expert): zeroplan refuses it, so the attention linears are measured here.
+    ("mixtral r8 q,k,v,o", "mixtral", {"r": 8, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}, ()),
+    ("gpt2 r8 all-linear", "gpt2", {"r": 8, "target_modules": "all-linear"}, ()),
+    ("gpt2 r8 c_attn", "gpt2", {"r": 8, "target_modules": ["c_attn"]}, ()),
     ("llama frozen embeddings", "llama", None, ("model.embed_tokens.*",)),
     ("llama frozen first half", "llama", None, ("model.embed_tokens.*", "model.layers.0.*", "model.layers.1.*")),
     ("qwen2 frozen first half", "qwen2", None, ("model.embed_tokens.*", "model.layers.0.*", "model.layers.1.*")),

@@ -114,8 +114,11 @@ def _matches(module: str, target: str) -> bool:
     return module == target or module.endswith("." + target)
 
 
-def adapter_targets(lins: list[Linear], targets: tuple[str, ...], family: str) -> list[Linear]:
+def adapter_targets(lins: list[Linear], targets: tuple[str, ...], family: str, moe: bool = False) -> list[Linear]:
     """The linears peft wraps for `targets`; ZeroplanError naming the linears that exist when none match."""
+    if targets == (ALL_LINEAR,) and moe:
+        raise ZeroplanError(f"--lora-targets all-linear on {family}: peft also adapts its routers and fused experts "
+                            f"(target_parameters, a rank per expert), not modelled; name the linears ({linear_names(lins)})")
     if targets == (ALL_LINEAR,):
         return [lin for lin in lins if lin.name != OUTPUT_HEAD]
     if not targets:
@@ -198,7 +201,8 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
             frozen_by_unit[u] += p.numel
     adapted: list[Linear] = []
     if spec.lora_rank:
-        adapted = adapter_targets(linears(params), spec.lora_targets, family)
+        moe = any(p.module.endswith(".experts") for p in params)
+        adapted = adapter_targets(linears(params), spec.lora_targets, family, moe)
         for lin in adapted:
             for _, numel in _adapter_tensors(lin, spec.lora_rank, spec.dora):
                 trainable.append(numel)

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.models import families as fam
-from zeroplan.models.params.modules import GATE_UP
+from zeroplan.models.params.decoder import decoder_modules, layer_modules
+from zeroplan.models.params.modules import COLUMN, EMBEDDING_KIND, EXPERTS_KIND, LINEAR, ROW, Module
 
 Shape = tuple[int, ...]
 
@@ -44,78 +45,37 @@ class Linear(NamedTuple):
     bias: bool
 
 
-def _linear(module: str, n_in: int, n_out: int, bias: bool) -> list[NamedParam]:
-    out = [NamedParam(f"{module}.weight", (n_out, n_in), module, True)]
-    return out + [NamedParam(f"{module}.bias", (n_out,), module, True)] if bias else out
+LINEAR_KINDS = (COLUMN, ROW, LINEAR)  # nn.Linear / Conv1D modules (routers are TopKRouter modules, not nn.Linear)
+EXPERT_TENSORS = {2: ("gate_up_proj", "down_proj"),  # transformers 5 fused experts, as zeroplan.models.block lays them
+                  4: ("gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias")}
+SUFFIXES = ("weight", "bias")
 
 
-def _norm(module: str, width: int) -> NamedParam:
-    return NamedParam(f"{module}.weight", (width,), module)
-
-
-# RMSNorms of one decoder layer, by family (modeling_llama.py LlamaDecoderLayer; modeling_gemma2.py adds two).
-LAYER_NORMS = ("input_layernorm", "post_attention_layernorm")
-GEMMA2_LAYER_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                      "post_feedforward_layernorm")
-
-
-def _attention(c: fam.RMSNormDecoderConfig, p: str, qkv_bias: bool, o_bias: bool) -> list[NamedParam]:
-    d, head = c.hidden_size, c.attention_head_dim
-    q, kv = c.num_attention_heads * head, c.kv_heads * head
-    if isinstance(c, fam.Phi3Config):  # Phi3Attention builds o_proj first
-        return _linear(f"{p}.self_attn.o_proj", q, d, o_bias) + _linear(f"{p}.self_attn.qkv_proj", d, q + 2 * kv, False)
-    else:
-        qkv = [*_linear(f"{p}.self_attn.q_proj", d, q, qkv_bias), *_linear(f"{p}.self_attn.k_proj", d, kv, qkv_bias),
-               *_linear(f"{p}.self_attn.v_proj", d, kv, qkv_bias)]
-    return qkv + _linear(f"{p}.self_attn.o_proj", q, d, o_bias)
-
-
-def _mlp(c: fam.RMSNormDecoderConfig, p: str, bias: bool) -> list[NamedParam]:
-    d, inner = c.hidden_size, c.intermediate_size
-    if isinstance(c, fam.MixtralConfig):  # transformers 5: a router Linear and one experts module of 3-d tensors
-        e = c.num_local_experts
-        return [*_linear(f"{p}.mlp.gate", d, e, False),
-                NamedParam(f"{p}.mlp.experts.gate_up_proj", (e, GATE_UP * inner, d), f"{p}.mlp.experts"),
-                NamedParam(f"{p}.mlp.experts.down_proj", (e, d, inner), f"{p}.mlp.experts")]
-    if isinstance(c, fam.Phi3Config):
-        up = _linear(f"{p}.mlp.gate_up_proj", d, GATE_UP * inner, False)
-    else:
-        up = [*_linear(f"{p}.mlp.gate_proj", d, inner, bias), *_linear(f"{p}.mlp.up_proj", d, inner, bias)]
-    return up + _linear(f"{p}.mlp.down_proj", inner, d, bias)
-
-
-def _biases(c: fam.RMSNormDecoderConfig) -> tuple[bool, bool, bool]:
-    """(q/k/v bias, o bias, MLP bias) as each family's modeling file builds them."""
-    if isinstance(c, fam.Qwen2Config):
-        return True, False, False
-    if isinstance(c, fam.LlamaConfig):
-        return c.attention_bias, c.attention_bias, c.mlp_bias
-    if isinstance(c, fam.Gemma2Config):
-        return c.attention_bias, c.attention_bias, False
-    return False, False, False
-
-
-def _rmsnorm_decoder(c: fam.RMSNormDecoderConfig) -> list[NamedParam]:
-    d = c.hidden_size
-    qkv_bias, o_bias, mlp_bias = _biases(c)
-    norms = GEMMA2_LAYER_NORMS if isinstance(c, fam.Gemma2Config) else LAYER_NORMS
-    out = [NamedParam("model.embed_tokens.weight", (c.vocab_size, d), "model.embed_tokens")]
-    for i in range(c.num_hidden_layers):
-        p = f"model.layers.{i}"
-        out += _attention(c, p, qkv_bias, o_bias) + _mlp(c, p, mlp_bias) + [_norm(f"{p}.{n}", d) for n in norms]
-    out.append(_norm("model.norm", d))
-    if not c.tie_word_embeddings:
-        out += _linear("lm_head", d, c.vocab_size, False)
-    return out
+def _tensors(m: Module, index: int | None) -> list[NamedParam]:
+    """The tensors of one module instance (`index` fills the `*` of a layer's module)."""
+    module = m.name if index is None else m.name.replace("*", str(index), 1)
+    linear = m.kind in LINEAR_KINDS or (m.kind == EMBEDDING_KIND and m.in_features > 0)
+    names = EXPERT_TENSORS.get(len(m.shapes), SUFFIXES) if m.kind == EXPERTS_KIND else SUFFIXES
+    return [NamedParam(f"{module}.{name}", shape, module, linear) for name, shape in zip(names, m.shapes)]
 
 
 def named_parameters(spec: fam.ModelSpec) -> list[NamedParam]:
-    """The model's parameter tensors in named_parameters() order and naming; ZeroplanError for a family not described."""
-    if isinstance(spec.config, fam.RMSNormDecoderConfig):
-        return _rmsnorm_decoder(spec.config)
-    raise ZeroplanError(f"{spec.name}: fine-tuning modes need the parameter names of family "
-                        f"{spec.architecture().family}, not described yet (supported: the RMSNorm decoders "
-                        "llama, mistral, mixtral, qwen2, gemma2, phi3)")
+    """The model's parameter tensors in named_parameters() order and naming; ZeroplanError for a family described
+    without a Decoder (T5). Tensors of kind `other` (sinks, conv1d, per-head scalars) are named .weight/.bias."""
+    dec = spec.config.decoder()
+    if dec is None:
+        raise ZeroplanError(f"{spec.name}: fine-tuning modes need the decoder description of family "
+                            f"{spec.architecture().family}, which it does not have")
+    top = [m for m in decoder_modules(dec) if "*" not in m.name and not m.tied]
+    head = [m for m in top if m.name == dec.head or m.name.endswith(("." + (dec.final_norm or ""),))]
+    out = [p for m in top if m not in head for p in _tensors(m, None)]
+    index = 0
+    for layer, count in dec.layers:
+        modules = [m for m in layer_modules(layer, dec) if m is not None]
+        for _ in range(count):
+            out += [p for m in modules for p in _tensors(m, index)]
+            index += 1
+    return out + [p for m in head for p in _tensors(m, None)]
 
 
 OUTPUT_HEAD = "lm_head"  # get_output_embeddings(): peft's all-linear leaves it out
