@@ -93,3 +93,13 @@ def test_the_measurement_covers_the_issue_grid():
     assert {r["dtype"] for r in DATA["peft"]} == {"float32", "bfloat16"}
     assert {r["quant"] for r in DATA["bnb"]} == {"nf4", "fp4", "int8"} and len(DATA["bnb"]) > 40
     assert Quant.nf4.four_bit
+
+
+@pytest.mark.parametrize("row", DATA["presets"], ids=lambda r: f"{r['preset']} r{r['r']} {r['target_modules']}")
+def test_preset_adapter_counts_are_peft_own(row):
+    from zeroplan.models.presets import load_model
+
+    spec = load_model(row["preset"])
+    targets = (ALL_LINEAR,) if row["target_modules"] == ALL_LINEAR else tuple(row["target_modules"])
+    tuning = tune(named_parameters(spec), Finetune(lora_rank=row["r"], lora_targets=targets), row["preset"])
+    assert (tuning.num_trainable, tuning.num_params) == (row["trainable_params"], row["all_params"])

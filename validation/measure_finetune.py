@@ -102,6 +102,33 @@ def peft_case(family: str, lora: dict | None, freeze: tuple[str, ...], dtype: to
             "adamw_state_bytes": _bytes(states), "adamw_step_bytes": _bytes(steps)}
 
 
+PRESETS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma2-9b", "phi-3-mini")
+PRESET_LORA = [(8, ["q_proj", "v_proj"]), (16, "all-linear"), (64, "all-linear")]
+
+
+def presets() -> list[dict]:
+    """Full-size presets built on the meta device (no memory), with peft's adapters: trainable and total counts."""
+    import yaml
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rows = []
+    root = Path(__file__).resolve().parent.parent / "configs" / "models"
+    for name in PRESETS:
+        cfg = dict(yaml.safe_load((root / f"{name}.yaml").read_text())["config"])
+        for r, targets in PRESET_LORA:
+            if name == "phi-3-mini" and targets != "all-linear":
+                continue
+            with torch.device("meta"):
+                config = AutoConfig.for_model(cfg.pop("model_type") if "model_type" in cfg else config.model_type, **cfg)
+                model = get_peft_model(AutoModelForCausalLM.from_config(config), LoraConfig(r=r, target_modules=targets))
+            trainable, total = model.get_nb_trainable_parameters()
+            rows.append({"preset": name, "r": r, "target_modules": targets, "trainable_params": trainable,
+                         "all_params": total})
+            print(rows[-1], file=sys.stderr)
+    return rows
+
+
 def bnb_storage() -> list[dict]:
     import bitsandbytes.functional as F
 
@@ -151,6 +178,7 @@ def main() -> None:
                    "dtype": str(dtype).removeprefix("torch."), **peft_case(family, lora, freeze, dtype)}
             data["peft"].append(row)
             print(row, file=sys.stderr)
+    data["presets"] = presets()
     try:
         data["bnb"] = bnb_storage()
     except Exception as exc:  # noqa: BLE001 - recorded: bitsandbytes without a CPU backend

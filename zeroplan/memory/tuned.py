@@ -4,21 +4,22 @@
     frozen floating-point F elements: parameters only, no gradient, no optimizer state
     quantized weights: their packed bytes (parameters), and their QuantState beside them (kept whole)
 
-How the stacks treat frozen parameters (sources):
+How the stacks treat frozen parameters (sources: DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641, PyTorch 2.13):
   DeepSpeed ZeRO-1/2: only requires_grad parameters enter the optimizer's flat fp32 groups
-    (deepspeed/runtime/zero/stage_1_and_2.py, `trainable_parameters`); frozen ones stay replicated module
-    parameters. ZeRO-3 partitions every parameter (partition_parameters.py, zero.Init) and gathers frozen ones
-    per layer like any other; fp32 partitions and gradients exist for trainable ones only (stage3.py,
-    `_get_trainable_parameter_groups`). DeepSpeed's bf16/fp16 casts floating-point module parameters to the
-    16-bit dtype (runtime/engine.py `_configure_distributed_model`), adapters included: p = 2 B, the fp32
-    master in the optimizer; a bitsandbytes uint8 weight is not floating point and stays as it is.
+    (deepspeed/runtime/zero/stage_1_and_2.py:379-381, `trainable_parameters`); frozen ones stay replicated
+    module parameters. ZeRO-3 partitions every parameter (runtime/zero/partition_parameters.py) and gathers
+    frozen ones per layer like any other; fp32 partitions and gradients exist for trainable ones only
+    (runtime/zero/stage3.py:677-684, `_get_trainable_parameter_groups`). With bf16/fp16 DeepSpeed casts every
+    floating-point parameter to the 16-bit dtype (runtime/engine.py:1543-1544, `_cast_module_mixed_precision`),
+    adapters included (p = 2 B, the fp32 master in the optimizer); a uint8 4-bit weight is not cast.
   PyTorch engines: peft keeps adapters fp32 on a 16-bit base (autocast_adapter_dtype=True, peft
     tuners/tuners_utils.py cast_adapter_dtype) and FSDP/DDP keep them fp32 (memory/engines/storage.py); the
-    base stays 16-bit. FSDP1 with use_orig_params=True allocates its flat gradient for a whole unit when any
-    parameter of the unit trains ("the gradient memory usage will be higher than expected (namely, equivalent
-    to not freezing those parameters)", torch/distributed/fsdp/fully_sharded_data_parallel.py docstring);
-    peft's fsdp_auto_wrap_policy (peft utils/other.py) wraps adapter layers as units of their own, so under
-    LoRA only adapters carry gradients. FSDP2 shards per parameter: a frozen parameter has no gradient.
+    base stays 16-bit. FSDP1 with use_orig_params=True may mix frozen and trainable parameters in one unit
+    "but it's recommended to avoid doing so to prevent higher than expected gradient memory usage"
+    (torch/distributed/fsdp/fully_sharded_data_parallel.py, FullyShardedDataParallel docstring): its flat
+    gradient covers the whole unit, which zeroplan counts. peft's fsdp_auto_wrap_policy (peft utils/other.py)
+    wraps adapter layers as units of their own, so under LoRA only adapters carry gradients. FSDP2 shards per
+    parameter: a frozen parameter has no gradient.
 Pure: no I/O.
 """
 
