@@ -141,7 +141,8 @@ SCENARIO = {
 }
 # The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
 FINETUNE = {"--freeze", "--lora-rank", "--lora-targets", "--lora-dropout", "--dora", "--modules-to-save", "--qlora",
-            "--quant-type", "--double-quant", "--quant-storage", "--load-in-8bit", "--adapter-config"}
+            "--quant-type", "--double-quant", "--quant-storage", "--load-in-8bit", "--adapter-config",
+            "--optimizer-in-backward"}
 
 FROZEN = {
     "estimate": SCENARIO | FINETUNE | {

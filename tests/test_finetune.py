@@ -118,3 +118,29 @@ def test_capacity_answers_the_largest_rank_and_preset(runner):
     rows = json.loads(res.stdout)["stages"]
     assert [r["stage"] for r in rows] == [0, 1, 2]
     assert all(r["max_lora_rank"] >= 16 and r["largest_preset_params"] >= 8_030_261_248 for r in rows)
+
+
+@pytest.mark.parametrize("engine", ["deepspeed", "fsdp", "fsdp2", "ddp"])
+def test_full_training_through_the_finetune_path_is_the_plain_estimate(engine):
+    """A Tuning where everything trains gives the plain estimate's figures at every stage the engine has."""
+    from dataclasses import replace
+
+    from zeroplan.memory.estimate import evaluate
+    from zeroplan.memory.setup import Engine
+    from zeroplan.scenario import ScenarioArgs, engine_stages, scenario
+
+    scn = scenario(ScenarioArgs(model=MODEL, gpus="8", engine=Engine(engine)))
+    tuned = replace(scn, tuning=tune(named_parameters(load_model(MODEL)), Finetune(), "llama"))
+    for stage in engine_stages(scn.engine, None):
+        assert evaluate(tuned, stage).gpu_bytes() == evaluate(scn, stage).gpu_bytes()
+
+
+def test_optimizer_in_backward_keeps_one_gradient(runner):
+    res = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "8", "--engine", "fsdp2", "-s", "3",
+                              "--optimizer-in-backward", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    largest = max(p.numel for p in named_parameters(load_model(MODEL)))
+    assert json.loads(res.stdout)["stages"][0]["gpu_bytes"]["gradients"] == 4 * shard_numel(largest, 8)
+    refused = runner.invoke(app, ["estimate", "-m", MODEL, "--optimizer-in-backward", "--engine", "fsdp2",
+                                  "--grad-accum", "4"])
+    assert refused.exit_code == 1 and "--optimizer-in-backward with --grad-accum 4" in refused.stderr

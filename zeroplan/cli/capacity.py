@@ -35,6 +35,7 @@ from zeroplan.cli.options import (
     LoraRankOpt,
     LoraTargetsOpt,
     ModulesToSaveOpt,
+    OptimInBwdOpt,
     QloraOpt,
     QuantStorageName,
     QuantStorageOpt,
@@ -76,6 +77,7 @@ def capacity(
     quant_storage: QuantStorageOpt = QuantStorageName.uint8,
     load_in_8bit: Int8Opt = False,
     adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -120,3 +120,4 @@ DoubleQuantOpt = Annotated[bool, typer.Option("--double-quant", help="--qlora: b
 QuantStorageOpt = Annotated[QuantStorageName, typer.Option("--quant-storage", help="--qlora: bnb_4bit_quant_storage (ZeRO-3 and FSDP need the compute dtype).")]
 Int8Opt = Annotated[bool, typer.Option("--load-in-8bit", help="The frozen base linears in bitsandbytes LLM.int8 (with --lora-rank).")]
 AdapterConfigOpt = Annotated[Optional[str], typer.Option("--adapter-config", help="A peft adapter_config.json as the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save).")]
+OptimInBwdOpt = Annotated[bool, typer.Option("--optimizer-in-backward", help="The optimizer steps each parameter in backward and frees its gradient (torchtune optimizer_in_bwd; one GPU or --engine fsdp2).")]

@@ -18,7 +18,7 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_peak
+from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_base, stage_peak
 from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.units import GIB
@@ -134,12 +134,23 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
     if activation_bytes is None:
         acts = activations_for(scn.arch, scn.setup)
         activation_bytes = acts.total_bytes if acts is not None else 0
-    if scn.tuning is not None:
-        return stage_peak(tuned_base(scn, stage, recipe or scn.recipe), activation_bytes, scn.overheads, scn.usable_bytes)
+    recipe = recipe or scn.recipe
+    if scn.tuning is not None or recipe.optimizer.paged:
+        from zeroplan.memory.paged import paged_base
+
+        base = tuned_base(scn, stage, recipe) if scn.tuning is not None else None
+        if base is None and scn.engine is not Engine.deepspeed:
+            from zeroplan.memory.engines import engine_stage_base
+
+            base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism, scn.knobs,
+                                     scn.engine_options)
+        elif base is None:
+            base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
+        return stage_peak(paged_base(base, recipe), activation_bytes, scn.overheads, scn.usable_bytes)
     if scn.engine is not Engine.deepspeed:
         from zeroplan.memory.engines import engine_stage_base
 
-        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe or scn.recipe, stage, scn.parallelism,
+        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism,
                                  scn.knobs, scn.engine_options)
         return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
@@ -148,9 +159,15 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
 
 def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
     """The StageBase of a fine-tune (memory.tuned): frozen parameters hold no gradients or optimizer states."""
-    from zeroplan.memory.tuned import check_quant_engine, deepspeed_tuned_base, engine_tuned_base
+    from zeroplan.memory.tuned import (
+        check_optimizer_in_backward,
+        check_quant_engine,
+        deepspeed_tuned_base,
+        engine_tuned_base,
+    )
 
     check_quant_engine(scn.tuning, recipe, scn.engine, stage)
+    check_optimizer_in_backward(scn.tuning, scn.engine, scn.parallelism.dp, scn.setup.grad_accum)
     if scn.engine is Engine.deepspeed:
         return deepspeed_tuned_base(scn.model, scn.tuning, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
     return engine_tuned_base(scn.engine, scn.model, scn.layout, scn.tuning, recipe, stage, scn.parallelism,

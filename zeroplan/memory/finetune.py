@@ -56,6 +56,8 @@ class Finetune:
     quant: Quant = Quant.none
     double_quant: Flag = False
     quant_storage: QuantStorage = QuantStorage.uint8
+    # torchtune's optimizer_in_bwd: each parameter steps in its gradient hook and frees its gradient
+    optimizer_in_backward: Flag = False
 
     def __post_init__(self) -> None:
         if self.lora_rank < 0 or (self.lora_rank == 0 and self.adapter_asked):
@@ -71,6 +73,7 @@ class Finetune:
 
     @property
     def full(self) -> bool:
+        """Every parameter trains."""
         return not self.freeze and not self.lora_rank
 
     @property

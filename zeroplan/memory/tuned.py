@@ -39,6 +39,7 @@ from zeroplan.memory.terms import Term, shard_numel
 BNB_OPTIM_BLOCKSIZE = 256  # bitsandbytes optim/optimizer.py Optimizer2State.init_state: blocksize = 256
 BNB_MIN_8BIT_SIZE = 4096  # min_8bit_size default: smaller tensors keep fp32 states
 ADAM_STATES = 2  # m and v
+EIGHT_BIT = (Optimizer.adamw_8bit, Optimizer.paged_adamw_8bit)
 
 
 def bnb_8bit_state_bytes(numels: tuple[int, ...] | list[int]) -> int:
@@ -81,10 +82,24 @@ def check_quant_engine(tuning: Tuning, recipe: Recipe, engine: Engine, stage: Ze
                             f"weights stored in the compute dtype, --quant-storage {compute}")
 
 
+def check_optimizer_in_backward(tuning: Tuning, engine: Engine, dp: int, grad_accum: int) -> None:
+    """torchtune runs the optimizer in backward on one device or under FSDP2, without gradient accumulation
+    (torchtune recipes/full_finetune_distributed.py: optimizer_in_bwd with gradient_accumulation_steps > 1 raises)."""
+    if not tuning.spec.optimizer_in_backward:
+        return
+    if engine is Engine.deepspeed or engine is Engine.fsdp or (engine is Engine.ddp and dp > 1):
+        raise ZeroplanError(f"--optimizer-in-backward with --engine {engine.value}"
+                            + (f" on {dp} GPUs" if engine is Engine.ddp else "")
+                            + ": torchtune offers it on one GPU or under FSDP2 (--engine fsdp2)")
+    if grad_accum > 1:
+        raise ZeroplanError(f"--optimizer-in-backward with --grad-accum {grad_accum}: a gradient is freed at its "
+                            "step, so it cannot accumulate (torchtune refuses it)")
+
+
 def _optimizer_bytes(tuning: Tuning, recipe: Recipe, numels: list[int] | tuple[int, ...], master: int) -> int:
     """Optimizer states of these trainable tensors: exact per-tensor bytes for AdamW8bit, else k' per element."""
     count = sum(numels)
-    if recipe.optimizer is Optimizer.adamw_8bit:
+    if recipe.optimizer in EIGHT_BIT:
         return count * master + bnb_8bit_state_bytes(numels)
     return count * (recipe.optimizer_bytes - recipe.master_bytes + master)
 
@@ -100,7 +115,7 @@ def deepspeed_tuned_base(model: ModelSummary, tuning: Tuning, recipe: Recipe, st
     base = stage_base(replace(model, num_params=trainable), recipe, stage, par, knobs)
     opt_numel = shard_numel(trainable, par.dp) if stage >= ZeroStage.zero1 else trainable
     states = base.states
-    if recipe.optimizer is Optimizer.adamw_8bit and states.optimizer_states:
+    if recipe.optimizer in EIGHT_BIT and states.optimizer_states:
         states = replace(states, optimizer_states=_optimizer_bytes(tuning, recipe, [opt_numel], recipe.master_bytes))
     frozen = frozen_param_bytes(tuning, recipe.param_bytes)
     if stage is ZeroStage.zero3:
@@ -128,7 +143,9 @@ def _states_per_param(recipe: Recipe) -> int:
 def _opt_numels(tuning: Tuning, engine: Engine, stage: ZeroStage, dp: int, sharded: bool) -> list[int]:
     """The tensors the optimizer holds on one rank: FSDP2 and DDP per tensor, FSDP1 one flat shard."""
     if engine is Engine.ddp and stage is ZeroStage.zero1 and dp > 1:
-        return [shard_numel(n, dp) for n in tuning.trainable]  # ZeroRedundancyOptimizer: about 1/N of the tensors
+        from zeroplan.memory.engines.ddp import greedy_partition
+
+        return [max(greedy_partition(list(tuning.trainable), dp))]  # ZeroRedundancyOptimizer's busiest rank
     if engine is Engine.fsdp:
         return [shard_numel(tuning.num_trainable, dp) if sharded else tuning.num_trainable]
     return [shard_numel(n, dp) if sharded else n for n in tuning.trainable]
@@ -161,9 +178,12 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
     adapters = per(tuning.num_trainable - tuning.saved_numel)
     extra_grad = per(sum(grad_units)) - per(tuning.num_trainable)  # FSDP1 mixed units under --freeze
     params = adapters * store.param + saved * store.compute + (shard_numel(frozen, dp) if sharded else frozen)
+    grads = (adapters + extra_grad) * store.grad + saved * store.compute
+    if tuning.spec.optimizer_in_backward:  # one parameter's gradient at a time: the largest (its shard)
+        grads = per(max(tuning.trainable)) * store.grad
     states = ModelStates(
         parameters=params + tuning.quant_state_bytes,
-        gradients=(adapters + extra_grad) * store.grad + saved * store.compute,
+        gradients=grads,
         optimizer_states=_optimizer_bytes(tuning, recipe, _opt_numels(tuning, engine, stage, dp, sharded), 0)
         - saved * (recipe.optimizer_bytes - recipe.master_bytes) + saved * _states_per_param(recipe) * store.compute)
     # gathered units hold the trainable parameters at c bytes and the frozen ones as stored (packed when quantized)

@@ -98,6 +98,7 @@ class ScenarioArgs:
     quant_storage: str = "uint8"
     load_in_8bit: bool = False
     adapter_config: str | None = None  # a peft adapter_config.json
+    optimizer_in_backward: bool = False  # torchtune's optimizer_in_bwd
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 

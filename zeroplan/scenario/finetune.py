@@ -54,6 +54,8 @@ def finetune_of(args) -> Finetune | None:
         fields["lora_dropout"] = args.lora_dropout
     if args.dora:
         fields["dora"] = True
+    if args.optimizer_in_backward:
+        fields["optimizer_in_backward"] = True
     if args.qlora and args.load_in_8bit:
         raise ZeroplanError("give --qlora (4-bit base) or --load-in-8bit, not both")
     storage = QuantStorage(getattr(args.quant_storage, "value", args.quant_storage))
