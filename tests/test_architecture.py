@@ -153,12 +153,12 @@ FROZEN = {
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
     },
     "capacity": SCENARIO | FINETUNE,
-    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
+    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
         "--from", "--from-kind",
     },
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
-    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
+    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | FINETUNE | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed

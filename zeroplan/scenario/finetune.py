@@ -74,6 +74,33 @@ def finetune_of(args) -> Finetune | None:
         raise ZeroplanError(str(exc)) from None
 
 
+def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -> Tuning | None:
+    """The Tuning a check plan's `finetune:` mapping states (Finetune's field names, and `adapter_config`: a
+    peft adapter_config.json path, relative to `adapter_base`); None without one."""
+    if not fields:
+        return None
+    fields = dict(fields)
+    if "adapter_config" in fields:
+        path = Path(str(fields.pop("adapter_config")))
+        fields = {**adapter_config(str(adapter_base / path if adapter_base and not path.is_absolute() else path)),
+                  **fields}
+    for key in ("freeze", "lora_targets", "modules_to_save"):
+        if isinstance(fields.get(key), str):
+            fields[key] = _names(fields[key])
+    spec = validated(Finetune, fields, "finetune")
+    return _tune(spec, model_ref)
+
+
+def _tune(spec: Finetune, model_ref: str | None) -> Tuning:
+    if not model_ref:
+        raise ZeroplanError("fine-tuning modes need --model (the named parameters an adapter or glob selects)")
+    from zeroplan.models.named import named_parameters
+    from zeroplan.models.presets import load_model
+
+    model = load_model(model_ref)
+    return tune(named_parameters(model), spec, model.architecture().family)
+
+
 def _rank(text: str) -> int:
     try:
         value = int(text)
@@ -87,18 +114,10 @@ def _rank(text: str) -> int:
 def tuning_of(args, model_ref: str | None) -> Tuning | None:
     """The Tuning of the run, from the model's named parameters; None for full training."""
     spec = finetune_of(args)
-    if spec is None:
-        return None
-    if not model_ref:
-        raise ZeroplanError("fine-tuning modes need --model (the named parameters an adapter or glob selects)")
-    from zeroplan.models.named import named_parameters
-    from zeroplan.models.presets import load_model
-
-    model = load_model(model_ref)
-    return tune(named_parameters(model), spec, model.architecture().family)
+    return None if spec is None else _tune(spec, model_ref)
 
 
-__all__ = ["adapter_config", "finetune_of", "tuning_of"]
+__all__ = ["adapter_config", "finetune_of", "plan_tuning", "tuning_of"]
 
 
 MAX_LORA_RANK = 4096  # the rank search's upper end
