@@ -103,3 +103,41 @@ def test_preset_adapter_counts_are_peft_own(row):
     targets = (ALL_LINEAR,) if row["target_modules"] == ALL_LINEAR else tuple(row["target_modules"])
     tuning = tune(named_parameters(spec), Finetune(lora_rank=row["r"], lora_targets=targets), row["preset"])
     assert (tuning.num_trainable, tuning.num_params) == (row["trainable_params"], row["all_params"])
+
+
+ACTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "finetune_activations.json").read_text())
+
+
+def _mode(name: str) -> Finetune:
+    if name == "full":
+        return Finetune()
+    if name.startswith("lora"):
+        _, rank, targets, dropout = name.split(" ")
+        return Finetune(lora_rank=int(rank[1:]), lora_targets=(ALL_LINEAR,) if targets == ALL_LINEAR else ("q_proj", "v_proj"),
+                        lora_dropout=float(dropout[1:]))
+    return Finetune(freeze=("model.embed_tokens.*",) + (("model.layers.0.*",) if name == "frozen first half" else ()))
+
+
+def predicted_activations(row) -> int:
+    from zeroplan.memory.estimate import activations_for
+    from zeroplan.memory.setup import Checkpointing, TrainingSetup
+
+    spec = model_from_data({"model_type": row["family"], **ACTS["config"][row["family"]]}, "tiny", hf_name="tiny")
+    finetune = _mode(row["mode"])
+    tuning = None if finetune.full else tune(named_parameters(spec), finetune, row["family"])
+    setup = TrainingSetup(precision=Precision.fp32 if row["dtype"] == "fp32" else Precision.bf16_mixed,
+                          seq_len=row["seq_len"], micro_batch=row["micro_batch"],
+                          checkpointing=Checkpointing(row["checkpointing"]))
+    return activations_for(spec.architecture(), setup, tuning, Engine.ddp).total_bytes  # peft: fp32 adapters
+
+
+@pytest.mark.parametrize("row", ACTS["rows"], ids=lambda r: f"{r['family']} {r['dtype']} {r['checkpointing']} {r['mode']}")
+def test_finetune_activations_within_2_percent_of_peft(row):
+    assert abs(predicted_activations(row) - row["measured"]) <= 0.02 * row["measured"]
+
+
+def test_the_activation_grid_is_the_issue_grid():
+    rows = ACTS["rows"]
+    assert {r["family"] for r in rows} == {"llama", "qwen2"} and {r["dtype"] for r in rows} == {"bf16", "fp32"}
+    assert {r["checkpointing"] for r in rows} == {"none", "full"}
+    assert {"lora r8 q,v p0.0", "lora r64 all-linear p0.05", "frozen embeddings", "frozen first half"} <= {r["mode"] for r in rows}

@@ -223,6 +223,7 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
         notes.append("base linears in bitsandbytes LLM.int8: int8 weights + fp32 row scales")
     if engine is Engine.fsdp and spec.freeze:
         notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
-    notes.append("activations are full training's (a frozen linear's saved input and the adapters' tensors not "
-                 "yet modelled: docs/finetune.md)")
+    notes.append("activations: frozen linears save no input for a weight gradient, adapters add their inputs and "
+                 "rank-r outputs, a 4-bit base its dequantized weight in backward (Llama, Mistral, Qwen2; other "
+                 "families: full training's, an upper bound; docs/finetune.md)")
     return notes

@@ -1,0 +1,102 @@
+"""Activation bytes of fine-tunes (LoRA, frozen parts) on CPU, measured as validation/measure_activations.py does.
+
+Same counting (unique storages autograd saves, parameters excluded, CUDA-like dropout masks, the logits and the
+fp32 loss copy, checkpoint-held arguments, the recompute of one layer), on Llama- and Qwen2-shaped models with
+peft's LoRA (r in {8, 64}; targets q,v and all-linear; lora_dropout 0 and 0.05) and with frozen embeddings or a
+frozen first half; checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32.
+    python validation/measure_finetune_activations.py     # writes validation/finetune_activations.json
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import itertools
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import transformers
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import measure_activations as ma  # noqa: E402
+
+torch.set_num_threads(1)
+OUT = Path(__file__).resolve().parent / "finetune_activations.json"
+SEQ, BATCH = 64, 2
+MODES = {
+    "full": None,
+    **{f"lora r{r} {t} p{p}": {"r": r, "target_modules": targets, "lora_dropout": p}
+       for r, (t, targets), p in itertools.product((8, 64), (("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")),
+                                                   (0.0, 0.05))},
+    "frozen embeddings": ("model.embed_tokens.*",),
+    "frozen first half": ("model.embed_tokens.*", "model.layers.0.*"),  # the measured models have 2 layers
+}
+
+
+def fresh(family: str, dtype: str, checkpointing):
+    return ma.build.__wrapped__(family, dtype, "sdpa", checkpointing)
+
+
+def prepare(model, mode):
+    if isinstance(mode, dict):
+        from peft import LoraConfig, get_peft_model
+
+        return get_peft_model(model, LoraConfig(**mode))
+    for name, p in model.named_parameters():
+        if mode and any(fnmatch.fnmatchcase(name, g) for g in mode):
+            p.requires_grad_(False)
+    return model
+
+
+def measure(model, arch, checkpointing) -> ma.Measurement:
+    rec = ma.RECORDER = ma.Recorder(model)
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    hooks = []
+    for i, layer in enumerate(layers):
+        hooks.append(layer.register_forward_pre_hook(functools.partial(ma._enter_layer, rec, i), with_kwargs=True))
+        hooks.append(layer.register_forward_hook(lambda *_: setattr(rec, "layer", None)))
+    torch.manual_seed(1)
+    ids = torch.randint(1, arch.vocab_size, (BATCH, SEQ))
+    try:
+        with ma.cuda_like_dropout(), torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t):
+            out = model(input_ids=ids, labels=ids.clone(), use_cache=False)
+    finally:
+        ma.RECORDER = None
+        for h in hooks:
+            h.remove()
+    logits = out.logits
+    held = {p: n for p, n in rec.held.items() if p not in rec.saved}
+    if checkpointing is ma.Checkpointing.none:
+        held = {}
+    return ma.Measurement(saved=sum(rec.saved.values()), held=sum(held.values()),
+                          logits=0 if logits.untyped_storage().data_ptr() in rec.saved else logits.untyped_storage().nbytes(),
+                          copy=logits.numel() * 4 if logits.dtype != torch.float32 else 0,
+                          recompute_layer=rec.recompute_layer_bytes(), recompute_core=rec.recompute_core_bytes())
+
+
+def main() -> None:
+    rows = []
+    warnings.simplefilter("ignore")
+    transformers.logging.set_verbosity_error()
+    for family, dtype, mode_name in itertools.product(("llama", "qwen2"), ("bf16", "fp32"), MODES):
+        reference = None
+        for ckpt in (ma.Checkpointing.none, ma.Checkpointing.full):
+            model, arch = fresh(family, dtype, ckpt)
+            model = prepare(model, MODES[mode_name])
+            m = measure(model, arch, ckpt)
+            reference = reference or m
+            rows.append({"family": family, "dtype": dtype, "mode": mode_name, "checkpointing": ckpt.value,
+                         "seq_len": SEQ, "micro_batch": BATCH, "measured": m.total(ckpt, reference),
+                         "saved": m.saved, "held": m.held, "logits": m.logits, "copy": m.copy,
+                         "recompute_layer": reference.recompute_layer})
+            print(rows[-1], file=sys.stderr)
+    OUT.write_text(json.dumps({"versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+                               "config": {f: ma.FAMILIES[f][1] for f in ("llama", "qwen2")}, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
