@@ -119,7 +119,8 @@ def _mode(name: str) -> Finetune:
 
 
 def predicted_activations(row) -> int:
-    from zeroplan.memory.estimate import activations_for
+    from zeroplan.memory.activations import activation_bytes
+    from zeroplan.memory.activations.tuning import tuned_activations
     from zeroplan.memory.setup import Checkpointing, TrainingSetup
 
     spec = model_from_data({"model_type": row["family"], **ACTS["config"][row["family"]]}, "tiny", hf_name="tiny")
@@ -128,7 +129,8 @@ def predicted_activations(row) -> int:
     setup = TrainingSetup(precision=Precision.fp32 if row["dtype"] == "fp32" else Precision.bf16_mixed,
                           seq_len=row["seq_len"], micro_batch=row["micro_batch"],
                           checkpointing=Checkpointing(row["checkpointing"]))
-    return activations_for(spec.architecture(), setup, tuning, Engine.ddp).total_bytes  # peft: fp32 adapters
+    acts = activation_bytes(spec.architecture(), setup)
+    return acts.total_bytes if tuning is None else tuned_activations(acts, spec.architecture(), setup, tuning, 4).total_bytes  # peft: fp32 adapters
 
 
 @pytest.mark.parametrize("row", ACTS["rows"], ids=lambda r: f"{r['family']} {r['dtype']} {r['checkpointing']} {r['mode']}")

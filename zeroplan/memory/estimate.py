@@ -120,27 +120,33 @@ class Scenario:
         return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
 
 
-def activations_for(arch: Architecture | None, setup: TrainingSetup, tuning=None, engine: Engine = Engine.deepspeed):
-    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown; a fine-tune's
-    changes applied (zeroplan.memory.activations.tuning): adapters are the compute dtype under DeepSpeed, which
-    casts them, and fp32 (peft's autocast_adapter_dtype) under the PyTorch engines."""
+def activations_for(arch: Architecture | None, setup: TrainingSetup):
+    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
     if arch is None:
         return None
     from zeroplan.memory.activations import activation_bytes
 
-    acts = activation_bytes(arch, setup)
-    if tuning is None:
+    return activation_bytes(arch, setup)
+
+
+def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = None):
+    """`acts` with a fine-tune's changes (zeroplan.memory.activations.tuning); unchanged for full training.
+
+    Adapters are the compute dtype under DeepSpeed, which casts them, and fp32 (peft's autocast_adapter_dtype)
+    under the PyTorch engines."""
+    if acts is None or scn.tuning is None:
         return acts
     from zeroplan.memory.activations.tuning import tuned_activations
 
-    adapter = setup.precision.compute_bytes if Engine(engine) is Engine.deepspeed else 4
-    return tuned_activations(acts, arch, setup, tuning, adapter)
+    setup = setup or scn.setup
+    adapter = setup.precision.compute_bytes if Engine(scn.engine) is Engine.deepspeed else 4
+    return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 
 
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
     """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
     if activation_bytes is None:
-        acts = activations_for(scn.arch, scn.setup, scn.tuning, scn.engine)
+        acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
         activation_bytes = acts.total_bytes if acts is not None else 0
     recipe = recipe or scn.recipe
     if scn.tuning is not None or recipe.optimizer.paged:
@@ -282,7 +288,7 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
     if len(stages) > 1:
         stages, left_out = refused_stages(scn, stages)
         warnings = warnings + left_out
-    acts = activations_for(scn.arch, scn.setup, scn.tuning, scn.engine)
+    acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
     act_bytes = acts.total_bytes if acts is not None else 0
     results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)

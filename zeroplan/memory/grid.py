@@ -89,7 +89,7 @@ def activation_sizes(scn: Scenario, micro_batches: Sequence[int],
     """(micro_batch, checkpointing, activation bytes) for every pair, through `estimate.activations_for`."""
     sizes = []
     for ckpt, mb in product(checkpointings, micro_batches):
-        acts = activations_for(scn.arch, replace(scn.setup, micro_batch=mb, checkpointing=ckpt), scn.tuning, scn.engine)
+        acts = activations_for(scn.arch, replace(scn.setup, micro_batch=mb, checkpointing=ckpt))
         sizes.append((mb, ckpt.value, acts.total_bytes if acts is not None else 0))
     return sizes
 

@@ -64,8 +64,9 @@ def finetune_of(args) -> Finetune | None:
                       quant_storage=storage)
     elif args.load_in_8bit:
         fields["quant"] = Quant.int8
-    if not args.qlora and (args.double_quant or storage is not QuantStorage.uint8):
-        raise ZeroplanError("--double-quant and --quant-storage describe a 4-bit base: give --qlora")
+    quant_type = getattr(args.quant_type, "value", args.quant_type)
+    if not args.qlora and (args.double_quant or storage is not QuantStorage.uint8 or quant_type != Quant.nf4.value):
+        raise ZeroplanError("--double-quant, --quant-type and --quant-storage describe a 4-bit base: give --qlora")
     if not fields:
         return None
     try:
