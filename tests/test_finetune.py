@@ -145,3 +145,39 @@ def test_optimizer_in_backward_keeps_one_gradient(runner):
     refused = runner.invoke(app, ["estimate", "-m", MODEL, "--optimizer-in-backward", "--engine", "fsdp2",
                                   "--grad-accum", "4"])
     assert refused.exit_code == 1 and "--optimizer-in-backward with --grad-accum 4" in refused.stderr
+
+
+def test_zero3_parameter_offload_moves_the_frozen_partitions_too(runner):
+    """Offloaded to CPU, the frozen base's partition joins the offloaded states on the host, not the GPU."""
+    _, on_gpu = stages(runner, "--lora-rank", "8", "-s", "3")
+    res = run(runner, "--lora-rank", "8", "-s", "3", "--offload-param", "cpu")
+    assert res.exit_code == 0, res.output
+    stage = json.loads(res.stdout)["stages"][0]
+    tuning = tune(named_parameters(load_model(MODEL)), Finetune(lora_rank=8), "llama")
+    frozen = shard_numel(2 * tuning.frozen_float_numel, 8)
+    assert on_gpu[3]["parameters"] - stage["gpu_bytes"]["parameters"] == frozen + 2 * shard_numel(tuning.num_trainable, 8)
+    offloaded = next(t["bytes"] for t in stage["cpu_terms_per_gpu"] if t["name"] == "offloaded model states")
+    assert offloaded == frozen + 2 * shard_numel(tuning.num_trainable, 8)
+
+
+def test_fsdp_gathers_a_frozen_run_at_the_compute_dtype(runner):
+    """--freeze under FSDP: the gathered units are every parameter at 2 B, as in full training."""
+    full = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "8", "--engine", "fsdp", "-s", "3", "-f", "json"])
+    frozen = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "8", "--engine", "fsdp", "-s", "3", "-f", "json",
+                                 "--freeze", "model.embed_tokens.*"])
+    gathered = [next(b["bytes"] for b in json.loads(r.stdout)["stages"][0]["buffers"] if b["name"].startswith("gathered"))
+                for r in (full, frozen)]
+    assert gathered[0] == gathered[1]
+
+
+def test_fsdp1_keeps_a_gradient_for_a_mixed_unit_and_fsdp2_does_not(runner):
+    """use_orig_params=True: a unit with one trainable parameter keeps a flat gradient for all of it (FSDP docs)."""
+    def grads(engine, *freeze):
+        res = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "8", "--engine", engine, "-s", "3", "-f", "json", *freeze])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)["stages"][0]["gpu_bytes"]["gradients"]
+
+    q_proj = ("--freeze", "model.layers.0.self_attn.q_proj.*")
+    assert grads("fsdp", *q_proj) == grads("fsdp")
+    q_numel = 4096 * 4096  # Llama-3.1-8B q_proj: hidden x hidden (the preset's config)
+    assert grads("fsdp2") - grads("fsdp2", *q_proj) == 4 * shard_numel(q_numel, 8)

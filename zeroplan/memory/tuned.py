@@ -31,9 +31,18 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.memory.finetune import Tuning
 from zeroplan.memory.quant import Quant
 from zeroplan.memory.recipes import FP32_BYTES, INT8_BYTES, Recipe
-from zeroplan.memory.setup import DeepSpeedKnobs, Engine, EngineOptions, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Precision,
+    ZeroStage,
+)
 from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals, stage_base
-from zeroplan.memory.states import ModelStates, ModelSummary
+from zeroplan.memory.states import ModelStates, ModelSummary, cpu_offload_terms
 from zeroplan.memory.terms import Term, shard_numel
 
 BNB_OPTIM_BLOCKSIZE = 256  # bitsandbytes optim/optimizer.py Optimizer2State.init_state: blocksize = 256
@@ -120,14 +129,18 @@ def deepspeed_tuned_base(model: ModelSummary, tuning: Tuning, recipe: Recipe, st
     frozen = frozen_param_bytes(tuning, recipe.param_bytes)
     if stage is ZeroStage.zero3:
         frozen = shard_numel(frozen, par.dp)
-    params, cpu = states.parameters + tuning.quant_state_bytes, states.cpu_bytes
-    if stage is ZeroStage.zero3 and base.knobs.offload_param.value != "none":
-        cpu += frozen if base.knobs.offload_param.value == "cpu" else 0
+    params, cpu, nvme = states.parameters + tuning.quant_state_bytes, states.cpu_bytes, 0
+    offload = base.knobs.offload_param
+    if stage is ZeroStage.zero3 and offload is not OffloadDevice.none:  # frozen partitions go where the rest go
+        cpu += frozen if offload is OffloadDevice.cpu else 0
+        nvme = frozen if offload is OffloadDevice.nvme else 0
     else:
         params += frozen
     states = replace(states, parameters=params, cpu_bytes=cpu)
     backward, step = phase_totals(states, base.buffers)
-    return replace(base, states=states, backward_bytes=backward, step_bytes=step)
+    return replace(base, states=states, backward_bytes=backward, step_bytes=step,
+                   cpu_terms=cpu_offload_terms(states, trainable, recipe, par.dp, base.knobs),
+                   nvme_bytes_per_node=base.nvme_bytes_per_node + nvme * par.gpus_per_node)
 
 
 def _sharded(engine: Engine, stage: ZeroStage, dp: int) -> bool:
@@ -186,8 +199,9 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
         gradients=grads,
         optimizer_states=_optimizer_bytes(tuning, recipe, _opt_numels(tuning, engine, stage, dp, sharded), 0)
         - saved * (recipe.optimizer_bytes - recipe.master_bytes) + saved * _states_per_param(recipe) * store.compute)
-    # gathered units hold the trainable parameters at c bytes and the frozen ones as stored (packed when quantized)
-    ratio = (tuning.num_trainable * store.compute + frozen) / max(1, tuning.num_params * store.compute)
+    # gathered units hold every parameter at c bytes (mixed precision gathers param_dtype), packed weights as stored
+    gathered = (tuning.num_trainable + tuning.frozen_float_numel) * store.compute + tuning.packed_bytes
+    ratio = gathered / max(1, tuning.num_params * store.compute)
     buffers: list[Term] = []
     for t in full.buffers:
         if t.name.startswith(PARAM_TERMS):
