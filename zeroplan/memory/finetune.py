@@ -174,8 +174,9 @@ def _quantized(p: NamedParam, spec: Finetune) -> bool:
 
 def _stored_bytes(p: NamedParam, spec: Finetune) -> tuple[int, int]:
     """(weight bytes, state bytes) of one quantized weight."""
-    if spec.quant is Quant.int8:
-        return int8_weight_bytes(p.shape[0], p.shape[1])
+    if spec.quant is Quant.int8:  # Linear8bitLt's weight is (out, in), a Conv1D's transposed into it
+        n_in, n_out = p.features if p.features[0] else (p.shape[1], p.shape[0])
+        return int8_weight_bytes(n_out, n_in)
     return packed_4bit_bytes(p.numel, spec.quant_storage), quant_state_4bit_bytes(p.numel, spec.double_quant)
 
 

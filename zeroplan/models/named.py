@@ -27,6 +27,7 @@ class NamedParam(NamedTuple):
     shape: Shape
     module: str  # e.g. model.layers.0.self_attn.q_proj
     linear: bool = False  # owned by an nn.Linear (what peft's LoRA wraps)
+    features: tuple[int, int] = (0, 0)  # a linear's (in_features, out_features); GPT-2's Conv1D stores (in, out)
 
     @property
     def numel(self) -> int:
@@ -56,7 +57,8 @@ def _tensors(m: Module, index: int | None) -> list[NamedParam]:
     module = m.name if index is None else m.name.replace("*", str(index), 1)
     linear = m.kind in LINEAR_KINDS or (m.kind == EMBEDDING_KIND and m.in_features > 0)
     names = EXPERT_TENSORS.get(len(m.shapes), SUFFIXES) if m.kind == EXPERTS_KIND else SUFFIXES
-    return [NamedParam(f"{module}.{name}", shape, module, linear) for name, shape in zip(names, m.shapes)]
+    features = (m.in_features, m.out_features)
+    return [NamedParam(f"{module}.{name}", shape, module, linear, features) for name, shape in zip(names, m.shapes)]
 
 
 def named_parameters(spec: fam.ModelSpec) -> list[NamedParam]:
@@ -88,7 +90,8 @@ def linears(params: list[NamedParam]) -> list[Linear]:
         if not p.linear:
             continue
         if p.name.endswith(".weight"):
-            found[p.module] = Linear(p.module, p.shape[1], p.shape[0], False)
+            n_in, n_out = p.features if p.features[0] else (p.shape[1], p.shape[0])
+            found[p.module] = Linear(p.module, n_in, n_out, False)
         else:
             found[p.module] = found[p.module]._replace(bias=True)
     return list(found.values())
