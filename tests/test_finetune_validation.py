@@ -111,10 +111,10 @@ ACTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "fine
 def _mode(name: str) -> Finetune:
     if name == "full":
         return Finetune()
-    if name.startswith("lora"):
-        _, rank, targets, dropout = name.split(" ")
+    if name.startswith(("lora", "dora")):
+        kind, rank, targets, dropout = name.split(" ")
         return Finetune(lora_rank=int(rank[1:]), lora_targets=(ALL_LINEAR,) if targets == ALL_LINEAR else ("q_proj", "v_proj"),
-                        lora_dropout=float(dropout[1:]))
+                        lora_dropout=float(dropout[1:]), dora=kind == "dora")
     return Finetune(freeze=("model.embed_tokens.*",) + (("model.layers.0.*",) if name == "frozen first half" else ()))
 
 
@@ -142,4 +142,5 @@ def test_the_activation_grid_is_the_issue_grid():
     rows = ACTS["rows"]
     assert {r["family"] for r in rows} == {"llama", "qwen2"} and {r["dtype"] for r in rows} == {"bf16", "fp32"}
     assert {r["checkpointing"] for r in rows} == {"none", "full"}
-    assert {"lora r8 q,v p0.0", "lora r64 all-linear p0.05", "frozen embeddings", "frozen first half"} <= {r["mode"] for r in rows}
+    assert {"lora r8 q,v p0.0", "lora r64 all-linear p0.05", "dora r8 all-linear p0.05", "frozen embeddings",
+            "frozen first half"} <= {r["mode"] for r in rows}

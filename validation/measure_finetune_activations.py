@@ -1,9 +1,9 @@
 """Activation bytes of fine-tunes (LoRA, frozen parts) on CPU, measured as validation/measure_activations.py does.
 
-Same counting (unique storages autograd saves, parameters excluded, CUDA-like dropout masks, the logits and the
-fp32 loss copy, checkpoint-held arguments, the recompute of one layer), on Llama- and Qwen2-shaped models with
+Same counting (unique storages autograd saves and still holds when the forward ends, parameters excluded,
+CUDA-like dropout masks, the logits and the fp32 loss copy, checkpoint-held arguments, the recompute of one layer), on Llama- and Qwen2-shaped models with
 peft's LoRA (r in {8, 64}; targets q,v and all-linear; lora_dropout 0 and 0.05) and with frozen embeddings or a
-frozen first half; checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32.
+frozen first half; DoRA (r 8); checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32.
     python validation/measure_finetune_activations.py     # writes validation/finetune_activations.json
 """
 
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import gc
 import itertools
 import json
 import sys
 import warnings
+import weakref
 from pathlib import Path
 
 import torch
@@ -32,6 +34,8 @@ MODES = {
     **{f"lora r{r} {t} p{p}": {"r": r, "target_modules": targets, "lora_dropout": p}
        for r, (t, targets), p in itertools.product((8, 64), (("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")),
                                                    (0.0, 0.05))},
+    **{f"dora r8 {t} p{p}": {"r": 8, "target_modules": targets, "lora_dropout": p, "use_dora": True}
+       for (t, targets), p in itertools.product((("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")), (0.0, 0.05))},
     "frozen embeddings": ("model.embed_tokens.*",),
     "frozen first half": ("model.embed_tokens.*", "model.layers.0.*"),  # the measured models have 2 layers
 }
@@ -52,8 +56,38 @@ def prepare(model, mode):
     return model
 
 
+class Held:
+    """What a pack hook hands autograd: the graph keeps it while the saved tensor can still be used."""
+
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+def alive_recompute_layer(rec: ma.Recorder, alive: set[int]) -> int:
+    """Recorder.recompute_layer_bytes over the storages still alive."""
+    per: dict[int, int] = {}
+    for ptr, layers in rec.layers_of.items():
+        if ptr in alive and len(layers) == 1:
+            (layer,) = layers
+            if ptr != rec.layer_inputs.get(layer):
+                per[layer] = per.get(layer, 0) + rec.saved[ptr]
+    return max(per.values(), default=0)
+
+
 def measure(model, arch, checkpointing) -> ma.Measurement:
+    """As measure_activations.measure, counting only saved tensors still held by the graph when the forward ends:
+    DoRA builds its lora_B(lora_A(I)) weight with a graph it uses only detached, freed before the backward."""
     rec = ma.RECORDER = ma.Recorder(model)
+    held_refs, keep = [], []  # keep: every saved tensor until the forward ends, so no freed address is reused
+
+    def pack(t):
+        keep.append(t.untyped_storage())  # the storage alone: a tensor would keep its graph alive
+        rec.pack(t)
+        holder = Held(t)
+        held_refs.append(weakref.ref(holder))
+        return holder
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     hooks = []
     for i, layer in enumerate(layers):
@@ -62,12 +96,16 @@ def measure(model, arch, checkpointing) -> ma.Measurement:
     torch.manual_seed(1)
     ids = torch.randint(1, arch.vocab_size, (BATCH, SEQ))
     try:
-        with ma.cuda_like_dropout(), torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t):
+        with ma.cuda_like_dropout(), torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
             out = model(input_ids=ids, labels=ids.clone(), use_cache=False)
     finally:
         ma.RECORDER = None
         for h in hooks:
             h.remove()
+    gc.collect()
+    alive = {r().tensor.untyped_storage().data_ptr() for r in held_refs if r() is not None}
+    keep.clear()
+    rec.saved = {p: n for p, n in rec.saved.items() if p in alive}
     logits = out.logits
     held = {p: n for p, n in rec.held.items() if p not in rec.saved}
     if checkpointing is ma.Checkpointing.none:
@@ -75,7 +113,7 @@ def measure(model, arch, checkpointing) -> ma.Measurement:
     return ma.Measurement(saved=sum(rec.saved.values()), held=sum(held.values()),
                           logits=0 if logits.untyped_storage().data_ptr() in rec.saved else logits.untyped_storage().nbytes(),
                           copy=logits.numel() * 4 if logits.dtype != torch.float32 else 0,
-                          recompute_layer=rec.recompute_layer_bytes(), recompute_core=rec.recompute_core_bytes())
+                          recompute_layer=alive_recompute_layer(rec, alive), recompute_core=0)
 
 
 def main() -> None:

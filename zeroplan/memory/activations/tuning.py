@@ -24,8 +24,6 @@ from zeroplan.memory.activations.ops import INDEX_BYTES, MASK_BYTES, norm_bytes
 from zeroplan.memory.activations.terms import layer_input_saved_bytes, layer_terms
 from zeroplan.memory.activations.traits import traits_of
 
-# The linears of a Llama-style layer by the tensor they read, and that tensor's width key.
-QKV, O, GATE_UP, DOWN = ("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",)
 
 
 def _adapted_in_layer(adapted: tuple[str, ...], layer: int) -> set[str]:
@@ -33,35 +31,57 @@ def _adapted_in_layer(adapted: tuple[str, ...], layer: int) -> set[str]:
     return {name.rsplit(".", 1)[-1] for name in adapted if name.startswith(prefix)}
 
 
-def _group_delta(names: set[str], group: tuple[str, ...], width: int, saved_in_full: int, t: int, e: int, a: int,
-                 rank: int, dropout: float, grad_in: bool) -> int:
-    """One input tensor and the linears that read it: what freezing them drops and their adapters add."""
+def dora_bytes(t: int, n_in: int, n_out: int, e: int, a: int, dropout: float, grad_in: bool) -> int:
+    """What one DoRA linear saves beyond LoRA (peft tuners/lora/dora.py DoraLinearLayer.forward, variants.py):
+
+        p = 0: e T out (the base output, reused) + a T out (the LoRA output) + a out (the detached weight norm)
+               + a out (magnitude / norm) + a out (that minus 1, where the input needs a gradient)
+        p > 0: the base output is recomputed from the dropped-out input in the adapter dtype, a T out, and
+               F.linear keeps the weight cast to it, a out in, where the input needs a gradient and a != e.
+    The lora_B(lora_A(I)) weight is built with a graph used only detached: freed when the forward ends.
+    """
+    scale = a * n_out * (3 if grad_in else 2)
+    if dropout == 0:
+        return e * t * n_out + a * t * n_out + scale
+    weight = a * n_out * n_in if grad_in and a != e else 0
+    return 2 * a * t * n_out + scale + weight
+
+
+def _group_delta(names: set[str], group: dict[str, int], width: int, saved_in_full: int, t: int, e: int, a: int,
+                 rank: int, dropout: float, grad_in: bool, dora: bool) -> int:
+    """One input tensor and the linears that read it (name -> out features): what freezing them drops and their
+    adapters add."""
     adapters = [n for n in group if n in names]
     if not adapters:
         return -saved_in_full
     shared = a == e and dropout == 0  # lora_A saves the input tensor itself, once for all of them
     delta = 0 if shared else -saved_in_full
-    for _ in adapters:
+    for name in adapters:
         if dropout > 0:
             delta += a * t * width + (MASK_BYTES * t * width if grad_in else 0)
         elif a != e:
             delta += a * t * width  # the cast copy lora_A saves
         delta += a * t * rank
+        if dora:
+            delta += dora_bytes(t, width, group[name], e, a, dropout, grad_in)
     return delta
 
 
-def lora_layer_delta(arch, t: int, e: int, a: int, rank: int, dropout: float, names: set[str], first: bool) -> int:
-    """Bytes one decoder layer saves under LoRA minus what full training saves (first: the frozen embeddings'
-    layer, whose input needs no gradient)."""
+def lora_layer_delta(arch, t: int, e: int, a: int, rank: int, dropout: float, names: set[str], first: bool,
+                     dora: bool = False) -> int:
+    """Bytes one decoder layer saves under LoRA (or DoRA) minus what full training saves (first: the frozen
+    embeddings' layer, whose input needs no gradient)."""
     h, f = arch.hidden_size, arch.intermediate_size
+    q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
     norm_h = e * t * h
     delta = -2 * norm_h  # both norms' weight-gradient halves
     if first:
         delta -= norm_bytes("llama", t, h, e) - norm_h  # the input norm keeps nothing for its input
-    delta += _group_delta(names, QKV, h, e * t * h, t, e, a, rank, dropout, grad_in=not first)
-    delta += _group_delta(names, O, h, 0, t, e, a, rank, dropout, grad_in=True)  # SDPA keeps its output anyway
-    delta += _group_delta(names, GATE_UP, h, e * t * h, t, e, a, rank, dropout, grad_in=True)
-    delta += _group_delta(names, DOWN, f, e * t * f, t, e, a, rank, dropout, grad_in=True)
+    args = (t, e, a, rank, dropout)
+    delta += _group_delta(names, {"q_proj": q, "k_proj": kv, "v_proj": kv}, h, e * t * h, *args, not first, dora)
+    delta += _group_delta(names, {"o_proj": h}, q, 0, *args, True, dora)  # SDPA keeps its output anyway
+    delta += _group_delta(names, {"gate_proj": f, "up_proj": f}, h, e * t * h, *args, True, dora)
+    delta += _group_delta(names, {"down_proj": h}, f, e * t * f, *args, True, dora)
     return delta
 
 
@@ -84,7 +104,8 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     flash = setup.attention.value == "flash"
     if spec.lora_rank:
         layers = [lora_layer_delta(arch, t, e, adapter_bytes, spec.lora_rank, spec.lora_dropout,
-                                   _adapted_in_layer(tuning.adapted, i), first=i == 0) for i in range(arch.num_layers)]
+                                   _adapted_in_layer(tuning.adapted, i), first=i == 0, dora=spec.dora)
+                  for i in range(arch.num_layers)]
         head_trains = any(m.endswith("lm_head") for m in spec.modules_to_save)
         final = -e * t * h * (1 if head_trains else 2) - INDEX_BYTES * t  # final norm's h, head input, token ids
         steady = max(layers[1:] or layers)
