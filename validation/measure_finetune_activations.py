@@ -13,6 +13,7 @@ import fnmatch
 import functools
 import gc
 import itertools
+import tempfile
 import json
 import sys
 import warnings
@@ -36,6 +37,9 @@ MODES = {
                                                    (0.0, 0.05))},
     **{f"dora r8 {t} p{p}": {"r": 8, "target_modules": targets, "lora_dropout": p, "use_dora": True}
        for (t, targets), p in itertools.product((("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")), (0.0, 0.05))},
+    # QLoRA: the base linears in bitsandbytes NF4 (double quantization), loaded as transformers loads them
+    **{f"qlora r{r} {t} p{p}": {"r": r, "target_modules": targets, "lora_dropout": p, "qlora": True}
+       for r, (t, targets), p in ((8, ("q,v", ["q_proj", "v_proj"]), 0.0), (64, ("all-linear", "all-linear"), 0.05))},
     "frozen embeddings": ("model.embed_tokens.*",),
     "frozen first half": ("model.embed_tokens.*", "model.layers.0.*"),  # the measured models have 2 layers
 }
@@ -45,10 +49,25 @@ def fresh(family: str, dtype: str, checkpointing):
     return ma.build.__wrapped__(family, dtype, "sdpa", checkpointing)
 
 
+def quantized(model, dtype: torch.dtype):
+    """`model` saved and loaded again with BitsAndBytesConfig(load_in_4bit, nf4, double quant) on the CPU."""
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    folder = tempfile.mkdtemp()
+    model.save_pretrained(folder)
+    config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                bnb_4bit_compute_dtype=dtype)
+    return AutoModelForCausalLM.from_pretrained(folder, quantization_config=config, dtype=dtype, device_map="cpu",
+                                                attn_implementation=model.config._attn_implementation).train()
+
+
 def prepare(model, mode):
     if isinstance(mode, dict):
         from peft import LoraConfig, get_peft_model
 
+        mode = dict(mode)
+        if mode.pop("qlora", False):
+            model = quantized(model, next(model.parameters()).dtype)
         return get_peft_model(model, LoraConfig(**mode))
     for name, p in model.named_parameters():
         if mode and any(fnmatch.fnmatchcase(name, g) for g in mode):
@@ -125,6 +144,8 @@ def main() -> None:
         for ckpt in (ma.Checkpointing.none, ma.Checkpointing.full):
             model, arch = fresh(family, dtype, ckpt)
             model = prepare(model, MODES[mode_name])
+            if ckpt is ma.Checkpointing.full and not model.is_gradient_checkpointing:  # a reloaded base
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             m = measure(model, arch, ckpt)
             reference = reference or m
             rows.append({"family": family, "dtype": dtype, "mode": mode_name, "checkpointing": ckpt.value,
