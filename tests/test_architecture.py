@@ -16,7 +16,7 @@ FLOORS = {
     "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
-    "perf": 3, "deepspeed": 3, "frameworks": 3,
+    "perf": 3, "deepspeed": 3, "megatron": 3, "frameworks": 3,
     "scenario": 4,
     "advise": 5, "check": 5,
     "cli": 6, "api": 6,
@@ -146,6 +146,7 @@ FROZEN = {
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
+        "--tp", "--pp", "--cp", "--ep", "--vpp", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
     },
     "capacity": SCENARIO,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {

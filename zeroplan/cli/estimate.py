@@ -36,8 +36,15 @@ from zeroplan.cli.options import (
     PrecisionOpt,
     SeqLenOpt,
     StageOpt,
+    CpOpt,
+    EpOpt,
+    PpOpt,
+    SeqParallelOpt,
+    TpOpt,
     UnitsOpt,
+    VppOpt,
 )
+from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
     Engine,
@@ -79,8 +86,14 @@ def estimate(
     from_file: FromOpt = None,
     from_kind: FromKindOpt = None,
     engine: EngineOpt = Engine.deepspeed,
-    method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
+    method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sequence_parallel: SeqParallelOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -90,7 +103,19 @@ def estimate(
     def go() -> None:
         from zeroplan.cli import views
         from zeroplan.scenario import answers
+        from zeroplan.scenario.megatron import MeshArgs
 
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, sequence_parallel=sequence_parallel)
+        if method is Method.megatron:
+            from zeroplan.megatron.view import megatron_view
+            from zeroplan.scenario.megatron import megatron_estimate
+
+            found = megatron_estimate(args, mesh, stage)
+            show(lambda: megatron_view(found), lambda: _megatron_tables(found, units), fmt)
+            return
+        if mesh.given:
+            raise UsageError(f"{', '.join(mesh.given)}: zeroplan's own model covers data parallelism so far; "
+                             "--method megatron computes Megatron-LM's formula for a tensor/pipeline/context/expert mesh")
         if method is Method.deepspeed:
             result = answers.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
@@ -103,3 +128,9 @@ def estimate(
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go, fmt)
+
+
+def _megatron_tables(found, units: Unit) -> list:
+    from zeroplan.cli.render.megatron import megatron_tables
+
+    return megatron_tables(found, units)

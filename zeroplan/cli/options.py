@@ -35,6 +35,7 @@ class Format(str, Enum):
 class Method(str, Enum):
     zeroplan = "zeroplan"
     deepspeed = "deepspeed"
+    megatron = "megatron"
 
 
 class CheckFormat(str, Enum):
@@ -65,6 +66,12 @@ KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimizatio
 OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
 GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
 FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
+TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Tensor-parallel degree (--method megatron).")]
+PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--method megatron).")]
+CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
+EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
+VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Virtual stages per pipeline rank, interleaved 1F1B (--method megatron).")]
+SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
