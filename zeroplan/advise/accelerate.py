@@ -63,9 +63,9 @@ def _fsdp_config(advice: Advice) -> tuple[dict, list[str]]:
         notes.append("block class unknown for this model: Accelerate falls back to the model's _no_split_modules; "
                      "set fsdp_transformer_layer_cls_to_wrap to its decoder layer class")
     fsdp["fsdp_activation_checkpointing"] = rec.checkpointing is not Checkpointing.none
-    if rec.checkpointing is Checkpointing.selective:
+    if rec.checkpointing in (Checkpointing.selective, Checkpointing.selective_op):
         notes.append("fsdp_activation_checkpointing recomputes whole blocks (full checkpointing): less memory than "
-                     "the selective checkpointing planned, more compute")
+                     f"the {rec.checkpointing.value} checkpointing planned, more compute")
     fsdp["fsdp_offload_params"] = False  # offload is not modelled for PyTorch engines
     return fsdp, notes
 

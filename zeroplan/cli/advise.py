@@ -153,5 +153,10 @@ def emit_note(advice: "Advice") -> str:
     ckpt = advice.recommendation.checkpointing
     if ckpt is None or ckpt.value == "none":
         return ""
-    return (f"; turn on {ckpt.value} activation checkpointing in the training script (e.g. Hugging Face "
-            "model.gradient_checkpointing_enable()): a DeepSpeed config does not switch it on")
+    if ckpt.value == "selective-op":
+        how = ("torchtitan's per-op policy: torch.utils.checkpoint with context_fn="
+               "create_selective_checkpoint_contexts(policy), torchtitan SelectiveAC")
+    else:
+        how = "e.g. Hugging Face model.gradient_checkpointing_enable()"
+    return (f"; turn on {ckpt.value} activation checkpointing in the training script ({how}): a DeepSpeed config "
+            "does not switch it on (its activation_checkpointing section only configures deepspeed.checkpointing)")

@@ -22,6 +22,7 @@ from zeroplan.cli.options import (
     GradAccumOpt,
     HardwareOpt,
     LargestOpt,
+    LossOpt,
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
@@ -55,8 +56,9 @@ def check(
     seq_len: SeqLenOpt = str(SETUP.seq_len),
     micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
     grad_accum: GradAccumOpt = str(SETUP.grad_accum),
-    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    checkpointing: CheckpointingOpt = SETUP.checkpointing.value,
     attention: AttentionOpt = SETUP.attention,
+    loss: LossOpt = SETUP.loss,
 ) -> None:
     """Check plans (or one DeepSpeed config, or a --from file) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
     args = scenario_args(locals(), ctx)

@@ -10,8 +10,8 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
     Attention,
-    Checkpointing,
     Engine,
+    Loss,
     OffloadDevice,
     Optimizer,
     Parallelism,
@@ -58,7 +58,9 @@ Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulat
 SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
 MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
 GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
-CheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation checkpointing.")]
+CHECKPOINTING_NAMES = "none, selective, selective-op, full or every:N"
+CheckpointingOpt = Annotated[str, typer.Option("--checkpointing", help=f"Activation checkpointing: {CHECKPOINTING_NAMES} (docs/activations.md): selective is Korthikanti's attention-core recompute, selective-op torchtitan's per-op policy, full every layer (HF gradient_checkpointing), every:N full on every N-th layer (torchtitan selective_ac_option=N).")]
+LossOpt = Annotated[Loss, typer.Option("--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss).")]
 AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
 OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
 OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]

@@ -181,7 +181,8 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
     setup = scn.setup
     notes = [f"byte recipe {recipe.describe()}"] + engine_notes(scn) + [
         f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
-        f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
+        f"{setup.grad_accum}, checkpointing {setup.checkpointing_label}, attention {setup.attention.value}, "
+        f"loss {setup.loss.value}",
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
     if model.largest_layer_params == 0:

@@ -124,7 +124,7 @@ ACTIVATION_LINES = (  # (ActivationEstimate field, label); the lines sum to tota
     ("final_norm_bytes", "final norm, LM head input"),
     ("logits_bytes", "logits (b x s x V)"),
     ("logit_softcap_bytes", "logit soft-capping"),
-    ("loss_bytes", "loss (fp32 copy, log-softmax, labels)"),
+    ("loss_bytes", "loss (--loss: fp32 copy, log-softmax, labels)"),
 )
 
 
@@ -135,7 +135,7 @@ def activations_table(est: Estimate, unit: Unit) -> Table | None:
         return None
     setup = est.setup
     title = (f"activations per GPU: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, "
-             f"checkpointing {setup.checkpointing.value}, attention {setup.attention.value}")
+             f"checkpointing {setup.checkpointing_label}, attention {setup.attention.value}, loss {setup.loss.value}")
     table = Table(title=title, title_justify="left", show_edge=False, min_width=len(title))
     table.add_column("line", no_wrap=True)
     table.add_column(unit.label, justify="right")
