@@ -136,7 +136,7 @@ def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors cli
 # The frozen option surface (torchtitan's test_no_new_cli_options idea): a new flag is a deliberate edit here.
 SCENARIO = {
     "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
-    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention",
+    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
 }
 FROZEN = {

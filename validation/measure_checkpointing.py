@@ -46,8 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import measure_activations as base  # noqa: E402
+from validation import measure_activations as base  # noqa: E402
 from zeroplan.memory.activations import activation_bytes  # noqa: E402
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup, parse_checkpointing  # noqa: E402
 

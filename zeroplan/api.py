@@ -124,6 +124,7 @@ def recommend(
     seq_len: Count = _SETUP.seq_len,
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
+    loss: Loss | str = _SETUP.loss,
     engine: Engine | str = Engine.deepspeed,
     global_batch: Count = DEFAULT_GLOBAL_BATCH,
     topology: Topology | str | None = None,

@@ -124,8 +124,13 @@ ACTIVATION_LINES = (  # (ActivationEstimate field, label); the lines sum to tota
     ("final_norm_bytes", "final norm, LM head input"),
     ("logits_bytes", "logits (b x s x V)"),
     ("logit_softcap_bytes", "logit soft-capping"),
-    ("loss_bytes", "loss (--loss: fp32 copy, log-softmax, labels)"),
+    ("loss_bytes", "loss (fp32 copy, log-softmax, labels)"),
 )
+LOSS_LABELS = {  # --loss -> what its loss line holds (docs/activations.md, loss variants)
+    "no-upcast": "loss (log-softmax, labels)",
+    "chunked": "loss (log-softmax, one chunk's fp32 copy, labels)",
+    "liger": "loss (Liger grad_input, grad_weight, chunk)",
+}
 
 
 def activations_table(est: Estimate, unit: Unit) -> Table | None:
@@ -140,6 +145,8 @@ def activations_table(est: Estimate, unit: Unit) -> Table | None:
     table.add_column("line", no_wrap=True)
     table.add_column(unit.label, justify="right")
     for field, label in ACTIVATION_LINES:
+        if field == "loss_bytes":
+            label = LOSS_LABELS.get(acts.loss, label)
         if (value := getattr(acts, field)):
             table.add_row(label, f"{to_unit(value, unit):,.2f}")
     table.add_row("= activations", f"{to_unit(acts.total_bytes, unit):,.2f}", style="bold")
