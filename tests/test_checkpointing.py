@@ -185,3 +185,16 @@ def test_recompute_flops_follow_what_is_recomputed():
     assert flops(checkpointing=Checkpointing.selective_op)[1] - bwd_none == (
         1024 * 2 * 32 * op_sac_recomputed_params(LLAMA3_8B))
     assert flops(checkpointing=Checkpointing.full, checkpoint_every=4)[1] - bwd_none == pytest.approx(fwd / 4)
+
+
+@pytest.mark.parametrize("arch", [LLAMA3_8B, QWEN2, GPT2], ids=lambda a: a.family)
+@pytest.mark.parametrize("mode", ["none", "selective", "selective-op", "full", "every:3"])
+@pytest.mark.parametrize("attention", list(Attention))
+def test_layer_bytes_and_held_make_the_layers_line(arch, mode, attention):
+    ckpt, every = parse_checkpointing(mode)
+    if ckpt is Checkpointing.selective_op and arch is GPT2:
+        return  # refused (test_selective_op_is_refused_where_not_modelled)
+    est = acts(arch, checkpointing=ckpt, checkpoint_every=every, attention=attention, seq_len=1024)
+    assert len(est.layer_bytes) == arch.num_layers
+    assert sum(est.layer_bytes) + est.held_bytes == est.layers_bytes
+    assert max(est.layer_bytes) == est.per_layer_bytes and est.checkpointing == mode

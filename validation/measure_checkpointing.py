@@ -41,14 +41,22 @@ from pathlib import Path
 import torch
 import transformers
 from torch.nn import functional as F
-from torch.utils.checkpoint import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    SelectiveCheckpointContext,
+    create_selective_checkpoint_contexts,
+)
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from validation import measure_activations as base  # noqa: E402
-from zeroplan.memory.activations import activation_bytes  # noqa: E402
-from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup, parse_checkpointing  # noqa: E402
+from validation import measure_activations as base
+from zeroplan.memory.activations import activation_bytes
+from zeroplan.memory.setup import (
+    Loss,
+    TrainingSetup,
+    parse_checkpointing,
+)
 
 TOLERANCE = 0.02  # the bar for every measured case
 DOCS = base.DOCS
@@ -64,7 +72,9 @@ TORCHTUNE_CHUNKS = 8  # CEWithChunkedOutputLoss(num_output_chunks=8)
 
 # --- torchtitan's SelectiveAC policy, as written at the commit above -----------------------------------------
 def _default_save_ops() -> set:
-    from torch._functorch.partitioners import get_default_op_list  # what torchtitan's _get_default_save_ops reads
+    from torch._functorch.partitioners import (
+        get_default_op_list,  # what torchtitan's _get_default_save_ops reads
+    )
 
     ops = {op.default for op in get_default_op_list().compute_intensive_ops}
     ops |= {torch.ops.aten._scaled_dot_product_cudnn_attention.default,
@@ -170,7 +180,7 @@ class Case:
         return (self.family, self.dtype, self.attention, self.seq_len, self.micro_batch)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(family: str, dtype: str, attention: str):
     model_type, kw = base.FAMILIES[family]
     kw = kw | dict(num_hidden_layers=LAYERS)
@@ -345,7 +355,7 @@ def write_docs(rows) -> None:
             f"</details>\n{END}")
     if BEGIN not in text:
         raise SystemExit(f"{DOCS} has no {BEGIN} marker")
-    DOCS.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S))
+    DOCS.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: body, text, flags=re.DOTALL))
 
 
 def main(argv=None) -> int:
