@@ -198,3 +198,9 @@ def test_layer_bytes_and_held_make_the_layers_line(arch, mode, attention):
     assert len(est.layer_bytes) == arch.num_layers
     assert sum(est.layer_bytes) + est.held_bytes == est.layers_bytes
     assert max(est.layer_bytes) == est.per_layer_bytes and est.checkpointing == mode
+
+
+@pytest.mark.parametrize("mode", ["every:2", "selective-op"])
+def test_megatron_method_refuses_policies_its_formula_lacks(mode):
+    res = _cli("estimate", "--method", "megatron", "-m", "llama-3.1-8b", "--checkpointing", mode)
+    assert res.returncode == 1 and "Traceback" not in res.stderr and mode in res.stderr

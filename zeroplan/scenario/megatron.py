@@ -53,6 +53,9 @@ def megatron_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None
         raise ZeroplanError(f"--stage {stage}: Megatron's formula knows no ZeRO-{stage}; --stage 1 is its "
                             "distributed optimizer, --stage 0 plain data parallelism")
     setup = setup_from(args)
+    if setup.checkpointing not in _RECOMPUTE or setup.checkpoint_every > 1:
+        raise ZeroplanError(f"--method megatron: Megatron's formula knows --checkpointing none, selective or full, not "
+                            f"{setup.checkpointing_label}")
     degrees = {name: parse_count(getattr(mesh_args, name), f"--{name}")
                for name in MESH_OPTIONS if getattr(mesh_args, name) is not None}
     mesh = Mesh(gpus=parse_count(args.gpus, "--gpus"), sequence_parallel=mesh_args.sequence_parallel, **degrees)
