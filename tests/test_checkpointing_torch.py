@@ -22,7 +22,7 @@ def validation():
     return importlib.import_module("validation.measure_checkpointing")
 
 
-@pytest.mark.parametrize("family", ["llama-gqa", "qwen2", "llama-v128"])
+@pytest.mark.parametrize("family", ["llama-gqa", "qwen2", "mistral", "llama-v128"])
 def test_policies_and_losses_within_tolerance_of_measured(validation, family):
     rows = validation.run(validation.grid([family], quick=True))
     assert {c.checkpointing for c, _, _ in rows} >= {"every:2", "every:3", "selective-op"}

@@ -64,7 +64,8 @@ BEGIN, END = "<!-- BEGIN checkpointing (validation/measure_checkpointing.py --wr
 LAYERS = 4  # enough for every:2 and every:3 to leave layers on both sides
 # llama-v128: a vocabulary small enough that one layer's recompute outgrows the 16-bit loss copy it follows
 base.FAMILIES.setdefault("llama-v128", ("llama", base._LLAMA | dict(vocab_size=128)))
-FAMILIES = ("llama", "llama-gqa", "qwen2", "llama-v128")
+base.FAMILIES.setdefault("mistral", ("mistral", base._LLAMA | dict(num_key_value_heads=2, sliding_window=None)))
+FAMILIES = ("llama", "llama-gqa", "qwen2", "mistral", "llama-v128")
 POLICIES = ("every:2", "every:3", "selective-op")
 LOSSES = (Loss.no_upcast, Loss.chunked)
 TORCHTUNE_CHUNKS = 8  # CEWithChunkedOutputLoss(num_output_chunks=8)
