@@ -47,10 +47,62 @@ class Architecture:
     attn_logit_softcapping: Real | None = None
     final_logit_softcapping: Real | None = None
     sliding_window: Int | None = None
+    # The facts of the 2025-26 families. Every default is what an old family is: one kind of layer, softmax
+    # attention over the whole sequence (or sliding_window), a dense or all-MoE MLP.
+    hidden_act: Annotated[
+        Text | None, Field(description="the activation as the config names it (hidden_act, activation_function, "
+                                       "hidden_activation); None = the family's fixed one")
+    ] = None
+    attention_types: Annotated[
+        tuple[Text, ...], Field(description="per layer, as layer_types names it: full_attention, sliding_attention, "
+                                            "chunked_attention, linear_attention; () = all full_attention")
+    ] = ()
+    no_rope_layers: Annotated[tuple[Size, ...], Field(description="indices of layers without RoPE (NoPE)")] = ()
+    attention_chunk_size: Annotated[Int | None, Field(description="chunked_attention layers' chunk (Llama 4)")] = None
+    qk_norm: Annotated[Literal["none", "head", "full"], Field(description="head: per-head norm of h_d (Qwen3); "
+                                                                          "full: over all heads (OLMo 2)")] = "none"
+    attention_sinks: Annotated[Flag, Field(description="a learned sink logit per head (gpt-oss)")] = False
+    attention_output_gate: Annotated[Flag, Field(description="a sigmoid gate on the attention output (Qwen3-Next)")] = (
+        False
+    )
+    mlp_types: Annotated[tuple[Literal["dense", "moe"], ...], Field(description="per layer; () = all dense, or all "
+                                                                                "MoE when num_experts > 0")] = ()
+    dense_intermediate_size: Annotated[Size, Field(description="MLP width of the dense layers of an MoE model; "
+                                                               "0 = intermediate_size")] = 0
+    shared_expert_intermediate_size: Annotated[Size, Field(description="total width of the shared experts")] = 0
+    q_lora_rank: Annotated[Size, Field(description="MLA: low-rank query width; 0 = no low-rank query")] = 0
+    kv_lora_rank: Annotated[Size, Field(description="MLA: compressed kv width; 0 = not MLA")] = 0
+    qk_nope_head_dim: Size = 0
+    qk_rope_head_dim: Size = 0
+    v_head_dim: Size = 0
+    linear_num_key_heads: Annotated[Size, Field(description="linear attention (gated delta net) key heads")] = 0
+    linear_num_value_heads: Size = 0
+    linear_key_head_dim: Size = 0
+    linear_value_head_dim: Size = 0
+    linear_conv_kernel_dim: Size = 0
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers with routed experts: mlp_types says, else all of them for an MoE model."""
+        if self.mlp_types:
+            return self.mlp_types.count("moe")
+        return self.num_layers if self.is_moe else 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    def attention_type(self, layer: int) -> str:
+        """The attention type of layer `layer` (full_attention unless attention_types says otherwise)."""
+        return self.attention_types[layer] if self.attention_types else "full_attention"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,12 +12,27 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
+from zeroplan.models.block import LINEAR, MLP, NORM, Attention, Decoder, Extra, Layer, uniform
 from zeroplan.models.families.base import FamilyConfig, check_divides
 
 GPT2_MLP_RATIO = 4  # GPT2MLP inner width when n_inner is None (modeling_gpt2.py: 4 * hidden_size)
 BLOOM_MLP_RATIO = 4  # BloomMLP: dense_h_to_4h is 4 * hidden_size wide, no config key
 FALCON_MLP_RATIO = 4  # FalconConfig: ffn_hidden_size defaults to 4 * hidden_size
 OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding keeps 2 extra rows (padding offset, fairseq legacy)
+QKV = 3  # fused query, key and value projections (GPT-2 c_attn, NeoX/BLOOM query_key_value)
+
+
+PLAIN = ("", "dense_h_to_4h", "dense_4h_to_h")  # an ungated MLP's (gate, up, down) names in NeoX, BLOOM, Falcon
+
+
+def _mha(heads: int, hidden: int, **fields: Any) -> Attention:
+    """Multi-head attention of width d: heads of d / h."""
+    return Attention(heads=heads, kv_heads=fields.pop("kv_heads", heads), head_dim=hidden // heads, **fields)
+
+
+def _layernorm_decoder(layers: int, attention: Attention, mlp: MLP, **fields: Any) -> Decoder:
+    return Decoder(layers=uniform(Layer(mixer=attention, mlp=mlp), layers), norm="layernorm", norm_bias=True,
+                   **fields)
 
 
 def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) -> Architecture:
@@ -60,11 +75,28 @@ class GPT2Config(FamilyConfig):
     def inner_size(self) -> int:
         return self.n_inner or GPT2_MLP_RATIO * self.n_embd
 
+    activation_function: str = "gelu_new"
+
+    def decoder(self) -> Decoder:
+        """GPT2LMHeadModel (modeling_gpt2.py): Conv1D projections with biases, learned positions.
+
+        P = V d + n_pos d + L (4 d^2 + 2 d I + 9 d + I) + 2 d   (I = n_inner or 4 d; + V d if untied)
+        """
+        d = self.n_embd
+        attention = _mha(self.n_head, d, prefix="attn", fused="c_attn", fused_width=QKV * d, qkv_bias=True,
+                         o_bias=True, names=("", "", "", "c_proj"), conv1d=True)
+        mlp = MLP(inner=self.inner_size, gated=False, bias=True, names=("", "c_fc", "c_proj"), conv1d=True)
+        return _layernorm_decoder(self.n_layer, attention, mlp, hidden=d, vocab=self.vocab_size,
+                                  tie_word_embeddings=self.tie_word_embeddings, positions=self.n_positions,
+                                  body="transformer", stack="h", embed="wte", position_name="wpe",
+                                  layer_norms=("ln_1", "ln_2"), final_norm="ln_f")
+
     def architecture(self) -> Architecture:
         return _architecture(
             self,
             self.n_embd,
             self.n_head,
+            hidden_act=self.activation_function,
             num_layers=self.n_layer,
             intermediate_size=self.inner_size,
             learned_positions=self.n_positions,
@@ -88,17 +120,32 @@ class GPTNeoXConfig(FamilyConfig):
     hidden_dropout: NonNegativeFloat = 0.0
     attention_dropout: NonNegativeFloat = 0.0
     tie_word_embeddings: bool = False
+    hidden_act: str = "gelu"
 
     @model_validator(mode="after")
     def _check_shape(self) -> GPTNeoXConfig:
         check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.hidden_size)
         return self
 
+    def decoder(self) -> Decoder:
+        """GPTNeoXForCausalLM (modeling_gpt_neox.py): fused query_key_value, untied embed_out.
+
+        P = 2 V d + L (4 d^2 + 2 d I + 9 d + I) + 2 d   (attention_bias; 4 d fewer per layer without)
+        """
+        d, bias = self.hidden_size, self.attention_bias
+        attention = _mha(self.num_attention_heads, d, prefix="attention", fused="query_key_value",
+                         fused_width=QKV * d, qkv_bias=bias, o_bias=bias, names=("", "", "", "dense"))
+        mlp = MLP(inner=self.intermediate_size, gated=False, bias=True, names=PLAIN)
+        return _layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
+                                  tie_word_embeddings=self.tie_word_embeddings, parallel=self.use_parallel_residual,
+                                  body="gpt_neox", embed="embed_in", final_norm="final_layer_norm", head="embed_out")
+
     def architecture(self) -> Architecture:
         return _architecture(
             self,
             self.hidden_size,
             self.num_attention_heads,
+            hidden_act=self.hidden_act,
             num_layers=self.num_hidden_layers,
             intermediate_size=self.intermediate_size,
             parallel_attn=self.use_parallel_residual,
@@ -125,6 +172,31 @@ class OPTConfig(FamilyConfig):
     dropout: NonNegativeFloat = 0.1
     attention_dropout: NonNegativeFloat = 0.0
     tie_word_embeddings: bool = True
+    activation_function: str = "relu"
+
+    def decoder(self) -> Decoder:
+        """OPTForCausalLM (modeling_opt.py).
+
+        P = V e + (n_pos + 2) d + [2 d e if e != d] + L (4 d^2 + 2 d F + 9 d + F) + 2 d
+        (e = word_embed_proj_dim; biases with enable_bias, norm weights with layer_norm_elementwise_affine;
+        the final norm only with do_layer_norm_before)
+        """
+        d, e, bias = self.hidden_size, self.embed_dim, self.enable_bias
+        attention = _mha(self.num_attention_heads, d, qkv_bias=bias, o_bias=bias,
+                         names=("q_proj", "k_proj", "v_proj", "out_proj"))
+        mlp = MLP(inner=self.ffn_dim, gated=False, bias=bias, prefix="", names=("", "fc1", "fc2"))
+        projections = (
+            Extra(name="project_out", shapes=((e, d),), kind=LINEAR, in_features=d, out_features=e),
+            Extra(name="project_in", shapes=((d, e),), kind=LINEAR, in_features=e, out_features=d),
+        ) if e != d else ()
+        final = self.do_layer_norm_before and not self.remove_final_layer_norm
+        return _layernorm_decoder(
+            self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size, embed_width=e,
+            tie_word_embeddings=self.tie_word_embeddings, norm_affine=self.layer_norm_elementwise_affine,
+            positions=self.max_position_embeddings + OPT_POSITION_OFFSET, body="model.decoder",
+            layer_norms=("self_attn_layer_norm", "final_layer_norm"), extras=projections,
+            final_norm="final_layer_norm" if final else None,
+        )
 
     @model_validator(mode="after")
     def _check_shape(self) -> OPTConfig:
@@ -143,6 +215,7 @@ class OPTConfig(FamilyConfig):
             self.num_attention_heads,
             num_layers=self.num_hidden_layers,
             intermediate_size=self.ffn_dim,
+            hidden_act=self.activation_function,
             learned_positions=self.max_position_embeddings + OPT_POSITION_OFFSET,
             dropout=self.dropout,
             attention_dropout=self.attention_dropout,
@@ -174,6 +247,20 @@ class BloomConfig(FamilyConfig):
     def _check_shape(self) -> BloomConfig:
         check_divides("n_head", self.resolved("n_head"), "hidden_size", self.resolved("hidden_size"))
         return self
+
+    def decoder(self) -> Decoder:
+        """BloomForCausalLM (modeling_bloom.py): a LayerNorm after the embedding, 4x MLP, biases everywhere.
+
+        P = V d + 2 d + L (12 d^2 + 13 d) + 2 d   (+ V d if untied)
+        """
+        d = self.resolved("hidden_size")
+        attention = _mha(self.resolved("n_head"), d, prefix="self_attention", fused="query_key_value",
+                         fused_width=QKV * d, qkv_bias=True, o_bias=True, names=("", "", "", "dense"))
+        mlp = MLP(inner=BLOOM_MLP_RATIO * d, gated=False, bias=True, names=PLAIN)
+        embed_norm = Extra(name="word_embeddings_layernorm", shapes=((d,), (d,)), kind=NORM)
+        return _layernorm_decoder(self.resolved("n_layer"), attention, mlp, hidden=d, vocab=self.vocab_size,
+                                  tie_word_embeddings=self.tie_word_embeddings, body="transformer", stack="h",
+                                  embed="word_embeddings", final_norm="ln_f", extras=(embed_norm,))
 
     def architecture(self) -> Architecture:
         hidden = self.resolved("hidden_size")
@@ -234,12 +321,41 @@ class FalconConfig(FamilyConfig):
         default = 2 if self.new_decoder_architecture else 1
         return 2 if (self.num_ln_in_parallel_attn or default) == 2 else 1
 
+    activation: str = "gelu"
+
+    @property
+    def layer_norm_names(self) -> tuple[str, ...]:
+        """FalconDecoderLayer: ln_attn and ln_mlp (new architecture, two norms), else input_layernorm
+        (+ post_attention_layernorm without parallel attention)."""
+        if self.norms_per_layer == 2 and self.new_decoder_architecture:
+            return ("ln_attn", "ln_mlp")
+        return ("input_layernorm", "post_attention_layernorm")[: self.norms_per_layer]
+
+    def decoder(self) -> Decoder:
+        """FalconForCausalLM (modeling_falcon.py).
+
+        P = V d + L (d (h + 2 k) h_d + d^2 + 2 d F + 2 d m) + 2 d   (+ biases with `bias`, + V d if untied)
+        (h query heads, k K/V heads, h_d = d / h, F = ffn_hidden_size or 4 d, m LayerNorms per layer)
+        """
+        d, heads, bias = self.resolved("hidden_size"), self.num_attention_heads, self.bias
+        width = (heads + 2 * self.kv_heads) * (d // heads)
+        if not (self.new_decoder_architecture or self.multi_query):
+            width = QKV * d  # FalconAttention: the classic fused projection, whatever num_kv_heads says
+        attention = _mha(heads, d, kv_heads=self.kv_heads, prefix="self_attention", fused="query_key_value",
+                         fused_width=width, qkv_bias=bias, o_bias=bias, names=("", "", "", "dense"))
+        mlp = MLP(inner=self.ffn_hidden_size or FALCON_MLP_RATIO * d, gated=False, bias=bias, names=PLAIN)
+        return _layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
+                                  tie_word_embeddings=self.tie_word_embeddings, body="transformer", stack="h",
+                                  embed="word_embeddings", final_norm="ln_f", layer_norms=self.layer_norm_names,
+                                  parallel=self.new_decoder_architecture or self.parallel_attn)
+
     def architecture(self) -> Architecture:
         hidden = self.resolved("hidden_size")
         return _architecture(
             self,
             hidden,
             self.num_attention_heads,
+            hidden_act=self.activation,
             num_key_value_heads=self.kv_heads,
             num_layers=self.num_hidden_layers,
             intermediate_size=self.ffn_hidden_size or FALCON_MLP_RATIO * hidden,

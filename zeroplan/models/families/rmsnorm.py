@@ -12,9 +12,13 @@ from typing import Any, Literal
 from pydantic import NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
+from zeroplan.models.block import MLP, Attention, Decoder, FeedForward, Layer, Mixer, MoE, uniform
 from zeroplan.models.families.base import FamilyConfig, check_divides
 
-GEMMA2_NORMS_PER_LAYER = 4  # Gemma2DecoderLayer: input, post_attention, pre_feedforward, post_feedforward
+# Gemma2DecoderLayer (and Gemma 3's): a norm before and after both attention and MLP ("sandwich").
+SANDWICH_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm")
+GEMMA2_NORMS_PER_LAYER = len(SANDWICH_NORMS)
 
 
 class RMSNormDecoderConfig(FamilyConfig):
@@ -29,6 +33,7 @@ class RMSNormDecoderConfig(FamilyConfig):
     head_dim: PositiveInt | None = None
     max_position_embeddings: PositiveInt
     attention_dropout: NonNegativeFloat = 0.0
+    hidden_act: str | None = "silu"  # the MLP activation, as the config names it
     tie_word_embeddings: bool = False
 
     @model_validator(mode="after")
@@ -47,6 +52,16 @@ class RMSNormDecoderConfig(FamilyConfig):
     def attention_head_dim(self) -> int:
         """head_dim, defaulting to hidden_size // num_attention_heads."""
         return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    def _attention(self, qkv_bias: bool = False, o_bias: bool = False, **fields: Any) -> Attention:
+        return Attention(heads=self.num_attention_heads, kv_heads=self.kv_heads, head_dim=self.attention_head_dim,
+                         qkv_bias=qkv_bias, o_bias=o_bias, **fields)
+
+    def _decoder(self, mixer: Mixer, mlp: FeedForward, **fields: Any) -> Decoder:
+        """num_hidden_layers identical layers of `mixer` and `mlp`, RMSNorms, embed_tokens and lm_head."""
+        return Decoder(hidden=self.hidden_size, vocab=self.vocab_size,
+                       layers=uniform(Layer(mixer=mixer, mlp=mlp), self.num_hidden_layers),
+                       tie_word_embeddings=self.tie_word_embeddings, **fields)
 
     def _architecture(self, **overrides: Any) -> Architecture:
         fields = dict(
@@ -83,6 +98,16 @@ class LlamaConfig(RMSNormDecoderConfig):
     attention_bias: bool = False
     mlp_bias: bool = False
 
+    def decoder(self) -> Decoder:
+        """LlamaForCausalLM (modeling_llama.py).
+
+        P = V d + L (d (h + 2 k) h_d + h h_d d + 3 d I + 2 d) + d   (+ V d if untied;
+        + (h + 2 k) h_d + d per layer with attention_bias, + 2 I + d with mlp_bias)
+        """
+        attention = self._attention(self.attention_bias, self.attention_bias)
+        return self._decoder(attention, MLP(inner=self.intermediate_size, bias=self.mlp_bias))
+
+
 
 class MistralConfig(RMSNormDecoderConfig):
     """Mistral (`MistralConfig`, defaults = Mistral-7B-v0.1): grouped-query, sliding-window attention."""
@@ -96,6 +121,10 @@ class MistralConfig(RMSNormDecoderConfig):
     num_key_value_heads: PositiveInt | None = 8
     max_position_embeddings: PositiveInt = 4096 * 32
     sliding_window: PositiveInt | None = 4096
+
+    def decoder(self) -> Decoder:
+        """MistralForCausalLM (modeling_mistral.py): the Llama formula without biases."""
+        return self._decoder(self._attention(), MLP(inner=self.intermediate_size))
 
     def architecture(self) -> Architecture:
         return self._architecture(sliding_window=self.sliding_window)
@@ -115,6 +144,15 @@ class MixtralConfig(RMSNormDecoderConfig):
     sliding_window: PositiveInt | None = None
     num_local_experts: PositiveInt = 8
     num_experts_per_tok: PositiveInt = 2
+
+    def decoder(self) -> Decoder:
+        """MixtralForCausalLM (modeling_mixtral.py): Mistral attention; per layer a router (E d) and E SwiGLU
+        experts (3 d I each), all experts of a layer one module under transformers >= 5.
+
+        P = V d + L (d (h + 2 k) h_d + h h_d d + E d + 3 E d I + 2 d) + d   (+ V d if untied)
+        """
+        moe = MoE(experts=self.num_local_experts, top_k=self.num_experts_per_tok, inner=self.intermediate_size)
+        return self._decoder(self._attention(), moe)
 
     @model_validator(mode="after")
     def _check_experts(self) -> MixtralConfig:
@@ -151,6 +189,10 @@ class Qwen2Config(RMSNormDecoderConfig):
     sliding_window: PositiveInt | None = 4096
     max_window_layers: int = 28
 
+    def decoder(self) -> Decoder:
+        """Qwen2ForCausalLM (modeling_qwen2.py): the Llama formula plus q, k, v biases, (h + 2 k) h_d per layer."""
+        return self._decoder(self._attention(qkv_bias=True), MLP(inner=self.intermediate_size))
+
     @property
     def effective_sliding_window(self) -> int | None:
         """Qwen2Config: layers from max_window_layers on use the window, and only with use_sliding_window."""
@@ -179,9 +221,21 @@ class Gemma2Config(RMSNormDecoderConfig):
     attn_logit_softcapping: PositiveFloat | None = 50.0
     final_logit_softcapping: PositiveFloat | None = 30.0
     tie_word_embeddings: bool = True
+    hidden_act: None = None  # Gemma2Config has no hidden_act: Gemma2MLP reads hidden_activation
+    hidden_activation: str = "gelu_pytorch_tanh"
+
+    def decoder(self) -> Decoder:
+        """Gemma2ForCausalLM (modeling_gemma2.py): the Llama formula with 4 norms per layer and h_d from the config.
+
+        P = V d + L (d (h + 2 k) h_d + h h_d d + 3 d I + 4 d) + d   (tied head by default)
+        """
+        attention = self._attention(self.attention_bias, self.attention_bias)
+        return self._decoder(attention, MLP(inner=self.intermediate_size), layer_norms=SANDWICH_NORMS,
+                             norm_position="sandwich")
 
     def architecture(self) -> Architecture:
         return self._architecture(
+            hidden_act=self.hidden_activation,
             norms_per_layer=GEMMA2_NORMS_PER_LAYER,
             sliding_window=self.sliding_window,
             attn_logit_softcapping=self.attn_logit_softcapping,
@@ -207,5 +261,10 @@ class Phi3Config(RMSNormDecoderConfig):
     resid_pdrop: NonNegativeFloat = 0.0
     embd_pdrop: NonNegativeFloat = 0.0
 
+    def decoder(self) -> Decoder:
+        """Phi3ForCausalLM (modeling_phi3.py): the Llama formula with fused qkv_proj and gate_up_proj (same count)."""
+        return self._decoder(self._attention(fused="qkv_proj"), MLP(inner=self.intermediate_size, fused="gate_up_proj"))
+
     def architecture(self) -> Architecture:
-        return self._architecture(sliding_window=self.sliding_window, dropout=self.resid_pdrop)
+        return self._architecture(sliding_window=self.sliding_window, dropout=self.resid_pdrop,
+                                  hidden_act=self.hidden_act)

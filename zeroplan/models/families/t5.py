@@ -55,9 +55,15 @@ class T5Config(FamilyConfig):
     def is_gated(self) -> bool:
         return self.feed_forward_proj.startswith(GATED_PREFIX)
 
+    @property
+    def dense_act_fn(self) -> str:
+        """T5Config.__post_init__: the activation after the optional 'gated-'; 'gated-gelu' means gelu_new."""
+        return "gelu_new" if self.feed_forward_proj == "gated-gelu" else self.feed_forward_proj.split("-")[-1]
+
     def architecture(self) -> Architecture:
         return Architecture(
             family=self.model_type,
+            hidden_act=self.dense_act_fn,
             hidden_size=self.d_model,
             num_layers=self.decoder_layers,
             num_encoder_layers=self.num_layers,

@@ -7,6 +7,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from zeroplan.models.block import (  # noqa: F401  (the kinds, re-exported beside Module)
+    COLUMN,
+    EMBEDDING_KIND,
+    EXPERTS_KIND,
+    LINEAR,
+    NORM,
+    OTHER,
+    ROUTER,
+    ROW,
+)
+
 LAYERNORM_TENSORS = 2  # nn.LayerNorm: weight and bias, each of the normalized width
 QKV = 3  # fused query, key and value projections (GPT-2 c_attn, NeoX/BLOOM query_key_value)
 GATE_UP = 2  # fused gate and up projections (Phi-3 gate_up_proj, Mixtral experts.gate_up_proj)
@@ -27,6 +38,10 @@ class Module(NamedTuple):
     # Shapes of its direct parameter tensors, where a family lists them (FSDP2 pads dim 0, ZeroRedundancyOptimizer
     # partitions whole tensors); () = unknown, read as one flat tensor of `params` elements.
     shapes: tuple[tuple[int, ...], ...] = ()
+    kind: str = OTHER  # COLUMN, ROW, LINEAR, EMBEDDING_KIND, NORM, ROUTER, EXPERTS_KIND or OTHER
+    in_features: int = 0  # linears (and experts, per expert): nn.Linear's in_features; 0 = not a linear
+    out_features: int = 0
+    active: int | None = None  # own parameters one token touches (experts: k of E); None = all of them
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
