@@ -23,6 +23,14 @@ LAYER_CLASSES = {
     "falcon": "FalconDecoderLayer",
     "gemma": "GemmaDecoderLayer",
     "gemma2": "Gemma2DecoderLayer",
+    "gemma3_text": "Gemma3DecoderLayer",
+    "glm4": "Glm4DecoderLayer",
+    "gptj": "GPTJBlock",
+    "granite": "GraniteDecoderLayer",
+    "olmo2": "Olmo2DecoderLayer",
+    "olmo3": "Olmo3DecoderLayer",
+    "qwen3": "Qwen3DecoderLayer",
+    "smollm3": "SmolLM3DecoderLayer",
     "gpt2": "GPT2Block",
     "gpt_neox": "GPTNeoXLayer",
     "llama": "LlamaDecoderLayer",
@@ -42,8 +50,11 @@ BACKWARD_PREFETCH = "BACKWARD_PRE"  # what zeroplan.engines.fsdp models for FSDP
 
 
 def layer_class(family: str | None) -> str | None:
-    """The block class Accelerate's TRANSFORMER_BASED_WRAP wraps for an HF model_type; None when unknown."""
-    return LAYER_CLASSES.get(family) if family else None
+    """The block class Accelerate's TRANSFORMER_BASED_WRAP wraps for an HF model_type (a multimodal one's: its
+    language model's); None when unknown."""
+    from zeroplan.models.families import TEXT_MODEL_TYPES
+
+    return LAYER_CLASSES.get(TEXT_MODEL_TYPES.get(family, family)) if family else None
 
 
 def _fsdp_config(advice: Advice) -> tuple[dict, list[str]]:

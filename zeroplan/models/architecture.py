@@ -113,3 +113,4 @@ class ParamCount:
     num_embedding_params: int  # token (and learned position) embeddings, plus an untied LM head
     largest_layer_params: int  # max over modules of their own direct parameters (DeepSpeed's model_to_params)
     num_active_params: int  # parameters one token touches (MoE: top-k experts); = num_params if dense
+    notes: tuple[str, ...] = ()  # what the count leaves out (a vision tower, multi-token-prediction layers)

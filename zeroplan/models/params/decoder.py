@@ -180,6 +180,8 @@ def decoder_modules(dec: Decoder) -> list[Module]:
                                in_features=extra.in_features, out_features=extra.out_features))
     if dec.final_norm is not None:
         modules.append(norm_module(_join(dec.body, dec.final_norm), dec.hidden, dec))
-    head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias, EMBEDDING_KIND)
+    head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias and not dec.tie_word_embeddings, EMBEDDING_KIND)
     modules.append(head._replace(role=EMBEDDING, tied=dec.tie_word_embeddings))
+    if dec.lm_head_bias and dec.tie_word_embeddings:  # a tied head shares its weight only: its bias is its own
+        modules.append(_module(dec.head, ((dec.vocab,),), OTHER))
     return [m for m in modules if m is not None]
