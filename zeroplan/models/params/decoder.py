@@ -180,8 +180,10 @@ def decoder_modules(dec: Decoder) -> list[Module]:
                                in_features=extra.in_features, out_features=extra.out_features))
     if dec.final_norm is not None:
         modules.append(norm_module(_join(dec.body, dec.final_norm), dec.hidden, dec))
-    head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias and not dec.tie_word_embeddings, EMBEDDING_KIND)
+    head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias, EMBEDDING_KIND)
     modules.append(head._replace(role=EMBEDDING, tied=dec.tie_word_embeddings))
-    if dec.lm_head_bias and dec.tie_word_embeddings:  # a tied head shares its weight only: its bias is its own
+    if dec.lm_head_bias and dec.tie_word_embeddings:
+        # A tied head (GPT-J) shares its weight only: the module still holds weight + bias (its own parameters,
+        # DeepSpeed's largest-layer unit), and the bias is counted here, once.
         modules.append(_module(dec.head, ((dec.vocab,),), OTHER))
     return [m for m in modules if m is not None]
