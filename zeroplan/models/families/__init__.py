@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -92,6 +92,8 @@ class MultimodalConfig(FamilyConfig):
     multimodal projector are not counted, and the count's notes say so.
     """
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("text_config",)
+
     model_type: Literal[MULTIMODAL_TYPES]  # type: ignore[valid-type]
     text_config: AnyTextConfig
 
@@ -159,6 +161,21 @@ def _model_type_error(data: dict) -> ValidationError:
     return ValidationError.from_exception_data("FamilyConfig", [details])
 
 
+def missing_required(data: dict) -> tuple[str, ...] | None:
+    """The first key an HF config.json must state and does not (a text_config's as text_config.KEY), or None."""
+    family = FAMILIES.get(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
+    if family is None:
+        return None
+    for key in family.REQUIRED:
+        if key not in data:
+            return (key,)
+    text = data.get("text_config")
+    if family is MultimodalConfig and isinstance(text, dict):
+        inner = missing_required({"model_type": TEXT_MODEL_TYPES[data["model_type"]], **text})
+        return ("text_config", *inner) if inner else None
+    return None
+
+
 def parse_family_config(data: dict, *, strict: bool) -> FamilyConfig:
     """Validate an HF-style config dict into its family's pydantic model.
 
@@ -214,5 +231,6 @@ __all__ = [
     "Qwen2Config",
     "RMSNormDecoderConfig",
     "T5Config",
+    "missing_required",
     "parse_family_config",
 ]

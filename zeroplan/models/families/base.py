@@ -29,6 +29,10 @@ class FamilyConfig(Frozen):
     # {alias: canonical}. Both are fields; the alias wins when given, as in transformers.
     ALIASES: ClassVar[dict[str, str]] = {}
 
+    # Keys a Hugging Face config.json must state (a published config always does): the width, depth and heads.
+    # Their config-class defaults describe some other model, so a file without them is refused, not defaulted.
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
     @model_validator(mode="after")
     def _check_aliases_agree(self) -> FamilyConfig:
         for alias, canonical in self.ALIASES.items():

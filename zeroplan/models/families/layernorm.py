@@ -54,6 +54,8 @@ def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) 
 class GPT2Config(FamilyConfig):
     """GPT-2 (`GPT2Config`): learned positions, fused QKV Conv1D, tied LM head."""
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("n_embd", "n_layer", "n_head")
+
     model_type: Literal["gpt2"]
     vocab_size: PositiveInt = 50257
     n_positions: PositiveInt = 1024
@@ -108,6 +110,8 @@ class GPT2Config(FamilyConfig):
 class GPTNeoXConfig(FamilyConfig):
     """GPT-NeoX (`GPTNeoXConfig`, defaults = gpt-neox-20b): rotary, parallel residual, untied head."""
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
     model_type: Literal["gpt_neox"]
     vocab_size: PositiveInt = 50432
     hidden_size: PositiveInt = 6144
@@ -156,6 +160,8 @@ class GPTNeoXConfig(FamilyConfig):
 
 class OPTConfig(FamilyConfig):
     """OPT (`OPTConfig`): learned positions (+2 rows), optional word-embedding projection, tied head."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
 
     model_type: Literal["opt"]
     vocab_size: PositiveInt = 50272
@@ -278,6 +284,8 @@ class BloomConfig(FamilyConfig):
 class FalconConfig(FamilyConfig):
     """Falcon (`FalconConfig`, defaults = falcon-7b): multi-query or grouped (new architecture) attention."""
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("num_hidden_layers", "num_attention_heads")
+
     ALIASES: ClassVar[dict[str, str]] = {"n_embed": "hidden_size"}  # popped from kwargs by FalconConfig
 
     model_type: Literal["falcon"]
@@ -372,6 +380,8 @@ class GPTJConfig(FamilyConfig):
 
     P = V d + L (4 d^2 + 2 d I + I + 3 d) + 2 d + V d + V   (I = n_inner or 4 d; tied: the V d head weight once)
     """
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("n_embd", "n_layer", "n_head")
 
     model_type: Literal["gptj"]
     vocab_size: PositiveInt = 50400

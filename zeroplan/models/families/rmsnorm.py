@@ -7,7 +7,7 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
@@ -24,6 +24,8 @@ GEMMA2_NORMS_PER_LAYER = len(SANDWICH_NORMS)
 class RMSNormDecoderConfig(FamilyConfig):
     """Keys every RMSNorm family shares. `None` kv heads or head_dim means the transformers default."""
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
     vocab_size: PositiveInt
     hidden_size: PositiveInt
     intermediate_size: PositiveInt
@@ -38,8 +40,9 @@ class RMSNormDecoderConfig(FamilyConfig):
 
     @model_validator(mode="after")
     def _check_heads(self) -> RMSNormDecoderConfig:
-        if self.head_dim is None:
-            check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.hidden_size)
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
+                             f"({self.num_attention_heads}), and no head_dim is given")
         check_divides("num_key_value_heads", self.kv_heads, "num_attention_heads", self.num_attention_heads)
         return self
 

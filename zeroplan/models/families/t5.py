@@ -5,7 +5,7 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import NonNegativeFloat, PositiveInt, model_validator
 
@@ -22,6 +22,8 @@ class T5Config(FamilyConfig):
     tie_word_embeddings is not a T5Config field but the PretrainedConfig default, True: the original
     T5 shares `shared` with the LM head; T5 v1.1 configs say false and have their own `lm_head`.
     """
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("d_model", "num_layers", "num_heads")
 
     model_type: Literal["t5"]
     vocab_size: PositiveInt = 32128
