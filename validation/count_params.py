@@ -44,6 +44,8 @@ def build_on_meta(spec: ModelSpec, **other_hf_keys) -> torch.nn.Module:
     hf_keys = spec.config.model_dump(by_alias=True, exclude_unset=True) | other_hf_keys
     model_type = hf_keys.pop("model_type")
     config = AutoConfig.for_model(model_type, **hf_keys)
+    if "text_config" in hf_keys:  # a multimodal config: its language model, as zeroplan counts it
+        config = config.get_text_config()
     with torch.device("meta"):
         if model_type == "t5":
             return T5ForConditionalGeneration(config)

@@ -64,6 +64,7 @@ def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, kn
         num_embedding_params=counts.num_embedding_params,
         num_active_params=counts.num_active_params,
         small_param_numel=small_param_numel(arch, knobs),
+        count_notes=counts.notes,
     )
 
 
@@ -185,6 +186,7 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         f"loss {setup.loss.value}",
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
+    notes += [f"parameter count: {note}" for note in model.count_notes]
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:
