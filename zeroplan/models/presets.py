@@ -23,9 +23,7 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
     from pydantic import ValidationError
 
-    from zeroplan.models.families import ModelSpec
-
-    from zeroplan.models.families import missing_required
+    from zeroplan.models.families import ModelSpec, missing_required
 
     data = require_mapping(data, origin)
     if hf_name is not None:

@@ -25,14 +25,9 @@ from zeroplan.models.families.dense import (
     Qwen3Config,
     SmolLM3Config,
 )
-from zeroplan.models.families.layernorm import (
-    BloomConfig,
-    FalconConfig,
-    GPT2Config,
-    GPTJConfig,
-    GPTNeoXConfig,
-    OPTConfig,
-)
+from zeroplan.models.families.falcon import FalconConfig
+from zeroplan.models.families.gptj import GPTJConfig
+from zeroplan.models.families.layernorm import BloomConfig, GPT2Config, GPTNeoXConfig, OPTConfig
 from zeroplan.models.families.rmsnorm import (
     Gemma2Config,
     LlamaConfig,
@@ -81,7 +76,7 @@ TEXT_MODEL_TYPES: dict[str, str] = {
     "mistral3": "mistral",
     "qwen2_5_vl": "qwen2_5_vl_text",
 }
-_TEXT_TYPES = {model_type for cls in _FAMILY_CLASSES for model_type in get_args(cls.model_fields["model_type"].annotation)}
+_TEXT_TYPES = {t for cls in _FAMILY_CLASSES for t in get_args(cls.model_fields["model_type"].annotation)}
 # The multimodal model_types zeroplan reads: those whose language model is a family here.
 MULTIMODAL_TYPES = tuple(outer for outer, text in TEXT_MODEL_TYPES.items() if text in _TEXT_TYPES)
 
