@@ -92,3 +92,11 @@ def test_multimodal_config_counts_the_language_model_and_says_so() -> None:
     assert counted.num_params == reference("gemma-3-27b")["num_params"]
     assert any("vision tower" in note and "not counted" in note for note in counted.notes)
     assert count_params(parse_family_config(hf_config("Qwen3-8B"), strict=False)).notes == ()
+
+
+@pytest.mark.parametrize("model", PUBLISHED)
+def test_largest_module_is_the_one_transformers_names(model: str) -> None:
+    config = parse_family_config(hf_config(model), strict=False)
+    largest = count_params(config).largest_layer_params
+    first = next(m for m in module_inventory(config) if m.params == largest)
+    assert first.name.replace("*", "N") == reference(model)["largest_layer_module"]

@@ -66,3 +66,10 @@ def test_multimodal_text_config_missing_key_names_its_path(tmp_path) -> None:
 def test_model_name_is_the_stem_or_the_folder_of_a_config_json(tmp_path) -> None:
     assert load_model_file(_write(tmp_path / "granite-tiny.json", GRANITE)).name == "granite-tiny"
     assert load_model_file(_write(tmp_path / "My-Model" / "config.json", GRANITE)).name == "My-Model"
+
+
+def test_multimodal_text_model_zeroplan_does_not_describe_is_one_line(tmp_path) -> None:
+    data = {"model_type": "gemma3", "text_config": {"model_type": "qwen2_5_vl_text", "hidden_size": 64,
+                                                    "num_hidden_layers": 2, "num_attention_heads": 4}}
+    with pytest.raises(SpecError, match=re.escape("text_config.model_type 'qwen2_5_vl_text' is not a supported")):
+        load_model_file(_write(tmp_path / "mm.json", data))

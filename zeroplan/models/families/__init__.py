@@ -101,6 +101,10 @@ class MultimodalConfig(FamilyConfig):
             text = data.get("text_config", {})
             if isinstance(text, dict) and "model_type" not in text:
                 data = {**data, "text_config": {**text, "model_type": TEXT_MODEL_TYPES[data["model_type"]]}}
+            text_type = data["text_config"].get("model_type") if isinstance(data.get("text_config"), dict) else None
+            if isinstance(text_type, str) and text_type not in _TEXT_TYPES:
+                raise ValueError(f"text_config.model_type {text_type!r} is not a supported language model; "
+                                 f"supported: {', '.join(sorted(_TEXT_TYPES))}")
         return data
 
     def architecture(self) -> Architecture:
