@@ -99,3 +99,12 @@ def test_module_kinds_say_what_tensor_parallelism_splits() -> None:
     experts = by_name["model.layers.*.mlp.experts"]
     assert experts.kind == "experts" and experts.active == experts.params // 32 * 4
     assert by_name["model.layers.*.self_attn"].kind == "other"  # the sinks
+
+
+def test_router_correction_bias_is_a_buffer_not_a_parameter() -> None:
+    from zeroplan.models.params.decoder import persistent_buffer_numel
+
+    buffers = reference("DeepSeek-V3")["persistent_buffers"]
+    assert persistent_buffer_numel(_deepseek_v3()) == sum(b["numel_total"] for b in buffers.values())
+    assert _counts(_deepseek_v3())[0] == measured_totals("DeepSeek-V3")[0]  # and the count leaves it out
+    assert persistent_buffer_numel(_gpt_oss_20b()) == 0 == len(reference("gpt-oss-20b")["persistent_buffers"])

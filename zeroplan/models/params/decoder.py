@@ -187,3 +187,10 @@ def decoder_modules(dec: Decoder) -> list[Module]:
         # DeepSpeed's largest-layer unit), and the bias is counted here, once.
         modules.append(_module(dec.head, ((dec.vocab,),), OTHER))
     return [m for m in modules if m is not None]
+
+
+def persistent_buffer_numel(dec: Decoder) -> int:
+    """Elements of persistent buffers that are not parameters: in the state dict and the checkpoint, not in the
+    count (DeepSeek-V3's router `e_score_correction_bias`, E per MoE layer)."""
+    return sum(layer.mlp.experts * count for layer, count in dec.layers
+               if isinstance(layer.mlp, MoE) and layer.mlp.correction_bias)
