@@ -108,3 +108,15 @@ def test_router_correction_bias_is_a_buffer_not_a_parameter() -> None:
     assert persistent_buffer_numel(_deepseek_v3()) == sum(b["numel_total"] for b in buffers.values())
     assert _counts(_deepseek_v3())[0] == measured_totals("DeepSeek-V3")[0]  # and the count leaves it out
     assert persistent_buffer_numel(_gpt_oss_20b()) == 0 == len(reference("gpt-oss-20b")["persistent_buffers"])
+
+
+def test_layer_kinds_give_each_structure_and_its_layers() -> None:
+    from zeroplan.models.params.decoder import layer_kinds
+
+    kinds = layer_kinds(_deepseek_v3())
+    measured = reference("DeepSeek-V3")["layer_types"]
+    assert [count for _, count in kinds] == [kind["num_layers"] for kind in measured]
+    assert [sum(m.params for m in modules) for modules, _ in kinds] == [kind["params_per_layer"] for kind in measured]
+    gated = layer_kinds(_qwen3_next())  # linear-attention and full-attention layers: two structures, 36 + 12
+    assert sorted(count for _, count in gated) == sorted(k["num_layers"] for k in reference("Qwen3-Next-80B-A3B")[
+        "layer_types"])

@@ -194,3 +194,15 @@ def persistent_buffer_numel(dec: Decoder) -> int:
     count (DeepSeek-V3's router `e_score_correction_bias`, E per MoE layer)."""
     return sum(layer.mlp.experts * count for layer, count in dec.layers
                if isinstance(layer.mlp, MoE) and layer.mlp.correction_bias)
+
+
+def layer_kinds(dec: Decoder) -> list[tuple[list[Module], int]]:
+    """Each distinct layer structure (its modules, one layer's worth) and how many layers have it, in order of
+    first appearance: what a per-block layout of a dense-then-MoE or hybrid model needs (the merged inventory
+    only says how many layers hold each module)."""
+    kinds: dict[tuple, tuple[list[Module], int]] = {}
+    for layer, count in dec.layers:
+        modules = layer_modules(layer, dec)
+        key = tuple((m.name, m.shapes) for m in modules)
+        kinds[key] = (modules, kinds[key][1] + count) if key in kinds else (modules, count)
+    return list(kinds.values())
