@@ -35,7 +35,8 @@ def test_keys_zeroplan_does_not_read_are_ignored(tmp_path) -> None:
     ({"hidden_size": 66}, "hidden_size (66) is not a multiple of num_attention_heads (4), and no head_dim is given"),
     ({"num_key_value_heads": 3}, "num_attention_heads (4) is not a multiple of num_key_value_heads (3)"),
     ({"hidden_size": None}, "hidden_size: missing; a Hugging Face config.json states it"),
-    ({"layer_types": ["full_attention"]}, "layer_types has 1 entries, num_hidden_layers is 2"),
+    ({"model_type": "qwen3", "num_key_value_heads": 2, "layer_types": ["full_attention"]},
+     "layer_types has 1 entries, num_hidden_layers is 2"),
 ], ids=["string", "float", "heads", "kv-heads", "missing", "layer-types"])
 def test_bad_value_is_one_line_naming_key_and_value(tmp_path, change: dict, message: str) -> None:
     data = {k: v for k, v in {**GRANITE, **change}.items() if v is not None}
@@ -73,3 +74,9 @@ def test_multimodal_text_model_zeroplan_does_not_describe_is_one_line(tmp_path) 
                                                     "num_hidden_layers": 2, "num_attention_heads": 4}}
     with pytest.raises(SpecError, match=re.escape("text_config.model_type 'qwen2_5_vl_text' is not a supported")):
         load_model_file(_write(tmp_path / "mm.json", data))
+
+
+def test_a_key_the_config_class_lacks_is_ignored_like_any_other(tmp_path) -> None:
+    # GraniteConfig has no layer_types: transformers' Granite builds every layer alike, whatever the file says.
+    data = {**GRANITE, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8}
+    assert load_model_file(_write(tmp_path / "g.json", data)).architecture().attention_types == ()

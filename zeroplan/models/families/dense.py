@@ -25,40 +25,43 @@ OLMO3_FULL_EVERY = 4  # Olmo3Config: every 4th layer is full attention, the othe
 GEMMA3_PATTERN = 6  # Gemma3TextConfig: sliding_window_pattern's default, every 6th layer global
 
 
+LayerTypes = list[Literal["full_attention", "sliding_attention"]] | None
+
+
 class _LayerTyped(RMSNormDecoderConfig):
-    """A family whose layers have types (layer_types, as the config names them, one per layer)."""
+    """A Llama-pattern family whose layers may have types. Only the families whose config class has them declare
+    `layer_types` and `sliding_window` (Qwen3, Gemma 3, OLMo 3, SmolLM3) and `mlp_bias` (Granite, SmolLM3): a key
+    the config class does not have is one this family ignores in a config.json."""
 
     attention_bias: bool = False
-    mlp_bias: bool = False
-    sliding_window: PositiveInt | None = None
-    layer_types: list[Literal["full_attention", "sliding_attention"]] | None = None
 
     @model_validator(mode="after")
     def _check_layer_types(self) -> _LayerTyped:
         check_layer_count("num_hidden_layers", self.num_hidden_layers)
-        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries, num_hidden_layers is "
-                             f"{self.num_hidden_layers}")
+        given = getattr(self, "layer_types", None)
+        if given is not None and len(given) != self.num_hidden_layers:
+            raise ValueError(f"layer_types has {len(given)} entries, num_hidden_layers is {self.num_hidden_layers}")
         return self
 
     def default_layer_types(self) -> list[str]:
         return [FULL] * self.num_hidden_layers
 
     def types(self) -> list[str]:
-        return list(self.layer_types) if self.layer_types is not None else self.default_layer_types()
+        given = getattr(self, "layer_types", None)
+        return list(given) if given is not None else self.default_layer_types()
 
     def rope_layers(self) -> list[bool]:
         return [True] * self.num_hidden_layers
 
     def window(self) -> int | None:
         """The sliding layers' window (None when no layer slides)."""
-        return self.sliding_window if SLIDING in self.types() else None
+        return getattr(self, "sliding_window", None) if SLIDING in self.types() else None
 
     def attention(self) -> Attention:
         return self._attention(self.attention_bias, self.attention_bias)
 
     def mlp(self) -> MLP:
-        return MLP(inner=self.intermediate_size, bias=self.mlp_bias)
+        return MLP(inner=self.intermediate_size, bias=getattr(self, "mlp_bias", False))
 
     def _typed(self, **fields: Any) -> Decoder:
         mixer, mlp = self.attention(), self.mlp()
@@ -97,6 +100,7 @@ class Qwen3Config(_LayerTyped):
     use_sliding_window: bool = False
     sliding_window: PositiveInt | None = 4096
     max_window_layers: NonNegativeInt = 28
+    layer_types: LayerTypes = None
 
     def default_layer_types(self) -> list[str]:
         slides = self.use_sliding_window and self.sliding_window is not None
@@ -148,6 +152,7 @@ class Gemma3TextConfig(_LayerTyped):
     hidden_activation: str = "gelu_pytorch_tanh"
     tie_word_embeddings: bool = True
     sliding_window: PositiveInt | None = 4096
+    layer_types: LayerTypes = None
     sliding_window_pattern: PositiveInt = GEMMA3_PATTERN  # popped from kwargs by Gemma3TextConfig
     use_bidirectional_attention: bool | None = False
     attn_logit_softcapping: PositiveFloat | None = None
@@ -235,6 +240,7 @@ class Olmo3Config(Olmo2Config):
 
     model_type: Literal["olmo3"]  # type: ignore[assignment]
     sliding_window: PositiveInt | None = 4096
+    layer_types: LayerTypes = None
 
     def default_layer_types(self) -> list[str]:
         return [SLIDING if (i + 1) % OLMO3_FULL_EVERY else FULL for i in range(self.num_hidden_layers)]
@@ -252,6 +258,7 @@ class GraniteConfig(_LayerTyped):
     num_attention_heads: PositiveInt = 32
     num_key_value_heads: PositiveInt | None = None
     max_position_embeddings: PositiveInt = 2048
+    mlp_bias: bool = False
 
 
 class SmolLM3Config(_LayerTyped):
@@ -267,7 +274,10 @@ class SmolLM3Config(_LayerTyped):
     num_key_value_heads: PositiveInt | None = 4
     max_position_embeddings: PositiveInt = 32768
     tie_word_embeddings: bool = True
+    mlp_bias: bool = False
     use_sliding_window: bool = False
+    sliding_window: PositiveInt | None = None
+    layer_types: LayerTypes = None
     no_rope_layers: list[Literal[0, 1]] | None = None
     no_rope_layer_interval: PositiveInt = 4
 
