@@ -70,6 +70,9 @@ class Architecture:
     dense_intermediate_size: Annotated[Size, Field(description="MLP width of the dense layers of an MoE model; "
                                                                "0 = intermediate_size")] = 0
     shared_expert_intermediate_size: Annotated[Size, Field(description="total width of the shared experts")] = 0
+    shared_expert_gate: Annotated[Flag, Field(description="a d -> 1 sigmoid gate on the shared expert (Qwen2-MoE)")] = (
+        False
+    )
     q_lora_rank: Annotated[Size, Field(description="MLA: low-rank query width; 0 = no low-rank query")] = 0
     kv_lora_rank: Annotated[Size, Field(description="MLA: compressed kv width; 0 = not MLA")] = 0
     qk_nope_head_dim: Size = 0

@@ -15,6 +15,7 @@ from zeroplan.frozen import Frozen
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.block import Decoder
 from zeroplan.models.families.base import FamilyConfig
+from zeroplan.models.families.deepseek import DeepseekV2Config, DeepseekV3Config, Glm4MoeConfig
 from zeroplan.models.families.dense import (
     Gemma3TextConfig,
     GemmaConfig,
@@ -28,6 +29,9 @@ from zeroplan.models.families.dense import (
 from zeroplan.models.families.falcon import FalconConfig
 from zeroplan.models.families.gptj import GPTJConfig
 from zeroplan.models.families.layernorm import BloomConfig, GPT2Config, GPTNeoXConfig, OPTConfig
+from zeroplan.models.families.llama4 import Llama4TextConfig
+from zeroplan.models.families.moe import GptOssConfig, GraniteMoeConfig, MoEDecoderConfig
+from zeroplan.models.families.qwen import Qwen2MoeConfig, Qwen3MoeConfig, Qwen3NextConfig
 from zeroplan.models.families.rmsnorm import (
     Gemma2Config,
     LlamaConfig,
@@ -54,6 +58,15 @@ _FAMILY_CLASSES = (
     Gemma2Config,
     Phi3Config,
     T5Config,
+    Qwen2MoeConfig,
+    Qwen3MoeConfig,
+    Qwen3NextConfig,
+    Llama4TextConfig,
+    DeepseekV2Config,
+    DeepseekV3Config,
+    Glm4MoeConfig,
+    GptOssConfig,
+    GraniteMoeConfig,
     Qwen3Config,
     GemmaConfig,
     Gemma3TextConfig,
@@ -141,6 +154,13 @@ class ModelSpec(Frozen):
     reference_rounded: bool = Field(
         False, description="reference_params is a rounded figure ('7B'), not an exact count"
     )
+    reference_active_params: int | None = Field(
+        None, description="active parameters per token the source states (MoE), rounded as reference_params is"
+    )
+    reference_differs: list[Literal["total", "active"]] = Field(
+        default_factory=list,
+        description="stated figures the exact count does not equal (or round to); the note says why",
+    )
     note: str | None = Field(None, description="where reference_params comes from, and any known difference")
     config: AnyFamilyConfig = Field(description="the family config (a pydantic model per HF model_type)")
 
@@ -205,6 +225,8 @@ __all__ = [
     "FAMILIES",
     "AnyFamilyConfig",
     "BloomConfig",
+    "DeepseekV2Config",
+    "DeepseekV3Config",
     "FalconConfig",
     "FamilyConfig",
     "GPT2Config",
@@ -220,14 +242,22 @@ __all__ = [
     "TEXT_MODEL_TYPES",
     "GPTNeoXConfig",
     "Gemma2Config",
+    "Glm4MoeConfig",
+    "GptOssConfig",
+    "GraniteMoeConfig",
+    "Llama4TextConfig",
     "LlamaConfig",
     "MistralConfig",
     "MixtralConfig",
+    "MoEDecoderConfig",
     "ModelSpec",
     "MultimodalConfig",
     "OPTConfig",
     "Phi3Config",
     "Qwen2Config",
+    "Qwen2MoeConfig",
+    "Qwen3MoeConfig",
+    "Qwen3NextConfig",
     "RMSNormDecoderConfig",
     "T5Config",
     "missing_required",

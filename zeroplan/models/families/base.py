@@ -118,6 +118,7 @@ def decoder_architecture(family: str, dec: Decoder, **fields: Any) -> Architectu
     if moe is not None:
         facts |= dict(intermediate_size=moe.inner, num_experts=moe.experts, num_experts_per_tok=moe.top_k,
                       shared_expert_intermediate_size=moe.shared.inner if moe.shared else 0,
+                      shared_expert_gate=moe.shared_gate,
                       dense_intermediate_size=dense.inner if dense is not None else 0)
         if dense is not None:
             facts["mlp_types"] = tuple("moe" if isinstance(layer.mlp, MoE) else "dense" for layer in dec.per_layer())
