@@ -20,6 +20,11 @@ def rounding_unit(value: int) -> int:
     return unit
 
 
+def meets(computed: int, stated: int, rounded: bool) -> bool:
+    """An exact figure is met by equality; a rounded one ("7B", "1.3B") when the count rounds to it at its last digit."""
+    return abs(computed - stated) <= rounding_unit(stated) // 2 if rounded else computed == stated
+
+
 @pytest.mark.parametrize("name", PRESETS)
 def test_registry_preset_matches_its_published_count(name: str) -> None:
     spec = load_model(name)
@@ -27,18 +32,28 @@ def test_registry_preset_matches_its_published_count(name: str) -> None:
     assert (bundled_config_dir() / "models" / f"{name}.yaml").is_file()
     assert spec.source.startswith("https://huggingface.co/") and spec.source.endswith("/config.json")
     assert spec.reference_params is not None and spec.note
-    computed = count_params(spec).num_params
-    if spec.reference_rounded:
-        # A rounded figure ("7B", "1.3B") is met when the exact count rounds to it at its last digit.
-        assert abs(computed - spec.reference_params) <= rounding_unit(spec.reference_params) // 2
-    else:
-        assert computed == spec.reference_params
+    counted = count_params(spec)
+    assert spec.reference_active_params is None or counted.num_active_params < counted.num_params
+    stated = {"total": (counted.num_params, spec.reference_params),
+              "active": (counted.num_active_params, spec.reference_active_params)}
+    for figure, (computed, reference) in stated.items():
+        if reference is not None:
+            # A figure the preset says differs must differ (a stale flag fails too); its note says why.
+            assert meets(computed, reference, spec.reference_rounded) is (figure not in spec.reference_differs)
 
 
 # (params, largest layer, embeddings, active) as transformers 5.24 builds them on meta
 # (validation/count_params.py; tests/test_params_torch.py re-checks them against transformers; the 2025 presets'
 # figures are validation/hf_reference/counts.json's, written by validation/hf_reference/count.py).
 GOLDEN = {
+    # MoE presets: validation/hf_reference/counts.json (count.py, transformers 5.24 on meta) for the same configs.
+    "deepseek-v3": (671_026_404_352, 11_274_289_152, 1_853_358_080, 37_552_282_624),
+    "gpt-oss-120b": (116_829_156_672, 3_186_155_520, 1_158_266_880, 5_711_982_912),
+    "gpt-oss-20b": (20_914_757_184, 796_538_880, 1_158_266_880, 4_187_440_704),
+    "llama-4-maverick": (400_711_848_960, 16_106_127_360, 2_068_971_520, 17_184_691_200),
+    "llama-4-scout": (107_769_861_120, 2_013_265_920, 2_068_971_520, 17_172_894_720),
+    "qwen3-235b-a22b": (235_093_634_560, 2_415_919_104, 1_244_659_712, 22_190_763_520),
+    "qwen3-30b-a3b": (30_532_122_624, 603_979_776, 622_329_856, 3_353_032_704),
     "bloom": (176_247_271_424, 3_596_615_680, 3_596_615_680, 176_247_271_424),
     "falcon-7b": (6_921_720_704, 295_469_056, 295_469_056, 6_921_720_704),
     "gemma2-27b": (27_227_128_320, 1_179_648_000, 1_179_648_000, 27_227_128_320),
@@ -183,7 +198,18 @@ def test_mixtral_largest_layer_is_all_experts_of_one_layer() -> None:
     assert count_params(load_model("mixtral-8x7b")).largest_layer_params == expected
 
 
-@pytest.mark.parametrize("name", [n for n in PRESETS if n != "mixtral-8x7b"])
+MOE_PRESETS = [n for n in PRESETS if load_model(n).architecture().is_moe]
+
+
+@pytest.mark.parametrize("name", MOE_PRESETS)
+def test_moe_largest_layer_is_one_layers_fused_experts(name: str) -> None:
+    """transformers 5.x: a layer's routed experts are one module, larger than any embedding in every MoE preset."""
+    counted = count_params(load_model(name))
+    largest = next(m for m in module_inventory(load_model(name)) if m.params == counted.largest_layer_params)
+    assert largest.role == "experts" and counted.num_active_params < counted.num_params
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if n not in MOE_PRESETS])
 def test_dense_models_are_all_active_and_largest_layer_is_the_embedding(name: str) -> None:
     counted = count_params(load_model(name))
     largest = next(m for m in module_inventory(load_model(name)) if m.params == counted.largest_layer_params)
