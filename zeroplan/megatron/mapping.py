@@ -63,11 +63,14 @@ def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: 
     """The arguments Megatron-LM would be launched with for this model and mesh (docs/megatron.md has the table)."""
     if arch.num_encoder_layers:
         raise ZeroplanError(f"--method megatron models decoder-only GPT models; {arch.family} is an encoder-decoder")
+    if arch.linear_num_key_heads:
+        raise ZeroplanError(f"--method megatron: Megatron's formula has no linear-attention layers, and {arch.family} "
+                            f"has {arch.attention_types.count('linear_attention')}")
     _check(mesh, arch)
     return MegatronArgs(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,
-        ffn_hidden_size=arch.intermediate_size,
+        ffn_hidden_size=arch.dense_intermediate_size or arch.intermediate_size,
         num_attention_heads=arch.num_attention_heads,
         num_query_groups=arch.num_key_value_heads,
         group_query_attention=arch.num_key_value_heads != arch.num_attention_heads,
@@ -80,6 +83,15 @@ def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: 
         num_experts=arch.num_experts or None,
         moe_ffn_hidden_size=arch.intermediate_size if arch.is_moe else None,
         moe_router_topk=arch.num_experts_per_tok if arch.is_moe else 2,
+        moe_layer_freq=tuple(int(kind == "moe") for kind in arch.mlp_types) if arch.mlp_types else 1,
+        moe_shared_expert_intermediate_size=arch.shared_expert_intermediate_size or None,
+        moe_shared_expert_gate=arch.shared_expert_gate,
+        multi_latent_attention=arch.is_mla,
+        q_lora_rank=arch.q_lora_rank or None,
+        kv_lora_rank=arch.kv_lora_rank,
+        qk_head_dim=arch.qk_nope_head_dim,
+        qk_pos_emb_head_dim=arch.qk_rope_head_dim,
+        v_head_dim=arch.v_head_dim,
         world_size=mesh.gpus,
         tensor_model_parallel_size=mesh.tp,
         pipeline_model_parallel_size=mesh.pp,
