@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from zeroplan.models.block import MoE
 from zeroplan.models.families import parse_family_config
 from zeroplan.models.params import count_params, module_inventory
+from zeroplan.models.params.decoder import persistent_buffer_numel
 
 REFERENCE = Path(__file__).resolve().parent.parent / "validation" / "hf_reference"
 COUNTS = json.loads((REFERENCE / "counts.json").read_text())["models"]
@@ -127,6 +128,13 @@ def test_router_correction_bias_is_a_buffer_not_a_parameter(name: str) -> None:
     config = published(name)
     assert buffers["numel_total"] == len(config.moe_layer_indices()) * config.routed_experts
     assert not any("correction" in m.name for m in module_inventory(config))
+
+
+@pytest.mark.parametrize("name", MOE_MODELS)
+def test_persistent_buffers_equal_transformers(name: str) -> None:
+    """The state dict's buffers that are not parameters: only the router correction biases, where built."""
+    built = sum(entry["numel_total"] for entry in COUNTS[name]["persistent_buffers"].values())
+    assert persistent_buffer_numel(published(name).decoder()) == built
 
 
 @pytest.mark.parametrize("name", ["DeepSeek-V2-Lite", "DeepSeek-V3", "Kimi-K2", "GLM-4.5-Air"])
