@@ -120,3 +120,20 @@ def test_layer_kinds_give_each_structure_and_its_layers() -> None:
     gated = layer_kinds(_qwen3_next())  # linear-attention and full-attention layers: two structures, 36 + 12
     assert sorted(count for _, count in gated) == sorted(k["num_layers"] for k in reference("Qwen3-Next-80B-A3B")[
         "layer_types"])
+
+
+@pytest.mark.parametrize("model", ["DeepSeek-V3", "Qwen3-Next-80B-A3B"])
+def test_fsdp_layout_has_one_block_per_layer_of_its_own_structure(model: str) -> None:
+    from math import prod
+
+    from zeroplan.memory.engines.layout import layout_from_decoder
+
+    dec = DESCRIBED[model]()
+    layout = layout_from_decoder(dec)
+    ref = reference(model)
+    assert sum(prod(s) for s in layout.tensors()) == ref["num_params"]
+    assert sorted(n for _, n in layout.kinds) == sorted(kind["num_layers"] for kind in ref["layer_types"])
+    assert sorted(layout.unit_numels[1:]) == sorted(
+        kind["params_per_layer"] for kind in ref["layer_types"] for _ in range(kind["num_layers"]))
+    assert layout.root_numel == ref["num_params"] - sum(k["params_per_layer"] * k["num_layers"]
+                                                        for k in ref["layer_types"])
