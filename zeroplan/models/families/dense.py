@@ -65,8 +65,8 @@ class _LayerTyped(RMSNormDecoderConfig):
 
     def _typed(self, **fields: Any) -> Decoder:
         mixer, mlp = self.attention(), self.mlp()
-        layers = [Layer(mixer=mixer, mlp=mlp, attention_type=t, rope=r) for t, r in zip(self.types(),
-                                                                                          self.rope_layers())]
+        per_layer = zip(self.types(), self.rope_layers(), strict=True)
+        layers = [Layer(mixer=mixer, mlp=mlp, attention_type=t, rope=r) for t, r in per_layer]
         return Decoder(hidden=self.hidden_size, vocab=self.vocab_size, layers=runs(layers),
                        tie_word_embeddings=self.tie_word_embeddings, **fields)
 
