@@ -100,3 +100,17 @@ def test_largest_module_is_the_one_transformers_names(model: str) -> None:
     largest = count_params(config).largest_layer_params
     first = next(m for m in module_inventory(config) if m.params == largest)
     assert first.name.replace("*", "N") == reference(model)["largest_layer_module"]
+
+
+@pytest.mark.torch
+def test_variants_json_is_what_transformers_builds_now(monkeypatch) -> None:
+    """Re-measures the per-family configs with the installed transformers (skipped without it)."""
+    pytest.importorskip("transformers")
+    import importlib
+
+    count = importlib.import_module("validation.hf_reference.count")
+    monkeypatch.setattr(count, "CONFIG_DIR", REFERENCE / "variants")
+    for name, ref in VARIANTS.items():
+        measured = count.count(name)
+        assert (measured["num_params"], measured["largest_layer_params"], measured["num_embedding_params"]) == (
+            ref["num_params"], ref["largest_layer_params"], ref["num_embedding_params"]), name
