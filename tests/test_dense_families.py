@@ -114,3 +114,25 @@ def test_variants_json_is_what_transformers_builds_now(monkeypatch) -> None:
         measured = count.count(name)
         assert (measured["num_params"], measured["largest_layer_params"], measured["num_embedding_params"]) == (
             ref["num_params"], ref["largest_layer_params"], ref["num_embedding_params"]), name
+
+
+def test_the_outputs_say_the_vision_tower_is_not_counted() -> None:
+    from zeroplan.cli.presets import models_output
+    from zeroplan.memory.setup import DeepSpeedKnobs
+    from zeroplan.models.presets import model_facts
+    from zeroplan.scenario import resolve_model
+
+    rows = {row["name"]: row for row in models_output()[0]["models"]}
+    assert any("vision tower" in note for note in rows["gemma3-27b"]["not_counted"])
+    assert rows["qwen3-8b"]["not_counted"] == []
+    summary, _ = resolve_model("gemma3-27b", None, None, DeepSpeedKnobs())
+    assert summary.count_notes == model_facts("gemma3-27b")[1].notes != ()
+
+
+def test_estimate_json_names_what_the_count_leaves_out(runner) -> None:
+    from zeroplan.cli.app import app
+
+    result = runner.invoke(app, ["estimate", "--model", "gemma3-27b", "--gpus", "8", "-f", "json"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0 and any("vision tower" in n for n in data["model"]["count_notes"])
+    assert any(a.startswith("parameter count: gemma3:") and "not counted" in a for a in data["assumptions"])
