@@ -65,6 +65,9 @@ FAMILIES: dict[str, tuple[str, dict]] = {
                                        attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
     "gpt2": ("gpt2", _GPT2),
     "gpt2-nodropout": ("gpt2", _GPT2 | dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+    # The activation as the config names it: one fused op keeping its input, against gelu_new's four tensors.
+    "gpt2-tanh": ("gpt2", _GPT2 | dict(activation_function="gelu_pytorch_tanh")),
+    "llama-relu": ("llama", _LLAMA | dict(hidden_act="relu")),  # relu's saved output is the gate product's input
     "mixtral": ("mixtral", _LLAMA | dict(intermediate_size=64, num_key_value_heads=2, num_local_experts=4,
                                          num_experts_per_tok=2)),
     "qwen2": ("qwen2", _LLAMA | dict(num_attention_heads=8, num_key_value_heads=2)),
@@ -86,6 +89,7 @@ CHECKPOINTING = (Checkpointing.none, Checkpointing.selective, Checkpointing.full
 
 # Cases where the CPU kernels keep different tensors than the GPU ones; named, not measured.
 EXCLUDED = {
+    ("gpt2-tanh", "sdpa"): "as gpt2",
     ("gpt2", "sdpa"): "SDPA with dropout > 0 falls back on CPU to the math kernel, which keeps the a x s x s "
     "scores, probabilities and a full-width dropout mask; CUDA's flash/efficient kernels keep none of them",
     ("t5", "sdpa"): "T5 passes its learned position bias to SDPA as a dense mask that needs a gradient: the CPU "

@@ -31,7 +31,7 @@ from zeroplan.memory.activations.terms import (
     layer_terms,
     recompute_held_bytes,
 )
-from zeroplan.memory.activations.traits import Traits, traits_of
+from zeroplan.memory.activations.traits import Traits, activation_saves, traits_of
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
@@ -188,6 +188,10 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         "in that dtype (DeepSpeed casts the module), no autocast",
         "dropout masks 1 B per element (CUDA's native_dropout)",
     ]
+    saves = activation_saves(traits)
+    notes.append(f"MLP activation {traits.act} (as the config names it): keeps {saves.tensors} tensor(s) of its "
+                 f"input's size{' and a 1 B mask' if saves.mask_bytes else ''}"
+                 f"{', its output shared with the next op' if saves.saves_output else ''}")
     flash = setup.attention is Attention.flash and not traits.eager_only
     if traits.eager_only and setup.attention is Attention.flash:
         notes.append(f"{arch.family}: transformers has no SDPA/flash path for it; attention counted as eager")

@@ -25,11 +25,10 @@ from zeroplan.memory.activations.ops import (
     two_mask_kinds,
 )
 from zeroplan.memory.activations.traits import (
-    ACTIVATIONS_SAVING_OUTPUT,
     GEMMA_FAMILIES,
     T5_FAMILIES,
     Traits,
-    activation_saved_tensors,
+    activation_saves,
 )
 from zeroplan.models.architecture import Architecture
 
@@ -74,21 +73,28 @@ def mlp_norm_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> l
 
 
 def _activation_bytes(traits: Traits, elements: int, e: int) -> int:
-    return activation_saved_tensors(traits) * e * elements
+    saves = activation_saves(traits)
+    return (saves.tensors * e + saves.mask_bytes) * elements
 
 
 def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> list[tuple[str, int]]:
-    """GPT-2 / T5 MLP (up, act, down) or SwiGLU/GeGLU (gate, up, act x up, down)."""
+    """GPT-2 / T5 MLP (up, act, down) or SwiGLU/GeGLU (gate, up, act x up, down).
+
+    An activation that saves its output (relu, sigmoid, tanh) shares it with the op after it: the
+    down projection's input (plain MLP) or the gate product's first input (gated).
+    """
     inner = tokens * arch.intermediate_size
+    shares_output = activation_saves(traits).saves_output
     if "mlp_inner" in traits.dropout_sites:
         down_input = (MASK_BYTES + e) * inner  # dropout mask and its output, the down projection's input
-    elif traits.act in ACTIVATIONS_SAVING_OUTPUT and not arch.gated_mlp:
-        down_input = 0  # relu's saved output is the down projection's input
+    elif shares_output and not arch.gated_mlp:
+        down_input = 0  # the activation's saved output is the down projection's input
     else:
         down_input = e * inner
     terms = [("activation", _activation_bytes(traits, inner, e))]
     if arch.gated_mlp:
-        terms.append(("activation output and up projection (gate product)", GATE_PRODUCT_INPUTS * e * inner))
+        product_inputs = GATE_PRODUCT_INPUTS - (1 if shares_output else 0)
+        terms.append(("activation output and up projection (gate product)", product_inputs * e * inner))
     terms.append(("down projection input", down_input))
     return terms
 

@@ -80,6 +80,7 @@ class RMSNormDecoderConfig(FamilyConfig):
             norm="rmsnorm",
             tie_word_embeddings=self.tie_word_embeddings,
             attention_dropout=self.attention_dropout,
+            hidden_act=self.hidden_act,
         )
         return Architecture(**(fields | overrides))
 
@@ -224,7 +225,10 @@ class Gemma2Config(RMSNormDecoderConfig):
     attn_logit_softcapping: PositiveFloat | None = 50.0
     final_logit_softcapping: PositiveFloat | None = 30.0
     tie_word_embeddings: bool = True
-    hidden_act: None = None  # Gemma2Config has no hidden_act: Gemma2MLP reads hidden_activation
+    # Gemma2Config has no hidden_act, but published config.json files carry one beside hidden_activation (the
+    # value transformers keeps as an unused attribute): accepted, never read. Gemma2MLP reads hidden_activation.
+    hidden_act: str | None = None
+    UNUSED_ACTIVATION_KEYS: ClassVar[frozenset[str]] = frozenset({"hidden_act"})
     hidden_activation: str = "gelu_pytorch_tanh"
 
     def decoder(self) -> Decoder:

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 from pydantic import NonNegativeFloat, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.families.base import FamilyConfig
+from zeroplan.models.families.base import FamilyConfig, check_activation
 
 T5_DECODER_NORMS_PER_LAYER = 3  # T5Block in the decoder: self-attention, cross-attention and FF layer norms
 GATED_PREFIX = "gated-"  # feed_forward_proj "gated-gelu" -> T5DenseGatedActDense (wi_0, wi_1, wo)
@@ -46,6 +46,7 @@ class T5Config(FamilyConfig):
             raise ValueError(
                 f"feed_forward_proj ({self.feed_forward_proj!r}) is neither 'ACT' nor 'gated-ACT' (e.g. 'gated-gelu')"
             )
+        check_activation("feed_forward_proj", self.dense_act_fn)
         return self
 
     @property
