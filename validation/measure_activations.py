@@ -216,6 +216,7 @@ def _core(base, selective: bool):
         impl = base or sys.modules[type(module).__module__].eager_attention_forward
         if base is not None:
             kwargs.pop("softcap", None)  # stand-in for FlashAttention-2's soft-capping kernel: same saved set
+            kwargs.pop("s_aux", None)  # and for the sink-aware flash kernels (gpt-oss): the sinks are a parameter
         rec = RECORDER
         if rec is not None:
             rec.core_inputs.update(t.untyped_storage().data_ptr() for t in (query, key, value))
@@ -271,6 +272,12 @@ class Measurement:
 
 @functools.lru_cache(maxsize=None)
 def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing) -> tuple[nn.Module, Architecture]:
+    model, model_type, kw = build_model(family, dtype, attention, checkpointing)
+    return model, architecture(model_type, kw)
+
+
+def build_model(family: str, dtype: str, attention: str, checkpointing: Checkpointing) -> tuple[nn.Module, str, dict]:
+    """The tiny transformers model of FAMILIES[family], in training mode, with the harness's attention."""
     model_type, kw = FAMILIES[family]
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     # "zp_fused": transformers gives names with "sdpa" or "flash" in them special treatment
@@ -283,13 +290,18 @@ def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing)
     model.train()
     if checkpointing is Checkpointing.full:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model, architecture(model_type, kw)
+    return model, model_type, kw
 
 
 def measure(case: Case) -> tuple[Measurement, Architecture]:
-    global RECORDER
     model, arch = build(case.family, case.dtype, case.attention, case.checkpointing)
-    rec = RECORDER = Recorder(model)
+    return measure_model(case, model, arch.vocab_size, arch.family == "t5"), arch
+
+
+def measure_model(case: Case, model: nn.Module, vocab: int, t5: bool = False, rec: Recorder | None = None) -> Measurement:
+    """One training forward and loss of `model` on random ids, as the module docstring defines the terms."""
+    global RECORDER
+    rec = RECORDER = rec or Recorder(model)
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     hooks = []
     for i, layer in enumerate(layers):
@@ -300,7 +312,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
             hooks.append(module.register_forward_pre_hook(lambda m, _: rec.module_stack.append(m)))
             hooks.append(module.register_forward_hook(lambda *_: rec.module_stack.pop() and None))
     torch.manual_seed(1)
-    ids = torch.randint(1, arch.vocab_size, (case.micro_batch, case.seq_len))
+    ids = torch.randint(1, vocab, (case.micro_batch, case.seq_len))
     try:
         with cuda_like_dropout(), torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t):
             out = model(input_ids=ids, labels=ids.clone(), use_cache=False)  # training: no KV cache
@@ -309,7 +321,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
         for h in hooks:
             h.remove()
     logits = out.logits
-    upcast = arch.family != "t5" and logits.dtype != torch.float32
+    upcast = not t5 and logits.dtype != torch.float32
     held = {p: n for p, n in rec.held.items() if p not in rec.saved}
     if case.checkpointing is Checkpointing.none:
         held = {}
@@ -322,7 +334,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
         recompute_core=rec.recompute_core_bytes(),
     )
     _check_kernel(case, rec, model)
-    return m, arch
+    return m
 
 
 def _enter_layer(rec: Recorder, index: int, module, args, kwargs):

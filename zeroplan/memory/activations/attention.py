@@ -124,6 +124,18 @@ def selective_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: 
     return [("q, k, v (core inputs)", core_input_bytes(arch, traits, t, e)), ("output", out)]
 
 
+def qk_norm_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> list[tuple[str, int]]:
+    """Norms of the projected q and k before rotary: per head (Qwen3RMSNorm, Gemma3RMSNorm over h_d, T a and
+    T g rows) or over all heads at once (Olmo2Attention.q_norm over a h_d, k_norm over g h_d). Each saves what
+    the family's RMSNorm saves (ops.norm_bytes); the normed q and k go on to rotary as before."""
+    a, g, d = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
+    if traits.qk_norm == "head":
+        return [("q norm", norm_bytes(traits.norm, tokens * a, d, e)), ("k norm", norm_bytes(traits.norm, tokens * g, d, e))]
+    if traits.qk_norm == "full":
+        return [("q norm", norm_bytes(traits.norm, tokens, a * d, e)), ("k norm", norm_bytes(traits.norm, tokens, g * d, e))]
+    return []
+
+
 def attention_terms(
     arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool, selective: bool, cross: bool = False
 ) -> list[tuple[str, int]]:
@@ -132,6 +144,7 @@ def attention_terms(
     out = e * t * arch.num_attention_heads * arch.head_dim
     name = "cross-attention q projection input" if cross else "q/k/v projection input"  # k/v read the encoder
     terms = [("attention norm", norm_bytes(traits.norm, t, h, e)), (name, e * t * h)]
+    terms += qk_norm_terms(arch, traits, t, e)
     if selective:
         terms += selective_core_terms(arch, traits, b, s, e)
     elif flash and not traits.eager_only:

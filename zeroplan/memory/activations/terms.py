@@ -26,6 +26,7 @@ from zeroplan.memory.activations.ops import (
 )
 from zeroplan.memory.activations.traits import (
     GEMMA_FAMILIES,
+    OLMO2_NORM_FAMILIES,
     T5_FAMILIES,
     Traits,
     activation_saves,
@@ -158,7 +159,8 @@ def embedding_terms(
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if traits.rope:
         rotary_dims = int(arch.head_dim * traits.rotary_fraction)
-        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", ROTARY_TABLES * e * s * rotary_dims))
+        table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
+        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", ROTARY_TABLES * table * s * rotary_dims))
     if arch.learned_positions:
         terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from zeroplan.models.architecture import Architecture
 
 GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+# Olmo2RMSNorm (modeling_olmo2.py) multiplies by its weight in fp32 and casts after: OLMo 2 and OLMo 3.
+OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
 T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
 # One q/k/v matmul whose output the q, k, v are views of: GPT2Attention.c_attn, Phi3Attention.qkv_proj,
 # GPTNeoXAttention / BloomAttention / FalconAttention.query_key_value.
@@ -102,6 +104,7 @@ class Traits:
     per_token_positions: bool
     alibi: bool
     kv_broadcast: bool
+    qk_norm: str  # none | head (a norm of h_d per head: Qwen3, Gemma 3) | full (over all heads: OLMo 2)
 
 
 def traits_of(arch: Architecture) -> Traits:
@@ -120,6 +123,7 @@ def traits_of(arch: Architecture) -> Traits:
         per_token_positions=family in PER_TOKEN_POSITION_IDS,
         alibi=family in ALIBI_FAMILIES,
         kv_broadcast=family in KV_BROADCAST_FAMILIES,
+        qk_norm=arch.qk_norm,
     )
 
 
@@ -132,6 +136,8 @@ def _norm_style(arch: Architecture) -> str:
         return "gemma"
     if arch.family in T5_FAMILIES:
         return "t5"
+    if arch.family in OLMO2_NORM_FAMILIES:
+        return "olmo2"
     return "layernorm" if arch.norm == "layernorm" else "llama"
 
 
