@@ -217,6 +217,10 @@ def _core(base, selective: bool):
         if base is not None:
             kwargs.pop("softcap", None)  # stand-in for FlashAttention-2's soft-capping kernel: same saved set
             kwargs.pop("s_aux", None)  # and for the sink-aware flash kernels (gpt-oss): the sinks are a parameter
+            if getattr(module, "sliding_window", None):
+                # FlashAttention-2 applies a sliding window inside the kernel, with no mask and no repeat_kv, and
+                # saves what a causal call saves (q, k, v, output, log-sum-exp): SDPA, causal, stands in for it.
+                attention_mask = None
         rec = RECORDER
         if rec is not None:
             rec.core_inputs.update(t.untyped_storage().data_ptr() for t in (query, key, value))

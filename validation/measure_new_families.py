@@ -7,8 +7,10 @@ Same measured quantity as validation/measure_activations.py (whose recorder, att
 Measurement this reuses; read its docstring), on tiny configs of qwen3, qwen3_moe, gemma3_text,
 llama4_text, deepseek_v3, gpt_oss, olmo2, smollm3 and glm4_moe, with s past the sliding window and the
 attention chunk. Recorded per case beside the totals:
-  masks     saved b x 1 x s x s attention masks (sliding / chunked windows under SDPA: the CPU and CUDA's
-            efficient kernel keep them, FlashAttention-2 applies the window without one)
+  masks     b x 1 x s x s attention masks saved or held by a checkpointed layer (eager: the additive mask;
+            SDPA: Llama 4's chunked mask, which it keeps on a GPU too, having no FlashAttention path). Sliding
+            windows under SDPA run as FlashAttention-2 does them, in the kernel without a mask (the harness's
+            SDPA stand-in drops the mask of a sliding layer: the saved set is a causal call's)
   layers    per layer, the bytes of the storages only that layer saved (its input included)
   routing   per MoE layer, how many tokens each expert received (the real top-k routing of this forward)
 zeroplan's prediction is compared with this file by tests/test_activations_new_families.py, which needs
@@ -18,6 +20,7 @@ no torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import warnings
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from validation import measure_activations as harness  # noqa: E402
@@ -67,19 +71,44 @@ CHECKPOINTING = (Checkpointing.none, Checkpointing.full)
 EAGER_ONLY = {"deepseek_v3-narrow-v"}
 
 
+def _is_mask(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and t.shape[1] == 1 and t.shape[-1] == t.shape[-2] > 1
+
+
 class RoutingRecorder(harness.Recorder):
-    """The harness's recorder plus saved masks and, per MoE layer, the tokens each expert received."""
+    """The harness's recorder plus masks (saved, or held by a checkpointed layer) and, per MoE layer, the tokens
+    each expert received."""
 
     def __init__(self, model):
         super().__init__(model)
         self.masks: dict[int, int] = {}
+        self.layer_args: set[int] = set()
         self.routing: list[list[int]] = []
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
         ptr = t.untyped_storage().data_ptr()
-        if t.dim() == 4 and t.shape[1] == 1 and t.shape[-1] == t.shape[-2] > 1 and ptr not in self.params:
+        if _is_mask(t) and ptr not in self.params:
             self.masks.setdefault(ptr, t.untyped_storage().nbytes())
         return super().pack(t)
+
+    def recompute_layer_bytes(self) -> int:
+        """As the harness's, less what the layer was handed (rotary tables of its own attention type, masks): a
+        recompute re-reads those, it does not make them again."""
+        handed = self.layer_args
+        per: dict[int, int] = {}
+        for ptr, layers in self.layers_of.items():
+            if len(layers) == 1 and ptr not in handed:
+                (layer,) = layers
+                if ptr != self.layer_inputs.get(layer):
+                    per[layer] = per.get(layer, 0) + self.saved[ptr]
+        return max(per.values(), default=0)
+
+    def hold(self, tensors) -> None:
+        tensors = list(tensors)
+        for t in tensors:
+            if _is_mask(t):
+                self.masks.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        super().hold(tensors)
 
 
 def _hook_routing(model, rec: RoutingRecorder, experts: int) -> list:
@@ -99,6 +128,10 @@ def _hook_routing(model, rec: RoutingRecorder, experts: int) -> list:
     return hooks
 
 
+def _handed(rec: RoutingRecorder, module, args, kwargs) -> None:
+    rec.layer_args.update(t.untyped_storage().data_ptr() for t in harness._tensors((args[1:], kwargs)))
+
+
 def _experts(kw: dict) -> int:
     return kw.get("num_experts") or kw.get("n_routed_experts") or kw.get("num_local_experts") or 0
 
@@ -107,6 +140,9 @@ def measure(case: harness.Case) -> dict:
     model, _, kw = harness.build_model(case.family, case.dtype, case.attention, case.checkpointing)
     rec = RoutingRecorder(model)
     hooks = _hook_routing(model, rec, _experts(kw))
+    for layer in model.modules():
+        if isinstance(layer, GradientCheckpointingLayer):
+            hooks.append(layer.register_forward_pre_hook(functools.partial(_handed, rec), with_kwargs=True))
     try:
         m = harness.measure_model(case, model, kw["vocab_size"], rec=rec)
     finally:

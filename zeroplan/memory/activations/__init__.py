@@ -24,6 +24,7 @@ from zeroplan.memory.activations.checkpointing import (
     op_sac_recompute_bytes,
 )
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
+from zeroplan.memory.activations.moe import layer_kinds, layer_variants
 from zeroplan.memory.activations.terms import (
     embedding_terms,
     final_norm_terms,
@@ -91,7 +92,8 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     b, s = setup.micro_batch, setup.seq_len
     flash = setup.attention is Attention.flash and not traits.eager_only
     ckpt = _effective_checkpointing(setup.checkpointing, flash)
-    terms = layer_terms(arch, traits, b, s, e, flash=flash, selective=False)
+    terms = max((layer_terms(layer, traits, b, s, e, flash=flash, selective=False) for layer, _ in layer_variants(arch)),
+                key=lambda ts: sum(t for _, t in ts))
     layer_full = sum(t for _, t in terms)
     per_layer, layers, each, held = _stack_bytes(arch, traits, b, s, e, flash, ckpt, setup.checkpoint_every)
     head = loss_bytes(arch, traits, b, s, e, setup.loss)
@@ -138,15 +140,28 @@ def _num_layers(arch: Architecture) -> int:
 def _stack_bytes(
     arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: bool, ckpt: Checkpointing, every: int = 1
 ) -> tuple[int, int, tuple[int, ...], int]:
-    """(the largest layer's bytes, all layers' bytes, each layer's bytes, bytes held once for the recompute)."""
-    decoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=False))
+    """(the largest layer's bytes, all layers' bytes, each layer's bytes, bytes held once for the recompute).
+
+    Layers differ where the Architecture says so (dense-then-MoE stacks): each
+    decoder layer's bytes are its kind's (moe.layer_kinds).
+    """
+    def decoders(selective: bool) -> tuple[int, ...]:
+        by_kind: dict[int, int] = {}
+        kinds = layer_kinds(arch)
+        for kind in kinds:
+            if id(kind) not in by_kind:
+                by_kind[id(kind)] = sum(t for _, t in layer_terms(kind, traits, b, s, e, flash=flash,
+                                                                   selective=selective))
+        return tuple(by_kind[id(kind)] for kind in kinds)
+
+    decoder = decoders(selective=False)
     encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=False, encoder=True))
     if ckpt is Checkpointing.full:
         wrapped = e * b * s * arch.hidden_size
         if every == 1:
             each = (wrapped,) * _num_layers(arch)
         else:
-            each = tuple(wrapped if c else decoder for c in checkpointed_layers(arch.num_layers, every))
+            each = tuple(wrapped if c else one for c, one in zip(checkpointed_layers(arch.num_layers, every), decoder))
         wraps = every == 1 or any(checkpointed_layers(arch.num_layers, every))
         held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True) if wraps else 0
         return max(each), sum(each) + held, each, held
@@ -155,11 +170,11 @@ def _stack_bytes(
         held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True)
         return one, arch.num_layers * one + held, (one,) * arch.num_layers, held
     if ckpt is Checkpointing.selective:
-        decoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=True))
+        decoder = decoders(selective=True)
         encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=True, encoder=True))
     held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=False) if ckpt is Checkpointing.selective else 0
-    each = (encoder,) * arch.num_encoder_layers + (decoder,) * arch.num_layers
-    return max(decoder, encoder), sum(each) + held, each, held
+    each = (encoder,) * arch.num_encoder_layers + decoder
+    return max(each), sum(each) + held, each, held
 
 
 def _recompute_bytes(

@@ -91,8 +91,9 @@ def eager_fresh_qkv_copies(arch: Architecture, traits: Traits, b: int) -> int:
 def flash_output_copy(traits: Traits) -> bool:
     """SDPA's output takes q's memory layout. Rotary q from a fused projection is a contiguous
     (b, a, s, d) tensor, so the output needs a transposed copy for the output projection; elsewhere q is
-    (b, s, a, d) in memory and the output projection reads the kernel's output as it is."""
-    return traits.fused_qkv and traits.rope
+    (b, s, a, d) in memory and the output projection reads the kernel's output as it is. Partial rotary
+    (GLM-4.5: torch.cat of the rotated and passed halves) makes q a contiguous (b, a, s, d) tensor too."""
+    return traits.rope and (traits.fused_qkv or traits.rotary_fraction < 1)
 
 
 def core_recompute_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool) -> int:

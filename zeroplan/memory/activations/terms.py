@@ -8,7 +8,10 @@ validation/measure_activations.py checks every one against torch.autograd.graph.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.moe import norm_topk, router_terms, routing_weight_bytes
 from zeroplan.memory.activations.ops import (
     EXPERT_INDEX_TENSORS,
     FP32_BYTES,
@@ -101,23 +104,26 @@ def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> 
 
 
 def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> list[tuple[str, int]]:
-    """Top-k router and grouped_mm experts (HF integrations/moe.py, MixtralTopKRouter)."""
+    """Router, grouped_mm experts (HF integrations/moe.py) and shared experts (memory/activations/moe.py)."""
     h, f, n_exp = arch.hidden_size, arch.intermediate_size, arch.num_experts
     routed = tokens * arch.num_experts_per_tok  # S: token-expert pairs
-    router = FP32_BYTES * tokens * n_exp + INDEX_BYTES * routed + FP32_BYTES * tokens + FP32_BYTES * routed
+    router = router_terms(arch, tokens, e, norm_topk=norm_topk(arch))
     indices = EXPERT_INDEX_TENSORS * INDEX_BYTES * routed + OFFSET_BYTES * n_exp
     widths = GATE_PRODUCT_INPUTS if arch.gated_mlp else 1
     gate_up = widths * e * routed * f  # the fused gate_up output, kept whole through the gate view
     extra_act = _activation_bytes(traits, routed * f, e) - e * routed * f  # Python activations keep more
     inner = widths * e * routed * f  # act output (the up half is a view of gate_up) and down input
-    return [
-        ("router softmax, top-k indices and weights", router),
+    terms = router + [
         ("expert routing indices and offsets", indices),
         ("tokens gathered per expert", e * routed * h),
         ("expert gate/up outputs", gate_up + extra_act),
         ("expert activation output and down input", inner),
-        ("expert outputs and routing weights", e * routed * h + FP32_BYTES * routed),
+        ("expert outputs and routing weights", e * routed * h + routing_weight_bytes(arch, e) * routed),
     ]
+    if arch.shared_expert_intermediate_size:  # reads the MoE input, already kept (DeepseekV3MoE.shared_experts)
+        shared = replace(arch, intermediate_size=arch.shared_expert_intermediate_size)
+        terms += [(f"shared expert {name}", v) for name, v in dense_mlp_terms(shared, traits, tokens, e)]
+    return terms
 
 
 def layer_terms(
@@ -146,6 +152,14 @@ def layer_terms(
     return [(n, v) for n, v in terms if v]
 
 
+def rotary_table_sets(arch: Architecture) -> int:
+    """Gemma 3 computes one cos/sin pair per layer type present (Gemma3TextModel.forward: rotary_emb(..., layer_type)
+    for each of set(layer_types), local and global bases); the others one pair for all layers."""
+    if arch.family in GEMMA_FAMILIES and arch.attention_types:
+        return len(set(arch.attention_types))
+    return 1
+
+
 def embedding_terms(
     arch: Architecture, traits: Traits, b: int, s: int, e: int, *, full: bool = False
 ) -> list[tuple[str, int]]:
@@ -160,7 +174,8 @@ def embedding_terms(
     if traits.rope:
         rotary_dims = int(arch.head_dim * traits.rotary_fraction)
         table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
-        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", ROTARY_TABLES * table * s * rotary_dims))
+        sets = rotary_table_sets(arch)
+        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", sets * ROTARY_TABLES * table * s * rotary_dims))
     if arch.learned_positions:
         terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:

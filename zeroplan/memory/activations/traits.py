@@ -29,7 +29,7 @@ EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_lay
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
 # Rotary dims / head dim when the Architecture cannot say: GPTNeoXConfig rotary_pct (partial_rotary_factor)
 # defaults to 0.25 and every published GPT-NeoX / Pythia config keeps it.
-ROTARY_FRACTION = {"gpt_neox": 0.25}
+ROTARY_FRACTION = {"gpt_neox": 0.25, "glm4_moe": 0.5}  # Glm4MoeConfig partial_rotary_factor 0.5 (GLM-4.5 keeps it)
 
 # The activation a family uses when the Architecture names none (built without a config): its config default.
 FAMILY_ACTIVATION = {"gpt2": "gelu_new", "opt": "relu", "gpt_neox": "gelu", "bloom": "bloom_gelu", "falcon": "gelu"}

@@ -1,0 +1,87 @@
+"""Routed-expert layers as the 2025-26 families write them: routers, shared experts, dense-then-MoE stacks.
+
+Pure: no I/O. Each count is what PyTorch autograd saves in the named transformers 5.x module, checked against
+validation/activations_new_families.json (validation/measure_new_families.py). Symbols as in
+zeroplan.memory.activations; S = T k routed token-expert pairs.
+
+Routing. The experts (transformers integrations/moe.py grouped_mm_experts_forward) gather, sort and multiply
+the S pairs; whatever the routing, the pairs number T k, so every saved tensor depends on the routing only
+through that sum: the mean (T k / E tokens per expert) is exact for a GPU that holds all experts, and the
+measured cases, with their real and uneven routing (recorded per layer), agree to the byte. Imbalance would
+matter only where experts are split across GPUs (expert parallelism), which zeroplan does not model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zeroplan.memory.activations.ops import FP32_BYTES, INDEX_BYTES, MASK_BYTES
+from zeroplan.models.architecture import Architecture
+
+# Router styles, by the module that routes (transformers 5.x modeling_<family>.py):
+#   softmax:       MixtralTopKRouter, Qwen2MoeTopKRouter, Qwen3MoeTopKRouter: softmax in fp32 over E, top-k,
+#                  optional renormalisation (norm_topk_prob); Qwen's cast the weights back to the compute dtype
+#   sigmoid_group: DeepseekV3TopkRouter / Glm4MoeTopkRouter + route_tokens_to_experts: F.linear on fp32 copies of
+#                  input and weight, sigmoid, group-limited top-k (top-2 sum per group, topk_group groups), mask
+#   topk_softmax:  GptOssTopKRouter: top-k of the logits, softmax over the k values in the compute dtype
+SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "glm4_moe", "kimi_k2"})
+TOPK_SOFTMAX_ROUTERS = frozenset({"gpt_oss"})
+WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next"})  # router_top_value.to(dtype)
+NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False}  # config defaults; Mixtral always renormalises
+GROUP_SCORES = 2  # DeepSeek-V3 / GLM: a group's score is the sum of its top-2 expert scores
+
+
+def router_terms(arch: Architecture, tokens: int, e: int, *, norm_topk: bool, groups: int = 1,
+                 topk_groups: int = 1) -> list[tuple[str, int]]:
+    """What one router saves; the expert weights it hands on are counted with the experts (routing_weight_bytes).
+
+    groups, topk_groups: DeepSeek-V3's n_group, topk_group (8, 4); their index tensors are 8 T (2 n_group +
+    topk_group) bytes, under 0.1% of a layer.
+    """
+    t, n, k, h = tokens, arch.num_experts, arch.num_experts_per_tok, arch.hidden_size
+    renorm = FP32_BYTES * t + FP32_BYTES * t * k if norm_topk else 0  # the sum and the quotient
+    if arch.family in SIGMOID_GROUP_ROUTERS:
+        copies = FP32_BYTES * (t * h + n * h) if e < FP32_BYTES else 0
+        return [
+            ("router fp32 input and weight copies", copies),
+            ("router sigmoid scores", FP32_BYTES * t * n),
+            ("group top-k indices", INDEX_BYTES * t * (GROUP_SCORES * groups + topk_groups)),
+            ("group mask", MASK_BYTES * t * n),
+            ("top-k indices", INDEX_BYTES * t * k),
+            ("top-k renormalisation", renorm),
+        ]
+    if arch.family in TOPK_SOFTMAX_ROUTERS:
+        return [("top-k indices", INDEX_BYTES * t * k), ("softmax over the top-k logits", e * t * k)]
+    return [("router softmax", FP32_BYTES * t * n), ("top-k indices", INDEX_BYTES * t * k),
+            ("top-k renormalisation", renorm)]
+
+
+def routing_weight_bytes(arch: Architecture, e: int) -> int:
+    """Bytes per routed pair of the weights the experts multiply by (sorted with the pairs)."""
+    if arch.family in WEIGHTS_IN_COMPUTE_DTYPE or arch.family in TOPK_SOFTMAX_ROUTERS:
+        return e
+    return FP32_BYTES
+
+
+def norm_topk(arch: Architecture) -> bool:
+    return NORM_TOPK_DEFAULT.get(arch.family, True)
+
+
+def layer_variants(arch: Architecture) -> list[tuple[Architecture, int]]:
+    """The distinct layers of the stack and how many of each: an MoE model's dense layers (first_k_dense_replace,
+    mlp_only_layers, Llama 4's interleave) are its dense MLP at dense_intermediate_size."""
+    if not arch.is_moe or arch.num_dense_layers == 0:
+        return [(arch, arch.num_layers)]
+    dense = replace(arch, num_experts=0, num_experts_per_tok=0, mlp_types=(), shared_expert_intermediate_size=0,
+                    intermediate_size=arch.dense_intermediate_size or arch.intermediate_size)
+    moe = replace(arch, mlp_types=())
+    return [(dense, arch.num_dense_layers), (moe, arch.num_moe_layers)]
+
+
+def layer_kinds(arch: Architecture) -> list[Architecture]:
+    """Each decoder layer's kind, in layer order (one object per distinct kind, as layer_variants makes them)."""
+    variants = layer_variants(arch)
+    if len(variants) == 1:
+        return [arch] * arch.num_layers
+    (dense, _), (moe, _) = variants
+    return [moe if kind == "moe" else dense for kind in arch.mlp_types]
