@@ -35,6 +35,14 @@ ARCHS: dict[str, Architecture] = {
     "glm4_moe": Architecture(family="glm4_moe", num_experts=4, num_experts_per_tok=2, mlp_types=("dense", "moe"),
                              dense_intermediate_size=128, shared_expert_intermediate_size=32,
                              **_BASE | dict(intermediate_size=32)),
+    "deepseek_v3": Architecture(family="deepseek_v3", num_experts=4, num_experts_per_tok=2, mlp_types=("dense", "moe"),
+                                dense_intermediate_size=128, shared_expert_intermediate_size=32, q_lora_rank=32,
+                                kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=24,
+                                **_BASE | dict(intermediate_size=32, num_key_value_heads=4, head_dim=24)),
+    "deepseek_v3-narrow-v": Architecture(family="deepseek_v3", num_experts=4, num_experts_per_tok=2,
+                                         shared_expert_intermediate_size=64, kv_lora_rank=16, qk_nope_head_dim=16,
+                                         qk_rope_head_dim=8, v_head_dim=16,
+                                         **_BASE | dict(intermediate_size=32, num_key_value_heads=4, head_dim=24)),
 }
 SETUP = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}
 ATTENTION = {"eager": Attention.eager, "sdpa": Attention.flash}

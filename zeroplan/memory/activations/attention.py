@@ -13,6 +13,7 @@ from zeroplan.memory.activations.ops import (
     dropout_mask_bytes,
     norm_bytes,
 )
+from zeroplan.memory.activations.mla import latent_terms, mla_core_terms
 from zeroplan.memory.activations.traits import (
     T5_FAMILIES,
     Traits,
@@ -146,7 +147,9 @@ def attention_terms(
     name = "cross-attention q projection input" if cross else "q/k/v projection input"  # k/v read the encoder
     terms = [("attention norm", norm_bytes(traits.norm, t, h, e)), (name, e * t * h)]
     terms += qk_norm_terms(arch, traits, t, e)
-    if selective:
+    if arch.is_mla:  # selective recompute of an MLA core is not measured: counted as without checkpointing
+        terms += latent_terms(arch, traits, t, e) + mla_core_terms(arch, b, s, e, flash=flash)
+    elif selective:
         terms += selective_core_terms(arch, traits, b, s, e)
     elif flash and not traits.eager_only:
         terms += flash_core_terms(arch, traits, b, s, e)

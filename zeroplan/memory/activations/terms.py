@@ -172,7 +172,7 @@ def embedding_terms(
     stacks = 2 if arch.num_encoder_layers else 1
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if traits.rope:
-        rotary_dims = int(arch.head_dim * traits.rotary_fraction)
+        rotary_dims = arch.qk_rope_head_dim if arch.is_mla else int(arch.head_dim * traits.rotary_fraction)
         table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
         sets = rotary_table_sets(arch)
         terms.append(("rotary cos and sin tables (1 x s x rotary dims)", sets * ROTARY_TABLES * table * s * rotary_dims))
