@@ -43,6 +43,9 @@ ARCHS: dict[str, Architecture] = {
                                          shared_expert_intermediate_size=64, kv_lora_rank=16, qk_nope_head_dim=16,
                                          qk_rope_head_dim=8, v_head_dim=16,
                                          **_BASE | dict(intermediate_size=32, num_key_value_heads=4, head_dim=24)),
+    "gpt_oss": Architecture(family="gpt_oss", num_experts=4, num_experts_per_tok=2, attention_sinks=True,
+                            sliding_window=16, attention_types=("sliding_attention", "full_attention"),
+                            **_BASE | dict(intermediate_size=32)),
 }
 SETUP = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}
 ATTENTION = {"eager": Attention.eager, "sdpa": Attention.flash}

@@ -67,6 +67,11 @@ def eager_core_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int)
     terms = [("q, k, v (a heads)", eager_qkv_bytes(arch, traits, b, s, e))]
     if arch.attn_logit_softcapping:
         terms.append(("score soft-capping tanh", e * scores))
+    if arch.attention_sinks:
+        # gpt-oss eager_attention_forward: the sink logit joins the scores (s + 1 columns), the max is subtracted
+        # (its int64 indices saved) and softmax runs in the compute dtype; the sink column is sliced off.
+        return terms + [("max indices", INDEX_BYTES * b * arch.num_attention_heads * s),
+                        ("softmax output (with the sink column)", e * b * arch.num_attention_heads * s * (s + 1))]
     terms.append(("softmax output", (FP32_BYTES if traits.softmax_fp32 else e) * scores))
     if "attn_probs" in traits.dropout_sites:
         terms.append(("probability dropout mask + output", (MASK_BYTES + e) * scores))
@@ -89,12 +94,17 @@ def eager_fresh_qkv_copies(arch: Architecture, traits: Traits, b: int) -> int:
     return 2 if gqa else 0  # repeat_kv's k and v
 
 
+def arch_rotates_by_cat(traits: Traits) -> bool:
+    return traits.rotary_by_cat
+
+
 def flash_output_copy(traits: Traits) -> bool:
     """SDPA's output takes q's memory layout. Rotary q from a fused projection is a contiguous
     (b, a, s, d) tensor, so the output needs a transposed copy for the output projection; elsewhere q is
     (b, s, a, d) in memory and the output projection reads the kernel's output as it is. Partial rotary
-    (GLM-4.5: torch.cat of the rotated and passed halves) makes q a contiguous (b, a, s, d) tensor too."""
-    return traits.rope and (traits.fused_qkv or traits.rotary_fraction < 1)
+    (GLM-4.5: torch.cat of the rotated and passed halves) makes q a contiguous (b, a, s, d) tensor too, as
+    does gpt-oss's rotary (_apply_rotary_emb: torch.cat of the two rotated halves)."""
+    return traits.rope and (traits.fused_qkv or traits.rotary_fraction < 1 or arch_rotates_by_cat(traits))
 
 
 def core_recompute_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool) -> int:

@@ -28,6 +28,8 @@ SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "glm4_moe", "kimi_k2"})
 TOPK_SOFTMAX_ROUTERS = frozenset({"gpt_oss"})
 WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next"})  # router_top_value.to(dtype)
 NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False}  # config defaults; Mixtral always renormalises
+CLAMPED_SWIGLU_FAMILIES = frozenset({"gpt_oss"})  # GptOssExperts: clamp, gate * sigmoid(alpha gate), (up + 1) * glu
+CLAMPED_SWIGLU_SAVED = 5  # T f tensors: clamped gate, sigmoid, up + 1, glu, down input
 GROUP_SCORES = 2  # DeepSeek-V3 / GLM: a group's score is the sum of its top-2 expert scores
 
 

@@ -35,7 +35,7 @@ def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
         return FP32_BYTES * tokens * h + stats + e * tokens * h
     if style == "gemma":
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h + FP32_BYTES * h
-    if style == "olmo2":  # Olmo2RMSNorm: weight * normed in fp32, cast after; saves the fp32 normed, not e
+    if style == "olmo2":  # Olmo2RMSNorm, GptOssRMSNorm: weight * normed in fp32, cast after; the fp32 normed is saved
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h
     if style == "t5":
         return upcast + e * tokens * h + stats + e * tokens * h
@@ -50,4 +50,7 @@ MASK_KINDS_WITH_SLIDING = 2  # Gemma 2 alternates full and sliding-window layers
 
 
 def two_mask_kinds(arch: Architecture) -> bool:
+    """Gemma 2 alternates full and sliding layers; the 2025-26 families say so in layer_types (Gemma 3, gpt-oss)."""
+    if len(set(arch.attention_types)) > 1:
+        return True
     return arch.sliding_window is not None and arch.family in GEMMA_FAMILIES and arch.num_layers > 1

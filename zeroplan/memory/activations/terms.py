@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import attention_terms
-from zeroplan.memory.activations.moe import norm_topk, router_terms, routing_weight_bytes
+from zeroplan.memory.activations.moe import (
+    CLAMPED_SWIGLU_FAMILIES,
+    CLAMPED_SWIGLU_SAVED,
+    norm_topk,
+    router_terms,
+    routing_weight_bytes,
+)
 from zeroplan.memory.activations.ops import (
     EXPERT_INDEX_TENSORS,
     FP32_BYTES,
@@ -113,6 +119,11 @@ def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> li
     gate_up = widths * e * routed * f  # the fused gate_up output, kept whole through the gate view
     extra_act = _activation_bytes(traits, routed * f, e) - e * routed * f  # Python activations keep more
     inner = widths * e * routed * f  # act output (the up half is a view of gate_up) and down input
+    if arch.family in CLAMPED_SWIGLU_FAMILIES:
+        # GptOssExperts._apply_gate: clamped gate and its sigmoid(alpha x), up + 1 and the glu (their product's
+        # inputs), then the down input; the expert biases add a fourth index tensor (the bias gather).
+        indices += INDEX_BYTES * routed
+        extra_act, inner = 0, CLAMPED_SWIGLU_SAVED * e * routed * f
     terms = router + [
         ("expert routing indices and offsets", indices),
         ("tokens gathered per expert", e * routed * h),
@@ -173,6 +184,8 @@ def embedding_terms(
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if traits.rope:
         rotary_dims = arch.qk_rope_head_dim if arch.is_mla else int(arch.head_dim * traits.rotary_fraction)
+        if traits.rotary_by_cat:
+            rotary_dims //= 2
         table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
         sets = rotary_table_sets(arch)
         terms.append(("rotary cos and sin tables (1 x s x rotary dims)", sets * ROTARY_TABLES * table * s * rotary_dims))

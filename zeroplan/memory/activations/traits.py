@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from zeroplan.models.architecture import Architecture
 
 GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-# Olmo2RMSNorm (modeling_olmo2.py) multiplies by its weight in fp32 and casts after: OLMo 2 and OLMo 3.
+# Olmo2RMSNorm (modeling_olmo2.py) returns its rotary tables in fp32: OLMo 2 and OLMo 3.
 OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
+# RMSNorms that multiply by their weight in fp32 and cast after (Olmo2RMSNorm, GptOssRMSNorm).
+FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss"}
 T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
 # One q/k/v matmul whose output the q, k, v are views of: GPT2Attention.c_attn, Phi3Attention.qkv_proj,
 # GPTNeoXAttention / BloomAttention / FalconAttention.query_key_value.
@@ -29,6 +31,8 @@ EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_lay
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
 # Rotary dims / head dim when the Architecture cannot say: GPTNeoXConfig rotary_pct (partial_rotary_factor)
 # defaults to 0.25 and every published GPT-NeoX / Pythia config keeps it.
+# GptOssRotaryEmbedding: cos/sin of d/2 columns (no duplication), applied to the two halves and concatenated.
+HALF_ROTARY_TABLE_FAMILIES = frozenset({"gpt_oss"})
 ROTARY_FRACTION = {"gpt_neox": 0.25, "glm4_moe": 0.5}  # Glm4MoeConfig partial_rotary_factor 0.5 (GLM-4.5 keeps it)
 
 # The activation a family uses when the Architecture names none (built without a config): its config default.
@@ -104,6 +108,7 @@ class Traits:
     per_token_positions: bool
     alibi: bool
     kv_broadcast: bool
+    rotary_by_cat: bool  # gpt-oss: rotary rebuilds q, k with torch.cat, over half-width cos/sin tables
     qk_norm: str  # none | head (a norm of h_d per head: Qwen3, Gemma 3) | full (over all heads: OLMo 2)
 
 
@@ -124,6 +129,7 @@ def traits_of(arch: Architecture) -> Traits:
         alibi=family in ALIBI_FAMILIES,
         kv_broadcast=family in KV_BROADCAST_FAMILIES,
         qk_norm=arch.qk_norm,
+        rotary_by_cat=family in HALF_ROTARY_TABLE_FAMILIES,
     )
 
 
@@ -136,7 +142,7 @@ def _norm_style(arch: Architecture) -> str:
         return "gemma"
     if arch.family in T5_FAMILIES:
         return "t5"
-    if arch.family in OLMO2_NORM_FAMILIES:
+    if arch.family in FP32_WEIGHT_NORM_FAMILIES:
         return "olmo2"
     return "layernorm" if arch.norm == "layernorm" else "llama"
 
