@@ -122,7 +122,8 @@ def _hook_routing(model, rec: RoutingRecorder, experts: int) -> list:
             hooks.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         elif kind == "Llama4Router":  # Llama4TextMoe runs every expert on every token; record the top-k anyway
             def post(mod, args, out):
-                index = torch.topk(out[1], mod.top_k, dim=1).indices
+                with torch.no_grad():  # the recording must save nothing itself
+                    index = torch.topk(out[1], mod.top_k, dim=1).indices
                 rec.routing.append(torch.bincount(index.flatten(), minlength=experts).tolist())
             hooks.append(module.register_forward_hook(post))
     return hooks

@@ -24,6 +24,7 @@ from zeroplan.memory.activations.checkpointing import (
     op_sac_recompute_bytes,
 )
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
+from zeroplan.memory.activations.llama4 import chunk_mask_bytes
 from zeroplan.memory.activations.moe import layer_kinds, layer_variants
 from zeroplan.memory.activations.terms import (
     embedding_terms,
@@ -142,8 +143,8 @@ def _stack_bytes(
 ) -> tuple[int, int, tuple[int, ...], int]:
     """(the largest layer's bytes, all layers' bytes, each layer's bytes, bytes held once for the recompute).
 
-    Layers differ where the Architecture says so (dense-then-MoE stacks): each
-    decoder layer's bytes are its kind's (moe.layer_kinds).
+    Layers differ where the Architecture says so (dense-then-MoE stacks, Llama 4's chunked and NoPE layers):
+    each decoder layer's bytes are its kind's (moe.layer_kinds).
     """
     def decoders(selective: bool) -> tuple[int, ...]:
         by_kind: dict[int, int] = {}
@@ -156,6 +157,7 @@ def _stack_bytes(
 
     decoder = decoders(selective=False)
     encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=False, encoder=True))
+    chunk_mask = chunk_mask_bytes(arch, b, s, e, flash=flash, full=ckpt is Checkpointing.full)  # Llama 4 under SDPA
     if ckpt is Checkpointing.full:
         wrapped = e * b * s * arch.hidden_size
         if every == 1:
@@ -164,7 +166,7 @@ def _stack_bytes(
             each = tuple(wrapped if c else one for c, one in zip(checkpointed_layers(arch.num_layers, every), decoder))
         wraps = every == 1 or any(checkpointed_layers(arch.num_layers, every))
         held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True) if wraps else 0
-        return max(each), sum(each) + held, each, held
+        return max(each), sum(each) + held + chunk_mask, each, held
     if ckpt is Checkpointing.selective_op:
         one = sum(t for _, t in op_sac_layer_terms(arch, b, s, e, flash=flash))
         held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True)
@@ -174,7 +176,7 @@ def _stack_bytes(
         encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=True, encoder=True))
     held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=False) if ckpt is Checkpointing.selective else 0
     each = (encoder,) * arch.num_encoder_layers + decoder
-    return max(each), sum(each) + held, each, held
+    return max(each), sum(each) + held + chunk_mask, each, held
 
 
 def _recompute_bytes(

@@ -70,20 +70,42 @@ def norm_topk(arch: Architecture) -> bool:
 
 
 def layer_variants(arch: Architecture) -> list[tuple[Architecture, int]]:
-    """The distinct layers of the stack and how many of each: an MoE model's dense layers (first_k_dense_replace,
-    mlp_only_layers, Llama 4's interleave) are its dense MLP at dense_intermediate_size."""
-    if not arch.is_moe or arch.num_dense_layers == 0:
+    """The distinct layers of the stack and how many of each, each as a one-layer-kind Architecture.
+
+    An MoE model's dense layers (first_k_dense_replace, mlp_only_layers, Llama 4's interleave) are its dense MLP
+    at dense_intermediate_size; a layer's attention type (attention_types[0]) and rope (no_rope_layers == (0,)
+    for a NoPE layer) are kept where they change what is saved (Llama 4's chunked and NoPE layers).
+    """
+    if not arch.mlp_types and not arch.attention_types and not arch.no_rope_layers:
         return [(arch, arch.num_layers)]
-    dense = replace(arch, num_experts=0, num_experts_per_tok=0, mlp_types=(), shared_expert_intermediate_size=0,
-                    intermediate_size=arch.dense_intermediate_size or arch.intermediate_size)
-    moe = replace(arch, mlp_types=())
-    return [(dense, arch.num_dense_layers), (moe, arch.num_moe_layers)]
+    nope = set(arch.no_rope_layers)
+    counts: dict[tuple[str, str, bool], int] = {}
+    for i in range(arch.num_layers):
+        mlp = arch.mlp_types[i] if arch.mlp_types else ("moe" if arch.is_moe else "dense")
+        key = (mlp, arch.attention_type(i), i in nope)
+        counts[key] = counts.get(key, 0) + 1
+    return [(_variant(arch, *key), n) for key, n in counts.items()]
+
+
+def _variant(arch: Architecture, mlp: str, attention: str, nope: bool) -> Architecture:
+    layer = replace(arch, mlp_types=(), attention_types=(attention,), no_rope_layers=(0,) if nope else ())
+    if mlp == "dense" and arch.is_moe:
+        return replace(layer, num_experts=0, num_experts_per_tok=0, shared_expert_intermediate_size=0,
+                       intermediate_size=arch.dense_intermediate_size or arch.intermediate_size)
+    return layer
 
 
 def layer_kinds(arch: Architecture) -> list[Architecture]:
     """Each decoder layer's kind, in layer order (one object per distinct kind, as layer_variants makes them)."""
-    variants = layer_variants(arch)
-    if len(variants) == 1:
+    if not arch.mlp_types and not arch.attention_types and not arch.no_rope_layers:
         return [arch] * arch.num_layers
-    (dense, _), (moe, _) = variants
-    return [moe if kind == "moe" else dense for kind in arch.mlp_types]
+    nope = set(arch.no_rope_layers)
+    made: dict[tuple[str, str, bool], Architecture] = {}
+    kinds = []
+    for i in range(arch.num_layers):
+        mlp = arch.mlp_types[i] if arch.mlp_types else ("moe" if arch.is_moe else "dense")
+        key = (mlp, arch.attention_type(i), i in nope)
+        if key not in made:
+            made[key] = _variant(arch, *key)
+        kinds.append(made[key])
+    return kinds

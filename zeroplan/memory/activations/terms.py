@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES, dense_experts_terms, rotary_table_bytes
 from zeroplan.memory.activations.moe import (
     CLAMPED_SWIGLU_FAMILIES,
     CLAMPED_SWIGLU_SAVED,
@@ -156,7 +157,12 @@ def layer_terms(
     if arch.num_encoder_layers and not encoder:
         terms += attention_terms(arch, traits, b, s, e, flash=flash, selective=selective, cross=True)
     terms += mlp_norm_terms(arch, traits, t, e)
-    terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
+    if arch.is_moe and arch.family in LLAMA4_FAMILIES:  # every expert on every token, and a shared expert
+        shared = replace(arch, intermediate_size=arch.shared_expert_intermediate_size or arch.intermediate_size)
+        terms += dense_experts_terms(arch, t, e)
+        terms += [(f"shared expert {n}", v) for n, v in dense_mlp_terms(shared, traits, t, e)]
+    else:
+        terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
     terms.append(("MLP output dropout mask", dropout_mask_bytes(traits, "mlp_out", t * arch.hidden_size)))
     if arch.norms_per_layer == PRE_AND_POST_NORMS:
         terms.append(("post-MLP norm", norm_bytes(traits.norm, t, arch.hidden_size, e)))
@@ -188,7 +194,10 @@ def embedding_terms(
             rotary_dims //= 2
         table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
         sets = rotary_table_sets(arch)
-        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", sets * ROTARY_TABLES * table * s * rotary_dims))
+        tables = sets * ROTARY_TABLES * table * s * rotary_dims
+        if arch.family in LLAMA4_FAMILIES:
+            tables = rotary_table_bytes(arch, s)
+        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", tables))
     if arch.learned_positions:
         terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:

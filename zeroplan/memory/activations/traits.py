@@ -25,7 +25,7 @@ KV_BROADCAST_FAMILIES = frozenset({"falcon"})
 ALIBI_FAMILIES = frozenset({"bloom"})  # no rotary tables; the ALiBi bias is not saved by baddbmm
 # Eager softmax in the compute dtype (GPT2/T5 eager_attention_forward, FalconAttention); the others
 # call softmax(..., dtype=torch.float32) and cast the probabilities back.
-SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon"}) | T5_FAMILIES
+SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon", "llama4_text"}) | T5_FAMILIES  # Llama 4: softmax(x.float()).to(e)
 EAGER_ONLY_FAMILIES = frozenset({"bloom"})  # BloomAttention has no SDPA / FlashAttention path
 EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_layernorm
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
