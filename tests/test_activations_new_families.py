@@ -9,6 +9,7 @@ of qwen3, olmo2, smollm3, gemma3_text land with issue 13's family work; the MoE 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,17 @@ def test_within_two_percent_of_every_measured_case(family):
     assert rows, family
     for row, measured, predicted_ in rows:
         assert abs(predicted_ - measured) <= TOLERANCE * measured, (row, measured, predicted_)
+
+
+@pytest.mark.parametrize("family", sorted(ARCHS))
+def test_family_reader_builds_the_measured_architecture(family):
+    """Where zeroplan reads the family's config.json, the Architecture it builds is the one measured here."""
+    from zeroplan.models.families import FAMILIES, parse_family_config
+
+    config = DATA["configs"][family]
+    if config["model_type"] not in FAMILIES:
+        pytest.skip(f"no zeroplan reader for {config['model_type']} on this branch")
+    read = parse_family_config(dict(config), strict=False).architecture()
+    mine = ARCHS[family]
+    differ = {f.name for f in fields(read) if f.name != "notes" and getattr(read, f.name) != getattr(mine, f.name)}
+    assert not differ, {name: (getattr(read, name), getattr(mine, name)) for name in differ}

@@ -3,7 +3,8 @@
 Pure: no I/O. transformers 5.x modeling_llama4.py, checked against validation/activations_new_families.json.
 
   rotary     Llama4TextRotaryEmbedding keeps one complex64 table, s x d/2 x 8 B = 4 s d, whatever the dtype
-  rope layer Llama4TextL2Norm on q and k after rotary (use_qk_norm): fp32 input and rsqrt, no weight
+  rope layer Llama4TextL2Norm on q and k after rotary when use_qk_norm (Architecture.qk_norm not "none"): fp32
+             input and rsqrt, no weight
              (4 T a d + 4 T a; 4 T g d + 4 T g)
   NoPE layer attn_temperature_tuning scales q by a (1, s, 1, 1) fp32 tensor: 4 s
   chunked    Llama4PreTrainedModel has no FlashAttention path (_supports_flash_attn = False): "flash" is SDPA, and a
@@ -40,8 +41,10 @@ def attention_extra_terms(layer: Architecture, b: int, s: int, e: int, *, flash:
     t, a, g, d = b * s, layer.num_attention_heads, layer.num_key_value_heads, layer.head_dim
     if is_nope(layer):
         terms = [("NoPE attention temperature (fp32, 1 x s)", FP32_BYTES * s)]
-    else:
+    elif layer.qk_norm != "none":  # use_qk_norm (Scout: true; Maverick: false)
         terms = [("q L2 norm", FP32_BYTES * t * a * (d + 1)), ("k L2 norm", FP32_BYTES * t * g * (d + 1))]
+    else:
+        terms = []
     if flash and layer.attention_type(0) == "chunked_attention":
         terms.append(("k, v repeated to a heads (SDPA with a mask)", 2 * e * t * (a - g) * d))
     return terms
