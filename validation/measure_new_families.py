@@ -31,8 +31,8 @@ import transformers
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from validation import measure_activations as harness  # noqa: E402
-from zeroplan.memory.setup import Checkpointing  # noqa: E402
+from validation import measure_activations as harness
+from zeroplan.memory.setup import Checkpointing
 
 OUT = Path(__file__).resolve().parent / "activations_new_families.json"
 WINDOW = 16  # sliding window and attention chunk: the grid's s = 32, 64 run past it

@@ -25,7 +25,7 @@ from zeroplan.memory.activations.checkpointing import (
 )
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.llama4 import chunk_mask_bytes
-from zeroplan.memory.activations.moe import layer_kinds, layer_variants
+from zeroplan.memory.activations.moe import layer_kinds, layer_variants, moe_assumptions
 from zeroplan.memory.activations.terms import (
     embedding_terms,
     final_norm_terms,
@@ -231,7 +231,9 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
     elif setup.checkpointing is Checkpointing.selective:
         notes.append("selective checkpointing: attention core recomputed (Korthikanti et al. 2022 section 5)")
     if arch.is_moe:
-        notes.append("MoE: HF grouped_mm experts; every token routed to top-k experts, no shared expert")
+        notes.extend(moe_assumptions(arch, setup.micro_batch * setup.seq_len))
+    if arch.is_mla and setup.checkpointing is Checkpointing.selective:
+        notes.append("MLA with selective checkpointing: the latent attention core counted as without it (not measured)")
     if arch.num_encoder_layers:
         notes.append("encoder-decoder: encoder and decoder sequences both seq_len")
     return tuple(notes)

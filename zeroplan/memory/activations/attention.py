@@ -5,6 +5,8 @@ Measured against PyTorch's saved tensors (docs/activations.md). Pure: no I/O.
 
 from __future__ import annotations
 
+from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES, attention_extra_terms
+from zeroplan.memory.activations.mla import latent_terms, mla_core_terms
 from zeroplan.memory.activations.ops import (
     FP32_BYTES,
     INDEX_BYTES,
@@ -13,9 +15,6 @@ from zeroplan.memory.activations.ops import (
     dropout_mask_bytes,
     norm_bytes,
 )
-from zeroplan.memory.activations import llama4
-from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES
-from zeroplan.memory.activations.mla import latent_terms, mla_core_terms
 from zeroplan.memory.activations.traits import (
     T5_FAMILIES,
     Traits,
@@ -159,7 +158,7 @@ def attention_terms(
     name = "cross-attention q projection input" if cross else "q/k/v projection input"  # k/v read the encoder
     terms = [("attention norm", norm_bytes(traits.norm, t, h, e)), (name, e * t * h)]
     if arch.family in LLAMA4_FAMILIES:  # its qk-norm is a weightless L2 norm on rope layers only
-        terms += llama4.attention_extra_terms(arch, b, s, e, flash=flash and not selective)
+        terms += attention_extra_terms(arch, b, s, e, flash=flash and not selective)
     else:
         terms += qk_norm_terms(arch, traits, t, e)
     if arch.is_mla:  # selective recompute of an MLA core is not measured: counted as without checkpointing

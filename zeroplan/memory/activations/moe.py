@@ -30,6 +30,7 @@ WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next"})  
 NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False}  # config defaults; Mixtral always renormalises
 CLAMPED_SWIGLU_FAMILIES = frozenset({"gpt_oss"})  # GptOssExperts: clamp, gate * sigmoid(alpha gate), (up + 1) * glu
 CLAMPED_SWIGLU_SAVED = 5  # T f tensors: clamped gate, sigmoid, up + 1, glu, down input
+DENSE_EXPERT_FAMILIES = frozenset({"llama4_text"})  # Llama4TextMoe: bmm of every expert over every token
 GROUP_SCORES = 2  # DeepSeek-V3 / GLM: a group's score is the sum of its top-2 expert scores
 
 
@@ -109,3 +110,17 @@ def layer_kinds(arch: Architecture) -> list[Architecture]:
             made[key] = _variant(arch, *key)
         kinds.append(made[key])
     return kinds
+
+
+def moe_assumptions(arch: Architecture, tokens: int) -> list[str]:
+    """What the output says about routing (tokens = b s per micro-batch)."""
+    n, k = arch.num_experts, arch.num_experts_per_tok
+    layers = f"{arch.num_moe_layers} of {arch.num_layers} layers MoE" if arch.num_dense_layers else "every layer MoE"
+    shared = (f", a shared expert {arch.shared_expert_intermediate_size} wide on every token"
+              if arch.shared_expert_intermediate_size else "")
+    if arch.family in DENSE_EXPERT_FAMILIES:
+        return [f"MoE ({layers}): transformers' Llama4TextMoe runs all {n} experts on every token (E b s rows, "
+                f"whatever the routing){shared}"]
+    return [f"MoE ({layers}): grouped_mm experts over b s k = {tokens * k} routed pairs, a mean of b s k / E = "
+            f"{tokens * k / n:g} tokens per expert; the saved bytes depend on the routing only through b s k, so "
+            f"uneven routing changes nothing on a GPU holding all experts (no expert parallelism modelled){shared}"]

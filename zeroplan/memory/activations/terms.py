@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import attention_terms
-from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES, dense_experts_terms, rotary_table_bytes
+from zeroplan.memory.activations.llama4 import (
+    LLAMA4_FAMILIES,
+    dense_experts_terms,
+    rotary_table_bytes,
+)
 from zeroplan.memory.activations.moe import (
     CLAMPED_SWIGLU_FAMILIES,
     CLAMPED_SWIGLU_SAVED,
