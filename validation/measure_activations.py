@@ -47,7 +47,7 @@ from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingS
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.families import parse_family_config
 
-TOLERANCE = 0.10  # the issue's bar; the closed forms are meant to be exact
+TOLERANCE = 0.02  # issue 13: within 2% of every measured case; the closed forms are meant to be exact
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "activations.md"
 BEGIN, END = "<!-- BEGIN measured (validation/measure_activations.py --write-docs) -->", "<!-- END measured -->"
 
