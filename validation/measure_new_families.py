@@ -65,7 +65,7 @@ NEW_FAMILIES: dict[str, tuple[str, dict]] = {
 }
 # gpt-oss has no SDPA path in transformers (GptOssPreTrainedModel._supports_sdpa = False; FlashAttention with
 # sinks is its fast path): the harness's SDPA stand-in measures the saved set of such a kernel, sinks dropped.
-CHECKPOINTING = (Checkpointing.none, Checkpointing.full)
+CHECKPOINTING = (Checkpointing.none, Checkpointing.full)  # and selective with eager attention (the core recomputed)
 # v narrower than q/k (DeepSeek-V3: 128 against 192): the CPU's SDPA has no flash kernel for it and falls back to
 # the math kernel; FlashAttention-2 pads v to q's width (DeepseekV3Attention). Measured eager only.
 EAGER_ONLY = {"deepseek_v3-narrow-v"}
@@ -171,7 +171,7 @@ def grid(families):
             for attn in ["eager"] if fam in EAGER_ONLY else harness.ATTENTIONS:
                 for s in harness.SEQ_LENS:
                     for b in harness.MICRO_BATCHES:
-                        for ckpt in CHECKPOINTING:
+                        for ckpt in CHECKPOINTING + ((Checkpointing.selective,) if attn == "eager" else ()):
                             yield harness.Case(fam, dt, attn, ckpt, s, b)
 
 
@@ -180,7 +180,8 @@ def total(row: dict, reference: dict | None) -> int:
     base = row["saved"] + row["held"] + row["logits"]
     if row["checkpointing"] == "none":
         return base + row["copy"]
-    return base + max(row["copy"], reference["recompute_layer"])
+    recompute = reference["recompute_layer" if row["checkpointing"] == "full" else "recompute_core"]
+    return base + max(row["copy"], recompute)
 
 
 def main(argv=None) -> int:

@@ -232,8 +232,6 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("selective checkpointing: attention core recomputed (Korthikanti et al. 2022 section 5)")
     if arch.is_moe:
         notes.extend(moe_assumptions(arch, setup.micro_batch * setup.seq_len))
-    if arch.is_mla and setup.checkpointing is Checkpointing.selective:
-        notes.append("MLA with selective checkpointing: the latent attention core counted as without it (not measured)")
     if arch.num_encoder_layers:
         notes.append("encoder-decoder: encoder and decoder sequences both seq_len")
     return tuple(notes)

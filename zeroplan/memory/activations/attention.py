@@ -6,7 +6,7 @@ Measured against PyTorch's saved tensors (docs/activations.md). Pure: no I/O.
 from __future__ import annotations
 
 from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES, attention_extra_terms
-from zeroplan.memory.activations.mla import latent_terms, mla_core_terms
+from zeroplan.memory.activations.mla import latent_terms, mla_core_recompute_bytes, mla_core_terms
 from zeroplan.memory.activations.ops import (
     FP32_BYTES,
     INDEX_BYTES,
@@ -90,8 +90,8 @@ def eager_fresh_qkv_copies(arch: Architecture, traits: Traits, b: int) -> int:
     gqa = arch.num_key_value_heads < arch.num_attention_heads and not traits.kv_broadcast
     if traits.fused_qkv and traits.rope:
         return (2 if gqa else 0) + (1 if b > 1 and not gqa else 0)  # repeated k and v, or the copied v
-    if b > 1:
-        return QKV
+    if b > 1:  # a rotary made by torch.cat (partial rotary, gpt-oss) leaves q contiguous: k and v are copied
+        return QKV - 1 if traits.rope and (traits.rotary_fraction < 1 or traits.rotary_by_cat) else QKV
     return 2 if gqa else 0  # repeat_kv's k and v
 
 
@@ -111,6 +111,8 @@ def flash_output_copy(traits: Traits) -> bool:
 def core_recompute_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool) -> int:
     """What recomputing one attention core in backward allocates (selective checkpointing)."""
     t, a, d = b * s, arch.num_attention_heads, arch.head_dim
+    if arch.is_mla:
+        return mla_core_recompute_bytes(arch, b, s, e, flash=flash)
     if flash:
         return e * t * a * d + FP32_BYTES * b * a * s  # output and log-sum-exp
     scores = sum(v for _, v in eager_core_terms(arch, traits, b, s, e)[1:])
@@ -161,8 +163,8 @@ def attention_terms(
         terms += attention_extra_terms(arch, b, s, e, flash=flash and not selective)
     else:
         terms += qk_norm_terms(arch, traits, t, e)
-    if arch.is_mla:  # selective recompute of an MLA core is not measured: counted as without checkpointing
-        terms += latent_terms(arch, traits, t, e) + mla_core_terms(arch, b, s, e, flash=flash)
+    if arch.is_mla:
+        terms += latent_terms(arch, traits, t, e) + mla_core_terms(arch, b, s, e, flash=flash, selective=selective)
     elif selective:
         terms += selective_core_terms(arch, traits, b, s, e)
     elif flash and not traits.eager_only:

@@ -12,6 +12,8 @@ d_r = qk_rope_head_dim, d_qk = d_n + d_r, d_v = v_head_dim.
            FlashAttention-2 gets v padded to d_qk (DeepseekV3Attention pads it for flash_attention_2), e T a d_qk,
            and its output is d_qk wide; output e T a d_v (d_qk when padded), log-sum-exp 4 b a s; the output
            projection reads a contiguous copy, e T a d_v
+  selective (eager) q, k, v as the core receives them, v being kv_b_proj's whole output, and its output e T a d_v;
+           the recompute makes the scores and (b > 1) the v copy again
   eager    q, k as above; v copied for the batched matmul, e T a d_v (b = 1: no copy, the view keeps
            kv_b_proj's output, e T a (d_n + d_v)); softmax 4 b a s^2 (+ e b a s^2, the cast
            in 16-bit); the output projection's input e T a d_v
@@ -36,10 +38,14 @@ def latent_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> lis
     return terms
 
 
-def mla_core_terms(arch: Architecture, b: int, s: int, e: int, *, flash: bool) -> list[tuple[str, int]]:
+def mla_core_terms(arch: Architecture, b: int, s: int, e: int, *, flash: bool,
+                   selective: bool = False) -> list[tuple[str, int]]:
     t, a = b * s, arch.num_attention_heads
     d_qk, d_v = arch.qk_nope_head_dim + arch.qk_rope_head_dim, arch.v_head_dim
     qk = [("q (nope and rotary parts)", e * t * a * d_qk), ("k (expanded from the latent)", e * t * a * d_qk)]
+    if selective and not flash:  # the core's inputs (v a view of kv_b_proj's output) and its contiguous output
+        return qk + [("v (kv up-projection output)", e * t * a * (arch.qk_nope_head_dim + d_v)),
+                     ("output (the output projection's input)", e * t * a * d_v)]
     if flash:
         padded = d_v != d_qk
         v = e * t * a * (d_qk if padded else arch.qk_nope_head_dim + d_v)
@@ -53,3 +59,12 @@ def mla_core_terms(arch: Architecture, b: int, s: int, e: int, *, flash: bool) -
     if e < FP32_BYTES:
         terms.append(("probabilities cast to e", e * scores))
     return terms + [("output projection input", e * t * a * d_v)]
+
+
+def mla_core_recompute_bytes(arch: Architecture, b: int, s: int, e: int, *, flash: bool) -> int:
+    """Selective checkpointing, eager: recomputing one core makes its scores again and, with b > 1, the v copy."""
+    if flash:  # selective with flash is counted as none (nothing s x s to recompute)
+        return 0
+    t, a = b * s, arch.num_attention_heads
+    scores = (FP32_BYTES + (e if e < FP32_BYTES else 0)) * b * a * s * s
+    return scores + (e * t * a * arch.v_head_dim if b > 1 else 0)
