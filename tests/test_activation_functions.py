@@ -93,3 +93,8 @@ def test_relu_output_shared_with_the_gate_product():
     silu = activation_bytes(llama, setup).layer_terms
     relu = activation_bytes(replace(llama, hidden_act="relu"), setup).layer_terms
     assert sum(t.bytes for t in silu) - sum(t.bytes for t in relu) == 2 * 32 * 176
+
+
+def test_gemma3_accepts_the_unused_hidden_act_of_published_configs():
+    cfg = {"model_type": "gemma3_text", "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh"}
+    assert parse_family_config(cfg, strict=False).architecture().hidden_act == "gelu_pytorch_tanh"

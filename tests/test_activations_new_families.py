@@ -58,3 +58,16 @@ def test_moe_output_states_the_mean_routing():
     assert any("b s k / E = 64 tokens per expert" in n for n in notes), notes
     notes = activation_bytes(ARCHS["llama4_text"], TrainingSetup(seq_len=64)).assumptions
     assert any("runs all 4 experts on every token" in n for n in notes), notes
+
+
+def test_llama4_qk_norm_follows_use_qk_norm():
+    """Maverick sets use_qk_norm false: no L2 norms, fewer saved bytes than with them (Scout's default true)."""
+    from zeroplan.models.families import parse_family_config
+
+    config = dict(DATA["configs"]["llama4_text"])
+    on = parse_family_config(config, strict=False).architecture()
+    off = parse_family_config(config | {"use_qk_norm": False}, strict=False).architecture()
+    assert (on.qk_norm, off.qk_norm) == ("head", "none")
+    setup = TrainingSetup(seq_len=32)
+    t, a, g, d = 32, 4, 2, 16  # the rope layer's L2 norms: 4 T a (d + 1) + 4 T g (d + 1)
+    assert activation_bytes(on, setup).total_bytes - activation_bytes(off, setup).total_bytes == 4 * t * (a + g) * (d + 1)

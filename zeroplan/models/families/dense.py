@@ -9,7 +9,7 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
@@ -148,7 +148,10 @@ class Gemma3TextConfig(_LayerTyped):
     num_key_value_heads: PositiveInt | None = 4
     head_dim: PositiveInt | None = 256
     max_position_embeddings: PositiveInt = 131_072
-    hidden_act: None = None  # Gemma3TextConfig has no hidden_act: Gemma3MLP reads hidden_activation
+    # Gemma3TextConfig has no hidden_act (Gemma3MLP reads hidden_activation); a config.json may carry one beside
+    # it, as Gemma 2's do: accepted, never read.
+    hidden_act: str | None = None
+    UNUSED_ACTIVATION_KEYS: ClassVar[frozenset[str]] = frozenset({"hidden_act"})
     hidden_activation: str = "gelu_pytorch_tanh"
     tie_word_embeddings: bool = True
     sliding_window: PositiveInt | None = 4096

@@ -101,4 +101,7 @@ class Llama4TextConfig(MoEDecoderConfig):
 
     def architecture(self) -> Architecture:
         chunked = CHUNKED_ATTENTION in self.attention_layer_types()
-        return self._moe_architecture(attention_chunk_size=self.attention_chunk_size if chunked else None)
+        # Llama4TextL2Norm has no parameters, so the block's attention has no qk-norm; the activations keep its
+        # fp32 input and rsqrt (zeroplan.memory.activations.llama4), so the Architecture says whether it runs.
+        return self._moe_architecture(attention_chunk_size=self.attention_chunk_size if chunked else None,
+                                      qk_norm="head" if self.use_qk_norm else "none")
