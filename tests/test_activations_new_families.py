@@ -7,7 +7,7 @@ validation/compare_new_families.py holds the Architectures and the comparison (a
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
@@ -71,3 +71,20 @@ def test_llama4_qk_norm_follows_use_qk_norm():
     setup = TrainingSetup(seq_len=32)
     t, a, g, d = 32, 4, 2, 16  # the rope layer's L2 norms: 4 T a (d + 1) + 4 T g (d + 1)
     assert activation_bytes(on, setup).total_bytes - activation_bytes(off, setup).total_bytes == 4 * t * (a + g) * (d + 1)
+
+
+@pytest.mark.parametrize(("config", "norm", "groups"), [
+    ({"model_type": "qwen3_moe"}, False, (1, 1)), ({"model_type": "qwen3_moe", "norm_topk_prob": True}, True, (1, 1)),
+    ({"model_type": "deepseek_v3"}, True, (8, 4)), ({"model_type": "glm4_moe"}, True, (1, 1)),
+])
+def test_routing_facts_read_from_the_config(config, norm, groups):
+    """norm_topk_prob, n_group, topk_group as the config classes default them (transformers 5.24); they change
+    the router's saved tensors (Qwen3-30B-A3B's config.json sets norm_topk_prob true)."""
+    from zeroplan.models.families import parse_family_config
+
+    arch = parse_family_config(config, strict=False).architecture()
+    assert (arch.router_norm_topk, (arch.router_groups, arch.router_topk_groups)) == (norm, groups)
+    setup = TrainingSetup(seq_len=128)
+    flipped = activation_bytes(replace(arch, router_norm_topk=not norm), setup).total_bytes
+    routed = 128 * arch.num_experts_per_tok  # the renormalisation keeps 4 T + 4 T k per MoE layer
+    assert abs(activation_bytes(arch, setup).total_bytes - flipped) == arch.num_moe_layers * (4 * 128 + 4 * routed)

@@ -38,6 +38,7 @@ ARCHS: dict[str, Architecture] = {
                                 attention_types=("sliding_attention", "full_attention"),
                                 **_BASE | dict(tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh")),
     "qwen3_moe": Architecture(family="qwen3_moe", qk_norm="head", num_experts=4, num_experts_per_tok=2,
+                              router_norm_topk=False,
                               **_BASE | dict(intermediate_size=32)),
     "glm4_moe": Architecture(family="glm4_moe", num_experts=4, num_experts_per_tok=2, mlp_types=("dense", "moe"),
                              dense_intermediate_size=128, shared_expert_intermediate_size=32,

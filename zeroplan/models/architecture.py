@@ -83,6 +83,11 @@ class Architecture:
     linear_key_head_dim: Size = 0
     linear_value_head_dim: Size = 0
     linear_conv_kernel_dim: Size = 0
+    # Routing facts only the activations read (memory/activations/moe.py): how the router's top-k is formed.
+    router_norm_topk: Annotated[Flag, Field(description="top-k weights renormalised (norm_topk_prob; Mixtral "
+                                                        "always)")] = True
+    router_groups: Annotated[Count, Field(description="group-limited routing's groups (n_group; DeepSeek-V3 8)")] = 1
+    router_topk_groups: Annotated[Count, Field(description="groups kept per token (topk_group; DeepSeek-V3 4)")] = 1
 
     @property
     def is_moe(self) -> bool:

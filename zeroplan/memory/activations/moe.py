@@ -27,20 +27,19 @@ from zeroplan.models.architecture import Architecture
 SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "glm4_moe", "kimi_k2"})
 TOPK_SOFTMAX_ROUTERS = frozenset({"gpt_oss"})
 WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next"})  # router_top_value.to(dtype)
-NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False}  # config defaults; Mixtral always renormalises
 CLAMPED_SWIGLU_FAMILIES = frozenset({"gpt_oss"})  # GptOssExperts: clamp, gate * sigmoid(alpha gate), (up + 1) * glu
 CLAMPED_SWIGLU_SAVED = 5  # T f tensors: clamped gate, sigmoid, up + 1, glu, down input
 DENSE_EXPERT_FAMILIES = frozenset({"llama4_text"})  # Llama4TextMoe: bmm of every expert over every token
 GROUP_SCORES = 2  # DeepSeek-V3 / GLM: a group's score is the sum of its top-2 expert scores
 
 
-def router_terms(arch: Architecture, tokens: int, e: int, *, norm_topk: bool, groups: int = 1,
-                 topk_groups: int = 1) -> list[tuple[str, int]]:
+def router_terms(arch: Architecture, tokens: int, e: int, *, norm_topk: bool) -> list[tuple[str, int]]:
     """What one router saves; the expert weights it hands on are counted with the experts (routing_weight_bytes).
 
-    groups, topk_groups: DeepSeek-V3's n_group, topk_group (8, 4); their index tensors are 8 T (2 n_group +
-    topk_group) bytes, under 0.1% of a layer.
+    Group-limited routing (router_groups, router_topk_groups: DeepSeek-V3's n_group 8, topk_group 4) keeps index
+    tensors of 8 T (2 n_group + topk_group) bytes.
     """
+    groups, topk_groups = arch.router_groups, arch.router_topk_groups
     t, n, k, h = tokens, arch.num_experts, arch.num_experts_per_tok, arch.hidden_size
     renorm = FP32_BYTES * t + FP32_BYTES * t * k if norm_topk else 0  # the sum and the quotient
     if arch.family in SIGMOID_GROUP_ROUTERS:
@@ -67,7 +66,7 @@ def routing_weight_bytes(arch: Architecture, e: int) -> int:
 
 
 def norm_topk(arch: Architecture) -> bool:
-    return NORM_TOPK_DEFAULT.get(arch.family, True)
+    return arch.router_norm_topk
 
 
 def layer_variants(arch: Architecture) -> list[tuple[Architecture, int]]:

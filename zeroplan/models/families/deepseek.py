@@ -11,10 +11,11 @@ Keys and defaults are those of configuration_<family>.py (transformers v5.24.0).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
+from zeroplan.models.architecture import Architecture
 from zeroplan.models.block import MLA, MLP, Decoder, Layer, Mixer, MoE
 from zeroplan.models.families.base import check_divides
 from zeroplan.models.families.moe import MoEDecoderConfig, check_top_k
@@ -28,6 +29,15 @@ class _DeepseekStyleConfig(MoEDecoderConfig):
     num_experts_per_tok: PositiveInt | None
     moe_intermediate_size: PositiveInt
     first_k_dense_replace: NonNegativeInt
+    # Routing facts only the activations read (the router's saved tensors); Glm4MoeConfig's defaults here,
+    # DeepseekV3Config's (8, 4) and DeepseekV2Config's (None, None, False) in their classes.
+    norm_topk_prob: bool | None = True
+    n_group: PositiveInt | None = 1
+    topk_group: PositiveInt | None = 1
+
+    def _moe_architecture(self, **overrides: Any) -> Architecture:
+        return super()._moe_architecture(router_norm_topk=bool(self.norm_topk_prob), router_groups=self.n_group or 1,
+                                         router_topk_groups=self.topk_group or 1, **overrides)
 
     @model_validator(mode="after")
     def _check_experts(self) -> _DeepseekStyleConfig:
@@ -116,6 +126,9 @@ class DeepseekV2Config(_MLAConfig):
 
     ALIASES: ClassVar[dict[str, str]] = {"num_experts": "n_routed_experts"}  # DeepseekV2Config.attribute_map
     model_type: Literal["deepseek_v2"]
+    norm_topk_prob: bool | None = False
+    n_group: PositiveInt | None = None
+    topk_group: PositiveInt | None = None
     vocab_size: PositiveInt = 102400
     hidden_size: PositiveInt = 4096
     intermediate_size: PositiveInt = 11008
@@ -168,6 +181,8 @@ class DeepseekV3Config(_MLAConfig):
         "num_mtp_layers": "num_nextn_predict_layers",
     }
     model_type: Literal["deepseek_v3", "kimi_k2"]  # Kimi K2's config.json says kimi_k2; its code is DeepSeek-V3
+    n_group: PositiveInt | None = 8
+    topk_group: PositiveInt | None = 4
     vocab_size: PositiveInt = 129280
     hidden_size: PositiveInt = 7168
     intermediate_size: PositiveInt = 18432

@@ -4,7 +4,7 @@ configuration_<family>.py and modeling_<family>.py for qwen2_moe, qwen3_moe, qwe
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
@@ -32,6 +32,10 @@ class _QwenMoEConfig(MoEDecoderConfig):
     moe_intermediate_size: PositiveInt
     decoder_sparse_step: PositiveInt = 1
     mlp_only_layers: list[NonNegativeInt] | None = None
+    norm_topk_prob: bool = False  # Qwen2MoeConfig, Qwen3MoeConfig; Qwen3NextConfig's is True
+
+    def _moe_architecture(self, **overrides: Any) -> Architecture:
+        return super()._moe_architecture(router_norm_topk=self.norm_topk_prob, **overrides)
 
     @model_validator(mode="after")
     def _check_experts(self) -> _QwenMoEConfig:
@@ -159,6 +163,7 @@ class Qwen3NextConfig(_QwenMoEConfig):
     """
 
     model_type: Literal["qwen3_next"]
+    norm_topk_prob: bool = True
     vocab_size: PositiveInt = 151936
     hidden_size: PositiveInt = 2048
     intermediate_size: PositiveInt = 5632
