@@ -19,7 +19,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1d2329;
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #dde2e6;padding-bottom:4px}
 h3{font-size:14px;margin:16px 0 4px}.sub{color:#5b6670;margin:0 0 12px}
 table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{padding:3px 8px;border-bottom:1px solid #eceff1;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}tr.total td{font-weight:600}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.rule{white-space:nowrap}tr.total td{font-weight:600}
 svg{display:block;margin:6px 0;font-size:12px}svg text{fill:#1d2329}svg .tick,svg .phase{fill:#5b6670;font-size:11px}
 .usable{stroke:#1d2329;stroke-width:1.5;stroke-dasharray:4 3}.area{fill:#3f5fb5;fill-opacity:.18}
 .line{fill:none;stroke:#3f5fb5;stroke-width:2}.peak{fill:#c9483e}.peak-label{font-weight:600}
@@ -56,11 +56,12 @@ def advice_report(doc: dict) -> str:
     sub = f"recommendation: {rec['summary']}" if rec.get("fits") else "no configuration fits"
     plans = ([rec["plan"]] if rec.get("plan") else []) + list(doc.get("alternatives") or [])
     seen, bars = set(), []
-    for plan in plans:
+    for i, plan in enumerate(plans):
         label = plan_label(plan)
         if label not in seen:
             seen.add(label)
-            bars.append(Bar(label, {}, plan["peak_bytes"], plan.get("usable_bytes")))
+            bars.append(Bar(("recommended: " if i == 0 and rec.get("plan") else "") + label, {}, plan["peak_bytes"],
+                            plan.get("usable_bytes")))
     body = []
     if bars:
         body.append(_section("Peak per GPU: the recommendation and its alternatives", stacked_bars(bars, scale, unit)
@@ -160,7 +161,7 @@ def _terms_table(stages: list[dict], scale: int, unit: str) -> str:
 
 def _trace_table(steps: list[dict]) -> str:
     rows = "".join(
-        f"<tr><td>{escape(s['rule'])}</td><td>{escape(s['question'])}</td><td>{escape(_observed(s))}</td>"
+        f"<tr><td class=rule>{escape(s['rule'])}</td><td>{escape(s['question'])}</td><td>{escape(_observed(s))}</td>"
         f"<td><b>{escape(str(s['outcome']))}</b><br><span class=note>{escape(s['reason'])}</span></td></tr>"
         for s in steps)
     return f"<table><tr><th>rule</th><th>question</th><th>observed / threshold</th><th>outcome</th></tr>{rows}</table>"
@@ -179,7 +180,7 @@ def _findings_table(findings: list[dict]) -> str:
     if not findings:
         return '<p class="note">No findings.</p>'
     rows = "".join(
-        f"<tr><td class=\"{escape(f['severity'])}\">{escape(f['severity'])}</td><td>{escape(f['rule'])}</td>"
+        f"<tr><td class=\"{escape(f['severity'])}\">{escape(f['severity'])}</td><td class=rule>{escape(f['rule'])}</td>"
         f"<td>{escape(f['message'])}{_where(f)}</td></tr>" for f in findings)
     return f"<table><tr><th>severity</th><th>rule</th><th>message</th></tr>{rows}</table>"
 

@@ -19,7 +19,8 @@ PARTS = (
     ("overhead", "overhead", "#c9483e"),
 )
 WIDTH = 760  # px of every chart
-LABEL_W, VALUE_W = 120, 100  # the label column left of a bar, the value right of it
+LABEL_W, VALUE_W = 120, 100  # the narrowest label column left of a bar, the value right of it
+CHAR_W = 7.6  # px per character of 12 px text, to fit the longest label
 BAR_H, BAR_GAP = 22, 10
 
 
@@ -45,14 +46,15 @@ def stacked_bars(bars: list[Bar], scale: int, unit: str) -> str:
     """One horizontal bar per row, a segment per part; the widest bar or usable line spans the bar area."""
     if not bars:
         return ""
-    area = WIDTH - LABEL_W - VALUE_W
+    label_w = int(min(max(LABEL_W, CHAR_W * max(len(b.label) for b in bars) + 12), WIDTH // 2))
+    area = WIDTH - label_w - VALUE_W
     widest = max([b.total for b in bars] + [b.usable or 0 for b in bars]) or 1
     height = len(bars) * (BAR_H + BAR_GAP) + 30
     out = [_svg_open(height, "memory per GPU, stacked by term")]
     for i, bar in enumerate(bars):
         y = i * (BAR_H + BAR_GAP) + 4
-        out.append(f'<text x="{LABEL_W - 8}" y="{y + BAR_H * 0.7:.1f}" text-anchor="end">{escape(bar.label)}</text>')
-        x = float(LABEL_W)
+        out.append(f'<text x="{label_w - 8}" y="{y + BAR_H * 0.7:.1f}" text-anchor="end">{escape(bar.label)}</text>')
+        x = float(label_w)
         for key, name, colour in PARTS:
             size = bar.parts.get(key, 0)
             if size <= 0:
@@ -68,11 +70,12 @@ def stacked_bars(bars: list[Bar], scale: int, unit: str) -> str:
             x += w
         out.append(f'<text x="{x + 6:.2f}" y="{y + BAR_H * 0.7:.1f}">{amount(bar.total, scale, unit)}</text>')
         if bar.usable:
-            ux = LABEL_W + bar.usable / widest * area
+            ux = label_w + bar.usable / widest * area
             out.append(f'<line class="usable" x1="{ux:.2f}" x2="{ux:.2f}" y1="{y - 3}" y2="{y + BAR_H + 3}">'
                        f"<title>usable: {amount(bar.usable, scale, unit)}</title></line>")
     out.append(_legend(height - 18, [(name, colour) for key, name, colour in PARTS
-                                     if any(b.parts.get(key, 0) > 0 for b in bars)], usable=any(b.usable for b in bars)))
+                                     if any(b.parts.get(key, 0) > 0 for b in bars)], usable=any(b.usable for b in bars),
+                       left=0))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -155,7 +158,7 @@ def _legend(y: int, items: list[tuple[str, str]], usable: bool, left: int = LABE
     for name, colour in items:
         out.append(f'<rect x="{x}" y="{y}" width="12" height="12" fill="{colour}"/>'
                    f'<text x="{x + 16}" y="{y + 10}">{escape(name)}</text>')
-        x += 24 + 6.4 * len(name)
+        x += 24 + CHAR_W * len(name)
     if usable:
         out.append(f'<line class="usable" x1="{x}" x2="{x}" y1="{y - 1}" y2="{y + 13}"/><text x="{x + 6}" y="{y + 10}">usable</text>')
     return "".join(out)
