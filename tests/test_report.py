@@ -199,3 +199,13 @@ def test_chromium_lays_the_charts_out(runner, tmp_path):
     assert len(boxes) == 1 + 4  # the stacked bars, then one timeline per stage
     for width, height, shapes in boxes:
         assert width > 300 and height > 50 and shapes and all(area > 0 for area in shapes)
+
+
+def test_text_from_input_files_is_escaped():
+    doc = {"summary": {"plans": 1, "failed": 1, "error": 1, "warning": 0, "info": 0}, "exit_code": 1, "strict": False,
+           "plans": [{"file": "<img src=x>.yaml", "status": "fail", "run": None, "memory": None,
+                      "findings": [{"rule": "r", "severity": "error", "message": "<script>alert(1)</script>",
+                                    "file": "a\"b", "key": None, "line": 3}]}]}
+    page = report.check_report(doc)
+    assert_self_contained(page)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x&gt;.yaml" in page
