@@ -148,6 +148,9 @@ def _terms_table(stages: list[dict], scale: int, unit: str) -> str:
         cells = "".join(f'<td class="n">{s["gpu_bytes"][key] / scale:,.2f}</td>' for s in stages)
         rows.append(f'<tr{" class=total" if key == "total" else ""}><td>{label}</td>{cells}</tr>')
     rows.append("<tr><td>peak phase</td>" + "".join(f'<td class="n">{escape(s["peak_phase"])}</td>' for s in stages) + "</tr>")
+    if any(s.get("peak_moment") for s in stages):  # where the timeline puts the peak (docs/json.md)
+        rows.append("<tr><td>peak moment</td>" + "".join(f'<td class="n">{escape(str(s.get("peak_moment") or "-"))}</td>'
+                                                          for s in stages) + "</tr>")
     fits = []
     for s in stages:
         if s.get("fits") is None:
