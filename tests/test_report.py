@@ -221,7 +221,7 @@ def test_chromium_lays_the_charts_out(runner, tmp_path):
     path = tmp_path / "probe.html"
     path.write_text(probe)
     out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", path.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=True)
     boxes = json.loads(re.search(r'data-boxes="([^"]*)"', out.stdout).group(1).replace("&quot;", '"'))
     assert len(boxes) == 1 + 4  # the stacked bars, then one timeline per stage
     for width, height, shapes in boxes:

@@ -35,10 +35,10 @@ class Point(NamedTuple):
     label: str  # where in the step ("forward of layer 3", "optimizer step")
     phase: str  # start, forward, backward, step: the band it is drawn in
     bytes: int  # the most alive at any moment inside the event
-    parts: dict[str, int] = {}  # the same bytes by category (TIMELINE_PARTS keys), stacked when given
+    parts: dict[str, int] | None = None  # the same bytes by category (TIMELINE_PARTS keys), stacked when given
 
 
-def amount(num_bytes: int | float, scale: int, label: str) -> str:
+def amount(num_bytes: float, scale: int, label: str) -> str:
     return f"{num_bytes / scale:,.2f} {label}"
 
 
@@ -117,7 +117,7 @@ def timeline_chart(points: list[Point], peak: int, scale: int, unit: str, usable
     below = [0] * n
     drawn = []
     for key, name, colour in TIMELINE_PARTS:  # stacked areas, each over the ones below it
-        above = [b + p.parts.get(key, 0) for b, p in zip(below, points)]
+        above = [b + (p.parts or {}).get(key, 0) for b, p in zip(below, points, strict=True)]
         if above != below:
             upper = " ".join(f"{x(i):.2f},{y(v):.2f}" for i, v in enumerate(above))
             lower = " ".join(f"{x(i):.2f},{y(v):.2f}" for i, v in reversed(list(enumerate(below))))
