@@ -147,18 +147,19 @@ FROZEN = {
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
+        "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
     },
     "capacity": SCENARIO,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
-        "--from", "--from-kind",
+        "--from", "--from-kind", "--html",
     },
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
     "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed
-        "--from", "--from-kind",
+        "--from", "--from-kind", "--html",
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

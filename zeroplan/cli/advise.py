@@ -24,6 +24,7 @@ from zeroplan.cli.options import (
     GlobalBatchOpt,
     GpusOpt,
     HardwareOpt,
+    HtmlOpt,
     LargestOpt,
     LossOpt,
     NodesOpt,
@@ -72,6 +73,7 @@ def advise(
     emit_deepspeed: EmitOpt = None,
     emit_accelerate: EmitAccelerateOpt = None,
     force: ForceOpt = False,
+    html: HtmlOpt = None,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -87,16 +89,21 @@ def advise(
     def go() -> None:
         from zeroplan.advise.request import advise_from
         from zeroplan.advise.view import advice_view
-        from zeroplan.cli.files import check_target
+        from zeroplan.cli.files import check_target, html_target, write_report
         from zeroplan.cli.render import advice as render_advice
 
         check_emit(engine, emit_deepspeed, emit_accelerate)
         for path in (target, accelerate):
             if path is not None:
                 check_target(path, force)
+        report = html_target(html, force)
         result = advise_from(args, opts)
         try:  # the files first: a closed or full stdout cannot lose them; the advice still shows why none fits
             _write_configs(result, target, accelerate, force)
+            if report is not None:
+                from zeroplan.cli.render.html import advice_report
+
+                write_report(report, advice_report(advice_view(result)), force)
         finally:
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 

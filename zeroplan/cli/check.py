@@ -21,6 +21,7 @@ from zeroplan.cli.options import (
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
+    HtmlOpt,
     LargestOpt,
     LossOpt,
     MicroBatchOpt,
@@ -41,7 +42,8 @@ def check(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
     fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Let --output or --html replace an existing file.")] = False,
+    html: HtmlOpt = None,
     deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
     from_file: FromOpt = None,
     from_kind: FromKindOpt = None,
@@ -71,12 +73,21 @@ def check(
             from zeroplan.cli.files import check_target
 
             check_target(output, force)
+        from zeroplan.cli.files import html_target
+
+        report_path = html_target(html, force)
         if from_file:
             report = checkrun.check_from_file(args, ignore=ignore or [], strict=strict)
         elif deepspeed_config:
             report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
         else:
             report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
+        if report_path is not None:  # before stdout: a closed stdout cannot lose it
+            from zeroplan.check.formats import check_view
+            from zeroplan.cli.files import write_report
+            from zeroplan.cli.render.html import check_report
+
+            write_report(report_path, check_report(check_view(report)), force)
         _emit_check(report, fmt, output, force)
         raise typer.Exit(report.exit_code)
 

@@ -10,8 +10,11 @@ from zeroplan.cli.options import (
     SETUP,
     AttentionOpt,
     CheckpointingOpt,
+    CpOpt,
     DsConfigOpt,
     EngineOpt,
+    EpOpt,
+    ForceOpt,
     Format,
     FormatOpt,
     Fp32AccumOpt,
@@ -22,6 +25,7 @@ from zeroplan.cli.options import (
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
+    HtmlOpt,
     KnobOpt,
     LargestOpt,
     Method,
@@ -34,13 +38,11 @@ from zeroplan.cli.options import (
     OptimizerOpt,
     OverlapOpt,
     ParamsOpt,
+    PpOpt,
     PrecisionOpt,
     SeqLenOpt,
-    StageOpt,
-    CpOpt,
-    EpOpt,
-    PpOpt,
     SeqParallelOpt,
+    StageOpt,
     TpOpt,
     UnitsOpt,
     VppOpt,
@@ -98,15 +100,21 @@ def estimate(
     sequence_parallel: SeqParallelOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
+    html: HtmlOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Per-GPU memory under each ZeRO stage (a --deepspeed-config's or --from file's stage): model states, buffers, activations, overhead."""
     args = scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan.cli import views
+        from zeroplan.cli.files import html_target, write_report
         from zeroplan.scenario import answers
         from zeroplan.scenario.megatron import MeshArgs
 
+        if html is not None and method is not Method.zeroplan:
+            raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
+        report = html_target(html, force)
         mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, sequence_parallel=sequence_parallel)
         if method is Method.megatron:
             from zeroplan.megatron.view import megatron_view
@@ -127,6 +135,10 @@ def estimate(
             result = answers.estimate(args, stage)
             for warning in result.warnings:
                 print_warning(warning)
+            if report is not None:  # the file first: a closed stdout cannot lose it
+                from zeroplan.cli.render.html import estimate_report
+
+                write_report(report, estimate_report(estimate_view(result, units)), force)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go, fmt)

@@ -77,6 +77,7 @@ SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megat
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+HtmlOpt = Annotated[Optional[str], typer.Option("--html", help="Also write a self-contained HTML report (inline SVG and CSS, nothing fetched) to this path; --force replaces an existing file.")]
 
 
 FromOpt = Annotated[Optional[str], typer.Option("--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it.")]
@@ -98,7 +99,7 @@ PolicyFileOpt = Annotated[Optional[str], typer.Option("--policy-file", help="YAM
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override one policy threshold, key=value; repeatable, applied after --policy-file.")]
 EmitOpt = Annotated[Optional[str], typer.Option("--emit-deepspeed", help="Write a DeepSpeed config for the recommendation to this path.")]
 EmitAccelerateOpt = Annotated[Optional[str], typer.Option("--emit-accelerate", help="Write an Accelerate config (FSDP or DDP) for an --engine fsdp|fsdp2|ddp recommendation to this path.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate overwrite an existing file.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate / --html overwrite an existing file.")]
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
 SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
 MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]

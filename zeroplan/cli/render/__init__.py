@@ -170,8 +170,20 @@ def engine_table(est: Estimate) -> Table | None:
     return table
 
 
+def timeline_part(est: Estimate, unit: Unit) -> Group | None:
+    """The step's timeline per stage (cli/render/timeline.py), drawn from the stages' JSON views (docs/json.md,
+    stages[].timeline) as --format json prints them; None when they carry none."""
+    from zeroplan.cli.render.timeline import timeline_chart
+    from zeroplan.memory.view import stage_view
+
+    views = [(s, stage_view(s)) for s in est.stages]
+    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit)
+
+
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
     parts = [estimate_table(est, unit), stacked_bars(est, unit)]
+    if (steps := timeline_part(est, unit)) is not None:
+        parts.append(steps)
     if (acts := activations_table(est, unit)) is not None:
         parts.append(acts)
     if (eng := engine_table(est)) is not None:
