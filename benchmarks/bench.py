@@ -36,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 FLOOR = "python -c 'import pydantic, typer, rich.table, yaml'"
 ESTIMATE = "zeroplan estimate --model llama-3.1-8b --gpus 8"
 ADVISE = "zeroplan advise"
+# Not a budget row: a typer command with estimate's 35 options that does nothing, to show what typer alone costs.
+TYPER_FLOOR = "benchmarks/typer_floor.py run (typer, 35 options, no work)"
 BUDGET = {ESTIMATE: 1.6, ADVISE: 3.5}  # at most this many times the floor's median
 DEEPSPEED_SPEEDUP_TARGET = 10  # zeroplan estimate at least this many times faster than DeepSpeed's estimator
 GRID_MIN_CONFIGS = 100_000
@@ -107,6 +109,7 @@ def commands(peers_python: str, scratch: Path) -> list[tuple[str, list[str] | No
     rows: list[tuple[str, list[str] | None, str]] = [
         ("python -c pass", [py, "-c", "pass"], ""),
         (FLOOR, [py, "-c", "import pydantic, typer, rich.table, yaml"], ""),
+        (TYPER_FLOOR, [py, str(ROOT / "benchmarks" / "typer_floor.py"), "run", "--o0", "1"], ""),
         (ESTIMATE, [*zp, "estimate", "--model", "llama-3.1-8b", "--gpus", "8"], ""),
         (f"{ESTIMATE} -f json", [*zp, "estimate", "--model", "llama-3.1-8b", "--gpus", "8", "-f", "json"], ""),
         (ADVISE, [*zp, "advise"], ""),
@@ -211,6 +214,12 @@ def targets(results: dict[str, dict], grid: dict) -> list[str]:
         by_count = f"; {counted[0] / counted[1]:.2f}x in instructions" if all(counted) else ""
         lines.append(f"- {label}: {seconds:.3f} s = {seconds / floor:.2f}x the floor{by_count} (budget <= {budget}x): "
                      f"{verdict(seconds <= budget * floor)}")
+    typer_alone = median(results, TYPER_FLOOR)
+    if typer_alone is not None and floor:
+        counted = results[TYPER_FLOOR].get("instructions"), results[FLOOR].get("instructions")
+        by_count = f"; {counted[0] / counted[1]:.2f}x in instructions" if all(counted) else ""
+        lines.append(f"- typer alone, {TYPER_FLOOR}: {typer_alone:.3f} s = {typer_alone / floor:.2f}x the floor"
+                     f"{by_count}: what a typer command costs before zeroplan does anything")
     wall, cpu = statistics.median(grid["wall"]), statistics.median(grid["cpu"])
     n = grid["configs"]
     lines.append(f"- grid: {n:,} configurations in {wall:.3f} s wall / {cpu:.3f} s CPU, median of {len(grid['wall'])} "

@@ -47,13 +47,18 @@ def layer_shapes(modules) -> dict[str, list]:
     return {m.name.replace("*", "N"): sorted(list(s) for s in m.shapes) for m in modules}
 
 
-def counted_layers(config) -> list[dict[str, list]]:
-    """Per layer kind of a config's block description, as measured_layers spells them."""
+def counted_layers(config_or_decoder) -> list[str]:
+    """The distinct layer structures of a block description (layers differing only in attention type are one),
+    each as sorted (module, shapes) text, as `measured_signatures` gives transformers' ones."""
     from zeroplan.models.params.decoder import layer_modules
 
-    dec = config.decoder()
-    kinds = list(dict.fromkeys(layer for layer, _ in dec.layers))
-    return [layer_shapes(layer_modules(layer, dec)) for layer in kinds]
+    dec = config_or_decoder.decoder() if hasattr(config_or_decoder, "decoder") else config_or_decoder
+    kinds = {str(sorted(layer_shapes(layer_modules(layer, dec)).items())) for layer, _ in dec.layers}
+    return sorted(kinds)
+
+
+def measured_signatures(model: str) -> list[str]:
+    return sorted(str(sorted(kind.items())) for kind in measured_layers(model))
 
 
 def counted_names(config) -> set[str]:

@@ -25,7 +25,8 @@ def validation():
     return importlib.import_module("validation.measure_activations")
 
 
-@pytest.mark.parametrize("family", ["llama", "llama-gqa", "gemma2", "gpt2", "gpt2-nodropout", "mixtral", "t5"])
+@pytest.mark.parametrize("family", ["llama", "llama-gqa", "gemma2", "gpt2", "gpt2-nodropout", "gpt2-tanh", "llama-relu",
+                                    "mixtral", "t5"])
 def test_predicted_within_tolerance_of_measured(validation, family):
     rows = validation.run(validation.grid([family], quick=True))
     assert rows, f"no measurable case for {family}"

@@ -16,7 +16,7 @@ FLOORS = {
     "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
-    "perf": 3, "deepspeed": 3, "frameworks": 3,
+    "perf": 3, "deepspeed": 3, "megatron": 3, "frameworks": 3,
     "scenario": 4,
     "advise": 5, "check": 5,
     "cli": 6, "api": 6,
@@ -136,7 +136,7 @@ def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors cli
 # The frozen option surface (torchtitan's test_no_new_cli_options idea): a new flag is a deliberate edit here.
 SCENARIO = {
     "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
-    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention",
+    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
 }
 # The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
@@ -151,18 +151,20 @@ FROZEN = {
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
+        "--tp", "--pp", "--cp", "--ep", "--vpp", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
+        "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
-        "--from", "--from-kind",
+        "--from", "--from-kind", "--html",
     },
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
     "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | FINETUNE | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed
-        "--from", "--from-kind",
+        "--from", "--from-kind", "--html",
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

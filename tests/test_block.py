@@ -5,10 +5,10 @@ data for a real model, gives the module paths and tensor shapes transformers 5.2
 from __future__ import annotations
 
 import pytest
-from hfreference import layer_shapes, measured_layers, measured_totals, reference
+from hfreference import counted_layers, measured_signatures, measured_totals, reference
 
 from zeroplan.models.block import MLA, MLP, Attention, Decoder, Layer, LinearAttention, MoE, runs, uniform
-from zeroplan.models.params.decoder import decoder_modules, layer_modules
+from zeroplan.models.params.decoder import decoder_modules
 
 
 def _deepseek_v3() -> Decoder:
@@ -76,12 +76,7 @@ def _counts(dec: Decoder) -> tuple[int, int, int, int]:
 
 @pytest.mark.parametrize("model", DESCRIBED)
 def test_each_layer_kind_has_transformers_modules_and_shapes(model: str) -> None:
-    dec = DESCRIBED[model]()
-    kinds = list(dict.fromkeys(layer for layer, _ in dec.layers))
-    counted = [layer_shapes(layer_modules(layer, dec)) for layer in kinds]
-    measured = measured_layers(model)
-    assert sorted(map(sorted, counted)) == sorted(map(sorted, measured))  # the same module paths per kind
-    assert sorted(str(sorted(k.items())) for k in counted) == sorted(str(sorted(k.items())) for k in measured)
+    assert counted_layers(DESCRIBED[model]()) == measured_signatures(model)
 
 
 @pytest.mark.parametrize("model", DESCRIBED)
@@ -104,3 +99,41 @@ def test_module_kinds_say_what_tensor_parallelism_splits() -> None:
     experts = by_name["model.layers.*.mlp.experts"]
     assert experts.kind == "experts" and experts.active == experts.params // 32 * 4
     assert by_name["model.layers.*.self_attn"].kind == "other"  # the sinks
+
+
+def test_router_correction_bias_is_a_buffer_not_a_parameter() -> None:
+    from zeroplan.models.params.decoder import persistent_buffer_numel
+
+    buffers = reference("DeepSeek-V3")["persistent_buffers"]
+    assert persistent_buffer_numel(_deepseek_v3()) == sum(b["numel_total"] for b in buffers.values())
+    assert _counts(_deepseek_v3())[0] == measured_totals("DeepSeek-V3")[0]  # and the count leaves it out
+    assert persistent_buffer_numel(_gpt_oss_20b()) == 0 == len(reference("gpt-oss-20b")["persistent_buffers"])
+
+
+def test_layer_kinds_give_each_structure_and_its_layers() -> None:
+    from zeroplan.models.params.decoder import layer_kinds
+
+    kinds = layer_kinds(_deepseek_v3())
+    measured = reference("DeepSeek-V3")["layer_types"]
+    assert [count for _, count in kinds] == [kind["num_layers"] for kind in measured]
+    assert [sum(m.params for m in modules) for modules, _ in kinds] == [kind["params_per_layer"] for kind in measured]
+    gated = layer_kinds(_qwen3_next())  # linear-attention and full-attention layers: two structures, 36 + 12
+    assert sorted(count for _, count in gated) == sorted(k["num_layers"] for k in reference("Qwen3-Next-80B-A3B")[
+        "layer_types"])
+
+
+@pytest.mark.parametrize("model", ["DeepSeek-V3", "Qwen3-Next-80B-A3B"])
+def test_fsdp_layout_has_one_block_per_layer_of_its_own_structure(model: str) -> None:
+    from math import prod
+
+    from zeroplan.memory.engines.layout import layout_from_decoder
+
+    dec = DESCRIBED[model]()
+    layout = layout_from_decoder(dec)
+    ref = reference(model)
+    assert sum(prod(s) for s in layout.tensors()) == ref["num_params"]
+    assert sorted(n for _, n in layout.kinds) == sorted(kind["num_layers"] for kind in ref["layer_types"])
+    assert sorted(layout.unit_numels[1:]) == sorted(
+        kind["params_per_layer"] for kind in ref["layer_types"] for _ in range(kind["num_layers"]))
+    assert layout.root_numel == ref["num_params"] - sum(k["params_per_layer"] * k["num_layers"]
+                                                        for k in ref["layer_types"])

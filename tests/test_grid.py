@@ -40,6 +40,7 @@ ARCH = Architecture(  # Llama-2-7B's shape; only the (fake) activation model bel
     family="llama", hidden_size=4096, num_layers=32, num_attention_heads=32, num_key_value_heads=32, head_dim=128,
     intermediate_size=11008, vocab_size=32000, gated_mlp=True, norm="rmsnorm", tie_word_embeddings=False,
 )
+GRID_MODES = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # selective-op: Llama-like only
 CKPT_FACTOR = {Checkpointing.none: 34, Checkpointing.selective: 20, Checkpointing.full: 2}
 
 
@@ -76,7 +77,7 @@ def expected_row(scn: Scenario, row: GridRow) -> GridRow:
 
 
 def full_grid(scn: Scenario) -> list[GridRow]:
-    return sweep_grid(scn, tuple(ZeroStage), (1, 2, 8, 16, 64), (1, 2, 7, 32), tuple(Checkpointing), ALL_OFFLOADS)
+    return sweep_grid(scn, tuple(ZeroStage), (1, 2, 8, 16, 64), (1, 2, 7, 32), GRID_MODES, ALL_OFFLOADS)
 
 
 @pytest.mark.parametrize("knobs", [DeepSpeedKnobs(), DeepSpeedKnobs(overlap_comm=True, zero_hpz_partition_size=8,
@@ -108,7 +109,7 @@ def test_rows_match_a_preset_estimate_with_the_real_activation_model():
     from zeroplan.scenario import scenario as build
 
     scn = build(ScenarioArgs(model="llama-2-7b"))
-    rows = sweep_grid(scn, (ZeroStage.zero1, ZeroStage.zero3), (8,), (1, 4), tuple(Checkpointing), [(OffloadDevice.none,) * 2])
+    rows = sweep_grid(scn, (ZeroStage.zero1, ZeroStage.zero3), (8,), (1, 4), GRID_MODES, [(OffloadDevice.none,) * 2])
     assert [row == expected_row(scn, row) for row in rows] == [True] * 12
 
 
@@ -126,7 +127,7 @@ def test_count_and_order_leave_out_offloads_a_stage_does_not_apply():
 
 
 def test_micro_batch_and_checkpointing_change_only_the_activations(fake_activations):
-    rows = sweep_grid(scenario(arch=ARCH), (ZeroStage.zero2,), (8,), (1, 2), tuple(Checkpointing), [(OffloadDevice.none,) * 2])
+    rows = sweep_grid(scenario(arch=ARCH), (ZeroStage.zero2,), (8,), (1, 2), GRID_MODES, [(OffloadDevice.none,) * 2])
     assert len({r.model_states_bytes for r in rows}) == 1
     tokens_layers_width = 2048 * 32 * 4096
     modelled = [tokens_layers_width * f * mb for f in (34, 20, 2) for mb in (1, 2)]
@@ -166,7 +167,7 @@ def test_parse_axis(text, values):
     ({"micro_batches": "8-2"}, "must run upwards"),
     ({"gpu_counts": "1-1e9"}, "at most 100,000 values"),
     ({"gpu_counts": "8-64:0"}, "step '0' must be positive"),
-    ({"checkpointings": "none,fool"}, "'fool' is not one of none, selective, full"),
+    ({"checkpointings": "none,fool"}, "'fool' is not one of none, selective, selective-op, full"),
     ({"micro_batches": "1-100000", "gpu_counts": "1-64"}, "narrow an axis"),
 ])
 def test_bad_axes(args, message):

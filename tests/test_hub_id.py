@@ -110,5 +110,11 @@ def test_a_hub_id_close_to_a_presets_gets_a_did_you_mean(runner):
 
     result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct"])
     assert result.exit_code == 1 and "did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)" in result.stderr
-    other = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen3-8B"])  # another generation: no guess
+    other = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen1.5-MoE-A2.7B"])  # another generation: no guess
     assert other.exit_code == 1 and "did you mean" not in other.stderr
+
+
+@pytest.mark.parametrize(("hub_id", "preset"), [("Qwen/Qwen3-8B", "qwen3-8b"), ("google/gemma-3-27b-it", "gemma3-27b"),
+                                                ("microsoft/phi-4", "phi-4"), ("HuggingFaceTB/SmolLM3-3B", "smollm3-3b")])
+def test_a_2025_hub_id_finds_its_preset_offline(hub_id, preset):
+    assert model_reference(hub_id) == preset

@@ -20,6 +20,11 @@ def rounding_unit(value: int) -> int:
     return unit
 
 
+def meets(computed: int, stated: int, rounded: bool) -> bool:
+    """An exact figure is met by equality; a rounded one ("7B", "1.3B") when the count rounds to it at its last digit."""
+    return abs(computed - stated) <= rounding_unit(stated) // 2 if rounded else computed == stated
+
+
 @pytest.mark.parametrize("name", PRESETS)
 def test_registry_preset_matches_its_published_count(name: str) -> None:
     spec = load_model(name)
@@ -27,22 +32,34 @@ def test_registry_preset_matches_its_published_count(name: str) -> None:
     assert (bundled_config_dir() / "models" / f"{name}.yaml").is_file()
     assert spec.source.startswith("https://huggingface.co/") and spec.source.endswith("/config.json")
     assert spec.reference_params is not None and spec.note
-    computed = count_params(spec).num_params
-    if spec.reference_rounded:
-        # A rounded figure ("7B", "1.3B") is met when the exact count rounds to it at its last digit.
-        assert abs(computed - spec.reference_params) <= rounding_unit(spec.reference_params) // 2
-    else:
-        assert computed == spec.reference_params
+    counted = count_params(spec)
+    assert spec.reference_active_params is None or counted.num_active_params < counted.num_params
+    stated = {"total": (counted.num_params, spec.reference_params),
+              "active": (counted.num_active_params, spec.reference_active_params)}
+    for figure, (computed, reference) in stated.items():
+        if reference is not None:
+            # A figure the preset says differs must differ (a stale flag fails too); its note says why.
+            assert meets(computed, reference, spec.reference_rounded) is (figure not in spec.reference_differs)
 
 
 # (params, largest layer, embeddings, active) as transformers 5.24 builds them on meta
-# (validation/count_params.py; tests/test_params_torch.py re-checks them against transformers).
+# (validation/count_params.py; tests/test_params_torch.py re-checks them against transformers; the 2025 presets'
+# figures are validation/hf_reference/counts.json's, written by validation/hf_reference/count.py).
 GOLDEN = {
+    # MoE presets: validation/hf_reference/counts.json (count.py, transformers 5.24 on meta) for the same configs.
+    "deepseek-v3": (671_026_404_352, 11_274_289_152, 1_853_358_080, 37_552_282_624),
+    "gpt-oss-120b": (116_829_156_672, 3_186_155_520, 1_158_266_880, 5_711_982_912),
+    "gpt-oss-20b": (20_914_757_184, 796_538_880, 1_158_266_880, 4_187_440_704),
+    "llama-4-maverick": (400_711_848_960, 16_106_127_360, 2_068_971_520, 17_184_691_200),
+    "llama-4-scout": (107_769_861_120, 2_013_265_920, 2_068_971_520, 17_172_894_720),
+    "qwen3-235b-a22b": (235_093_634_560, 2_415_919_104, 1_244_659_712, 22_190_763_520),
+    "qwen3-30b-a3b": (30_532_122_624, 603_979_776, 622_329_856, 3_353_032_704),
     "bloom": (176_247_271_424, 3_596_615_680, 3_596_615_680, 176_247_271_424),
     "falcon-7b": (6_921_720_704, 295_469_056, 295_469_056, 6_921_720_704),
     "gemma2-27b": (27_227_128_320, 1_179_648_000, 1_179_648_000, 27_227_128_320),
     "gemma2-2b": (2_614_341_888, 589_824_000, 589_824_000, 2_614_341_888),
     "gemma2-9b": (9_241_705_984, 917_504_000, 917_504_000, 9_241_705_984),
+    "gemma3-27b": (27_009_346_304, 1_409_630_208, 1_409_630_208, 27_009_346_304),
     "gpt-neox-20b": (20_554_567_680, 309_854_208, 619_708_416, 20_554_567_680),
     "gpt2": (124_439_808, 38_597_376, 39_383_808, 124_439_808),
     "gpt2-xl": (1_557_611_200, 80_411_200, 82_049_600, 1_557_611_200),
@@ -51,11 +68,17 @@ GOLDEN = {
     "llama-3.1-70b": (70_553_706_496, 1_050_673_152, 2_101_346_304, 70_553_706_496),
     "llama-3.1-8b": (8_030_261_248, 525_336_576, 1_050_673_152, 8_030_261_248),
     "mistral-7b": (7_241_732_096, 131_072_000, 262_144_000, 7_241_732_096),
+    "mistral-small-24b": (23_572_403_200, 671_088_640, 1_342_177_280, 23_572_403_200),
     "mixtral-8x7b": (46_702_792_704, 1_409_286_144, 262_144_000, 12_879_925_248),
     "opt-1.3b": (1_315_758_080, 102_957_056, 107_155_456, 1_315_758_080),
+    "olmo2-32b": (32_234_279_936, 513_802_240, 1_027_604_480, 32_234_279_936),
     "phi-3-mini": (3_821_079_552, 98_500_608, 197_001_216, 3_821_079_552),
+    "phi-4": (14_659_507_200, 513_802_240, 1_027_604_480, 14_659_507_200),
     "qwen2.5-72b": (72_706_203_648, 1_245_708_288, 2_491_416_576, 72_706_203_648),
     "qwen2.5-7b": (7_615_616_512, 544_997_376, 1_089_994_752, 7_615_616_512),
+    "qwen3-32b": (32_762_123_264, 777_912_320, 1_555_824_640, 32_762_123_264),
+    "qwen3-8b": (8_190_735_360, 622_329_856, 1_244_659_712, 8_190_735_360),
+    "smollm3-3b": (3_075_098_624, 262_668_288, 262_668_288, 3_075_098_624),
     "t5-3b": (2_851_598_336, 32_899_072, 32_899_072, 2_851_598_336),
 }
 
@@ -175,7 +198,18 @@ def test_mixtral_largest_layer_is_all_experts_of_one_layer() -> None:
     assert count_params(load_model("mixtral-8x7b")).largest_layer_params == expected
 
 
-@pytest.mark.parametrize("name", [n for n in PRESETS if n != "mixtral-8x7b"])
+MOE_PRESETS = [n for n in PRESETS if load_model(n).architecture().is_moe]
+
+
+@pytest.mark.parametrize("name", MOE_PRESETS)
+def test_moe_largest_layer_is_one_layers_fused_experts(name: str) -> None:
+    """transformers 5.x: a layer's routed experts are one module, larger than any embedding in every MoE preset."""
+    counted = count_params(load_model(name))
+    largest = next(m for m in module_inventory(load_model(name)) if m.params == counted.largest_layer_params)
+    assert largest.role == "experts" and counted.num_active_params < counted.num_params
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if n not in MOE_PRESETS])
 def test_dense_models_are_all_active_and_largest_layer_is_the_embedding(name: str) -> None:
     counted = count_params(load_model(name))
     largest = next(m for m in module_inventory(load_model(name)) if m.params == counted.largest_layer_params)

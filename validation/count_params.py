@@ -29,6 +29,10 @@ from zeroplan.registry import preset_names  # noqa: E402
 transformers.logging.set_verbosity_error()  # token-id range warnings for the tiny default configs
 
 
+# Published model_types transformers does not know, and the model_type whose code they ship (Kimi K2's auto_map).
+BUILD_AS = {"kimi_k2": "deepseek_v3"}
+
+
 class TorchCount(NamedTuple):
     num_params: int
     largest_layer_params: int
@@ -42,8 +46,11 @@ def build_on_meta(spec: ModelSpec, **other_hf_keys) -> torch.nn.Module:
     other_hf_keys: config keys zeroplan does not model but transformers needs (a pad_token_id).
     """
     hf_keys = spec.config.model_dump(by_alias=True, exclude_unset=True) | other_hf_keys
-    model_type = hf_keys.pop("model_type")
+    model_type = BUILD_AS.get(hf_keys["model_type"], hf_keys["model_type"])
+    del hf_keys["model_type"]
     config = AutoConfig.for_model(model_type, **hf_keys)
+    if "text_config" in hf_keys:  # a multimodal config: its language model, as zeroplan counts it
+        config = config.get_text_config()
     with torch.device("meta"):
         if model_type == "t5":
             return T5ForConditionalGeneration(config)
@@ -66,17 +73,18 @@ def _embedding_params(model: torch.nn.Module) -> int:
 
 
 def _skipped_expert_params(model: torch.nn.Module) -> int:
-    """Weights of the experts a token is not routed to: (E - k) / E of every experts module."""
-    config = model.config
-    experts = getattr(config, "num_local_experts", 0)
-    if not experts:
-        return 0
-    skipped = experts - config.num_experts_per_tok
-    return sum(
-        _unique_numel(m.parameters(recurse=False)) // experts * skipped
-        for name, m in model.named_modules()
-        if name.endswith("mlp.experts")
-    )
+    """Weights of the experts a token is not routed to: (E - k) / E of every experts module.
+
+    Routed experts are the modules whose class name ends in "Experts" (transformers 5.x fuses a layer's experts
+    into one, every tensor with a leading num_experts dimension); k is the config's num_experts_per_tok.
+    """
+    skipped = 0
+    for module in model.modules():
+        if type(module).__name__.endswith("Experts"):
+            params = list(module.parameters(recurse=False))
+            experts = params[0].shape[0]
+            skipped += _unique_numel(params) // experts * (experts - model.config.num_experts_per_tok)
+    return skipped
 
 
 def count_with_torch(model: torch.nn.Module) -> TorchCount:

@@ -42,12 +42,12 @@ from transformers.masking_utils import eager_mask, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from zeroplan.memory.activations import activation_bytes  # noqa: E402
-from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup  # noqa: E402
+from zeroplan.memory.activations import activation_bytes
+from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.families import parse_family_config  # noqa: E402
+from zeroplan.models.families import parse_family_config
 
-TOLERANCE = 0.10  # the issue's bar; the closed forms are meant to be exact
+TOLERANCE = 0.02  # issue 13: within 2% of every measured case; the closed forms are meant to be exact
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "activations.md"
 BEGIN, END = "<!-- BEGIN measured (validation/measure_activations.py --write-docs) -->", "<!-- END measured -->"
 
@@ -65,6 +65,9 @@ FAMILIES: dict[str, tuple[str, dict]] = {
                                        attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
     "gpt2": ("gpt2", _GPT2),
     "gpt2-nodropout": ("gpt2", _GPT2 | dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+    # The activation as the config names it: one fused op keeping its input, against gelu_new's four tensors.
+    "gpt2-tanh": ("gpt2", _GPT2 | dict(activation_function="gelu_pytorch_tanh")),
+    "llama-relu": ("llama", _LLAMA | dict(hidden_act="relu")),  # relu's saved output is the gate product's input
     "mixtral": ("mixtral", _LLAMA | dict(intermediate_size=64, num_key_value_heads=2, num_local_experts=4,
                                          num_experts_per_tok=2)),
     "qwen2": ("qwen2", _LLAMA | dict(num_attention_heads=8, num_key_value_heads=2)),
@@ -86,6 +89,7 @@ CHECKPOINTING = (Checkpointing.none, Checkpointing.selective, Checkpointing.full
 
 # Cases where the CPU kernels keep different tensors than the GPU ones; named, not measured.
 EXCLUDED = {
+    ("gpt2-tanh", "sdpa"): "as gpt2",
     ("gpt2", "sdpa"): "SDPA with dropout > 0 falls back on CPU to the math kernel, which keeps the a x s x s "
     "scores, probabilities and a full-width dropout mask; CUDA's flash/efficient kernels keep none of them",
     ("t5", "sdpa"): "T5 passes its learned position bias to SDPA as a dense mask that needs a gradient: the CPU "
@@ -212,6 +216,11 @@ def _core(base, selective: bool):
         impl = base or sys.modules[type(module).__module__].eager_attention_forward
         if base is not None:
             kwargs.pop("softcap", None)  # stand-in for FlashAttention-2's soft-capping kernel: same saved set
+            kwargs.pop("s_aux", None)  # and for the sink-aware flash kernels (gpt-oss): the sinks are a parameter
+            if getattr(module, "sliding_window", None):
+                # FlashAttention-2 applies a sliding window inside the kernel, with no mask and no repeat_kv, and
+                # saves what a causal call saves (q, k, v, output, log-sum-exp): SDPA, causal, stands in for it.
+                attention_mask = None
         rec = RECORDER
         if rec is not None:
             rec.core_inputs.update(t.untyped_storage().data_ptr() for t in (query, key, value))
@@ -265,8 +274,14 @@ class Measurement:
         return self.saved + self.held + self.logits + max(self.copy, recompute)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing) -> tuple[nn.Module, Architecture]:
+    model, model_type, kw = build_model(family, dtype, attention, checkpointing)
+    return model, architecture(model_type, kw)
+
+
+def build_model(family: str, dtype: str, attention: str, checkpointing: Checkpointing) -> tuple[nn.Module, str, dict]:
+    """The tiny transformers model of FAMILIES[family], in training mode, with the harness's attention."""
     model_type, kw = FAMILIES[family]
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     # "zp_fused": transformers gives names with "sdpa" or "flash" in them special treatment
@@ -279,13 +294,18 @@ def build(family: str, dtype: str, attention: str, checkpointing: Checkpointing)
     model.train()
     if checkpointing is Checkpointing.full:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model, architecture(model_type, kw)
+    return model, model_type, kw
 
 
 def measure(case: Case) -> tuple[Measurement, Architecture]:
-    global RECORDER
     model, arch = build(case.family, case.dtype, case.attention, case.checkpointing)
-    rec = RECORDER = Recorder(model)
+    return measure_model(case, model, arch.vocab_size, arch.family == "t5"), arch
+
+
+def measure_model(case: Case, model: nn.Module, vocab: int, t5: bool = False, rec: Recorder | None = None) -> Measurement:
+    """One training forward and loss of `model` on random ids, as the module docstring defines the terms."""
+    global RECORDER
+    rec = RECORDER = rec or Recorder(model)
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     hooks = []
     for i, layer in enumerate(layers):
@@ -296,7 +316,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
             hooks.append(module.register_forward_pre_hook(lambda m, _: rec.module_stack.append(m)))
             hooks.append(module.register_forward_hook(lambda *_: rec.module_stack.pop() and None))
     torch.manual_seed(1)
-    ids = torch.randint(1, arch.vocab_size, (case.micro_batch, case.seq_len))
+    ids = torch.randint(1, vocab, (case.micro_batch, case.seq_len))
     try:
         with cuda_like_dropout(), torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t):
             out = model(input_ids=ids, labels=ids.clone(), use_cache=False)  # training: no KV cache
@@ -305,7 +325,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
         for h in hooks:
             h.remove()
     logits = out.logits
-    upcast = arch.family != "t5" and logits.dtype != torch.float32
+    upcast = not t5 and logits.dtype != torch.float32
     held = {p: n for p, n in rec.held.items() if p not in rec.saved}
     if case.checkpointing is Checkpointing.none:
         held = {}
@@ -318,7 +338,7 @@ def measure(case: Case) -> tuple[Measurement, Architecture]:
         recompute_core=rec.recompute_core_bytes(),
     )
     _check_kernel(case, rec, model)
-    return m, arch
+    return m
 
 
 def _enter_layer(rec: Recorder, index: int, module, args, kwargs):
@@ -410,7 +430,7 @@ def write_docs(rows) -> None:
     head = (f"Generated by `python validation/measure_activations.py --write-docs` with torch {torch.__version__}, "
             f"transformers {transformers.__version__}; {len(rows)} cases.\n\n")
     body = f"{BEGIN}\n{head}{summary(rows)}\n\n<details><summary>All cases</summary>\n\n{markdown(rows)}\n\n</details>\n{END}"
-    DOCS.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S))
+    DOCS.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: body, text, flags=re.DOTALL))
 
 
 def main(argv=None) -> int:

@@ -32,12 +32,15 @@ from zeroplan.memory.setup import (
     Attention,
     Checkpointing,
     Engine,
+    Loss,
     OffloadDevice,
     Optimizer,
     Parallelism,
     Precision,
     TrainingSetup,
     ZeroStage,
+    checkpointing_label,
+    parse_checkpointing,
 )
 from zeroplan.models import presets as model_presets
 from zeroplan.models.architecture import ParamCount
@@ -55,7 +58,7 @@ E = TypeVar("E", bound=Enum)
 _SETUP, _PARALLELISM = TrainingSetup(), Parallelism()
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
-_ENUMS = {"precision": Precision, "optimizer": Optimizer, "checkpointing": Checkpointing, "attention": Attention,
+_ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config")
@@ -79,6 +82,7 @@ def estimate(
     grad_accum: Count = _SETUP.grad_accum,
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
+    loss: Loss | str = _SETUP.loss,
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
@@ -135,6 +139,7 @@ def recommend(
     seq_len: Count = _SETUP.seq_len,
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
+    loss: Loss | str = _SETUP.loss,
     engine: Engine | str = Engine.deepspeed,
     global_batch: Count = DEFAULT_GLOBAL_BATCH,
     topology: Topology | str | None = None,
@@ -250,6 +255,9 @@ def _option(name: str, value: Any) -> Any:
         return _count_text(value, option)
     if name in _ENUMS:
         return _member(_ENUMS[name], value, option)
+    if name == "checkpointing":  # an enum member or its text, or every:N
+        mode, every = parse_checkpointing(value if isinstance(value, Checkpointing) else str(value))
+        return checkpointing_label(mode, every) if every > 1 else mode
     if name in _AMOUNTS:
         return _amount(value, option)
     if name in _PATHS:

@@ -20,17 +20,35 @@ from zeroplan.memory.setup import Checkpointing, Engine, Precision
 # transformers 5.24 by tests/test_accelerate_emit.py when transformers is installed).
 LAYER_CLASSES = {
     "bloom": "BloomBlock",
+    "deepseek_v2": "DeepseekV2DecoderLayer",
+    "deepseek_v3": "DeepseekV3DecoderLayer",
     "falcon": "FalconDecoderLayer",
     "gemma": "GemmaDecoderLayer",
     "gemma2": "Gemma2DecoderLayer",
+    "gemma3_text": "Gemma3DecoderLayer",
+    "glm4": "Glm4DecoderLayer",
+    "glm4_moe": "Glm4MoeDecoderLayer",
     "gpt2": "GPT2Block",
     "gpt_neox": "GPTNeoXLayer",
+    "gpt_oss": "GptOssDecoderLayer",
+    "gptj": "GPTJBlock",
+    "granite": "GraniteDecoderLayer",
+    "granitemoe": "GraniteMoeDecoderLayer",
+    "kimi_k2": "DeepseekV3DecoderLayer",  # kimi_k2 runs DeepSeek-V3's code
     "llama": "LlamaDecoderLayer",
+    "llama4_text": "Llama4TextDecoderLayer",
     "mistral": "MistralDecoderLayer",
     "mixtral": "MixtralDecoderLayer",
+    "olmo2": "Olmo2DecoderLayer",
+    "olmo3": "Olmo3DecoderLayer",
     "opt": "OPTDecoderLayer",
     "phi3": "Phi3DecoderLayer",
     "qwen2": "Qwen2DecoderLayer",
+    "qwen2_moe": "Qwen2MoeDecoderLayer",
+    "qwen3": "Qwen3DecoderLayer",
+    "qwen3_moe": "Qwen3MoeDecoderLayer",
+    "qwen3_next": "Qwen3NextDecoderLayer",
+    "smollm3": "SmolLM3DecoderLayer",
     "t5": "T5Block",
 }
 # Accelerate's mixed_precision is autocast over fp32 parameters, which is how zeroplan.engines.storage counts
@@ -42,8 +60,11 @@ BACKWARD_PREFETCH = "BACKWARD_PRE"  # what zeroplan.engines.fsdp models for FSDP
 
 
 def layer_class(family: str | None) -> str | None:
-    """The block class Accelerate's TRANSFORMER_BASED_WRAP wraps for an HF model_type; None when unknown."""
-    return LAYER_CLASSES.get(family) if family else None
+    """The block class Accelerate's TRANSFORMER_BASED_WRAP wraps for an HF model_type (a multimodal one's: its
+    language model's); None when unknown."""
+    from zeroplan.models.families import TEXT_MODEL_TYPES
+
+    return LAYER_CLASSES.get(TEXT_MODEL_TYPES.get(family, family)) if family else None
 
 
 def _fsdp_config(advice: Advice) -> tuple[dict, list[str]]:
@@ -63,9 +84,9 @@ def _fsdp_config(advice: Advice) -> tuple[dict, list[str]]:
         notes.append("block class unknown for this model: Accelerate falls back to the model's _no_split_modules; "
                      "set fsdp_transformer_layer_cls_to_wrap to its decoder layer class")
     fsdp["fsdp_activation_checkpointing"] = rec.checkpointing is not Checkpointing.none
-    if rec.checkpointing is Checkpointing.selective:
+    if rec.checkpointing in (Checkpointing.selective, Checkpointing.selective_op):
         notes.append("fsdp_activation_checkpointing recomputes whole blocks (full checkpointing): less memory than "
-                     "the selective checkpointing planned, more compute")
+                     f"the {rec.checkpointing.value} checkpointing planned, more compute")
     fsdp["fsdp_offload_params"] = False  # offload is not modelled for PyTorch engines
     return fsdp, notes
 

@@ -27,6 +27,8 @@ NONE, CPU, NVME = OffloadDevice.none, OffloadDevice.cpu, OffloadDevice.nvme
 # CPU offload frees; it differs in host memory, so it is the rung for when the host cannot hold the states.
 RUNGS: tuple[tuple[OffloadDevice, OffloadDevice], ...] = ((NONE, NONE), (CPU, NONE), (CPU, CPU), (NVME, NVME))
 CHECKPOINTING_ORDER = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # least memory saved first
+# selective-op (torchtitan's per-op policy) is tried only when given: it is modelled for Llama-like families only
+RECOMPUTE_RANK = {Checkpointing.none: 0, Checkpointing.selective: 1, Checkpointing.selective_op: 2, Checkpointing.full: 3}
 
 
 def rung_stages(rung: tuple[OffloadDevice, OffloadDevice]) -> tuple[ZeroStage, ...]:
@@ -92,7 +94,7 @@ class Context:
         given = self.scn.setup.checkpointing
         if self.policy.tree is Tree.article or not self.policy.consider_checkpointing or not self.activations_modelled:
             return (given,)
-        return CHECKPOINTING_ORDER[CHECKPOINTING_ORDER.index(given):]
+        return (given,) + tuple(c for c in CHECKPOINTING_ORDER if RECOMPUTE_RANK[c] > RECOMPUTE_RANK[given])
 
 
 def candidate(ctx: Context, stage: ZeroStage, rung: tuple[OffloadDevice, OffloadDevice], ckpt: Checkpointing,
@@ -185,7 +187,7 @@ def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_b
 def preference(plan: Plan) -> tuple[int, int, int]:
     """The default tree's order: less offload, then less checkpointing, then less communication (lower stage)."""
     rung = RUNGS.index((plan.offload_optimizer, plan.offload_param))
-    return rung, CHECKPOINTING_ORDER.index(plan.checkpointing), int(plan.stage)
+    return rung, RECOMPUTE_RANK[plan.checkpointing], int(plan.stage)
 
 
 def alternatives(ctx: Context, chosen: Plan | None) -> tuple[Plan, ...]:

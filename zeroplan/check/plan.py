@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PositiveInt, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PositiveInt, model_validator
 
 from zeroplan.deepspeed.batch import BATCH_KEYS
 from zeroplan.deepspeed.reader import DeepSpeedConfig
@@ -24,10 +24,12 @@ from zeroplan.memory.setup import (
     Checkpointing,
     Engine,
     EngineOptions,
+    Loss,
     Optimizer,
     Parallelism,
     Precision,
     TrainingSetup,
+    parse_checkpointing,
     spread_gpus,
 )
 from zeroplan.units import parse_count
@@ -49,6 +51,18 @@ Count = Annotated[PositiveInt, BeforeValidator(_count)]
 MICRO, GAS, TBS = BATCH_KEYS  # train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size
 
 # Hugging Face `attn_implementation` values; all but eager keep no score matrices (zeroplan's `flash`).
+def _checkpointing_text(value: str) -> str:
+    try:
+        parse_checkpointing(value)
+    except ZeroplanError as err:
+        raise ValueError(str(err).replace("--checkpointing ", "")) from None
+    return value
+
+
+# none, selective, selective-op, full or every:N, as --checkpointing takes them (memory.setup.parse_checkpointing)
+CheckpointingText = Annotated[
+    str, BeforeValidator(lambda v: v.value if isinstance(v, Checkpointing) else v), AfterValidator(_checkpointing_text)
+]
 AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
 
 
@@ -61,8 +75,9 @@ class Training(Frozen):
     train_micro_batch_size_per_gpu: Count = Field(1, description="sequences per GPU per micro-step")
     gradient_accumulation_steps: Count | None = Field(None, description="micro-steps per optimizer step")
     train_batch_size: Count | None = Field(None, description="global batch: micro-batch x accumulation x GPUs")
-    checkpointing: Checkpointing = Checkpointing.none
+    checkpointing: CheckpointingText = "none"
     attn_implementation: AttnImplementation = "sdpa"
+    loss: Loss = Loss.hf
 
     @property
     def attention(self) -> Attention:
@@ -152,9 +167,11 @@ class Plan(Frozen):
         """The training setup the plan states (defaults for the rest), with the batch given if any."""
         t = self.training
         micro, gas = self.batch()
+        checkpointing, every = parse_checkpointing(t.checkpointing)
         return TrainingSetup(
             precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=micro_batch or micro,
-            grad_accum=grad_accum or gas, checkpointing=t.checkpointing, attention=t.attention,
+            grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
+            loss=t.loss,
         )  # fmt: skip
 
     def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:

@@ -24,7 +24,9 @@ from zeroplan.cli.options import (
     GlobalBatchOpt,
     GpusOpt,
     HardwareOpt,
+    HtmlOpt,
     LargestOpt,
+    LossOpt,
     NodesOpt,
     OptimizerOpt,
     ParamsOpt,
@@ -76,6 +78,7 @@ def advise(
     seq_len: SeqLenOpt = str(SETUP.seq_len),
     checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = SETUP.checkpointing,
     attention: AttentionOpt = SETUP.attention,
+    loss: LossOpt = SETUP.loss,
     engine: EngineOpt = Engine.deepspeed,
     from_file: FromOpt = None,
     from_kind: FromKindOpt = None,
@@ -87,6 +90,7 @@ def advise(
     emit_deepspeed: EmitOpt = None,
     emit_accelerate: EmitAccelerateOpt = None,
     force: ForceOpt = False,
+    html: HtmlOpt = None,
     units: UnitsOpt = Unit.gib,
     freeze: FreezeOpt = None,
     lora_rank: LoraRankOpt = None,
@@ -115,16 +119,21 @@ def advise(
     def go() -> None:
         from zeroplan.advise.request import advise_from
         from zeroplan.advise.view import advice_view
-        from zeroplan.cli.files import check_target
+        from zeroplan.cli.files import check_target, html_target, write_report
         from zeroplan.cli.render import advice as render_advice
 
         check_emit(engine, emit_deepspeed, emit_accelerate)
         for path in (target, accelerate):
             if path is not None:
                 check_target(path, force)
+        report = html_target(html, force)
         result = advise_from(args, opts)
         try:  # the files first: a closed or full stdout cannot lose them; the advice still shows why none fits
             _write_configs(result, target, accelerate, force)
+            if report is not None:
+                from zeroplan.cli.render.html import advice_report
+
+                write_report(report, advice_report(advice_view(result)), force)
         finally:
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 
@@ -183,5 +192,10 @@ def emit_note(advice: "Advice") -> str:
     ckpt = advice.recommendation.checkpointing
     if ckpt is None or ckpt.value == "none":
         return ""
-    return (f"; turn on {ckpt.value} activation checkpointing in the training script (e.g. Hugging Face "
-            "model.gradient_checkpointing_enable()): a DeepSpeed config does not switch it on")
+    if ckpt.value == "selective-op":
+        how = ("torchtitan's per-op policy: torch.utils.checkpoint with context_fn="
+               "create_selective_checkpoint_contexts(policy), torchtitan SelectiveAC")
+    else:
+        how = "e.g. Hugging Face model.gradient_checkpointing_enable()"
+    return (f"; turn on {ckpt.value} activation checkpointing in the training script ({how}): a DeepSpeed config "
+            "does not switch it on (its activation_checkpointing section only configures deepspeed.checkpointing)")

@@ -21,7 +21,9 @@ from zeroplan.cli.options import (
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
+    HtmlOpt,
     LargestOpt,
+    LossOpt,
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
@@ -70,7 +72,8 @@ def check(
     optimizer_in_backward: OptimInBwdOpt = False,
     fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --output replace an existing file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Let --output or --html replace an existing file.")] = False,
+    html: HtmlOpt = None,
     deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
     from_file: FromOpt = None,
     from_kind: FromKindOpt = None,
@@ -85,8 +88,9 @@ def check(
     seq_len: SeqLenOpt = str(SETUP.seq_len),
     micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
     grad_accum: GradAccumOpt = str(SETUP.grad_accum),
-    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    checkpointing: CheckpointingOpt = SETUP.checkpointing.value,
     attention: AttentionOpt = SETUP.attention,
+    loss: LossOpt = SETUP.loss,
 ) -> None:
     """Check plans (or one DeepSpeed config, or a --from file) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
     args = scenario_args(locals(), ctx)
@@ -99,12 +103,21 @@ def check(
             from zeroplan.cli.files import check_target
 
             check_target(output, force)
+        from zeroplan.cli.files import html_target
+
+        report_path = html_target(html, force)
         if from_file:
             report = checkrun.check_from_file(args, ignore=ignore or [], strict=strict)
         elif deepspeed_config:
             report = checkrun.check_deepspeed_config(deepspeed_config, args, ignore=ignore or [], strict=strict)
         else:
             report = checkrun.check_plans(plans or [], ignore=ignore or [], strict=strict)
+        if report_path is not None:  # before stdout: a closed stdout cannot lose it
+            from zeroplan.check.formats import check_view
+            from zeroplan.cli.files import write_report
+            from zeroplan.cli.render.html import check_report
+
+            write_report(report_path, check_report(check_view(report)), force)
         _emit_check(report, fmt, output, force)
         raise typer.Exit(report.exit_code)
 

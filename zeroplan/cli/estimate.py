@@ -10,8 +10,11 @@ from zeroplan.cli.options import (
     SETUP,
     AttentionOpt,
     CheckpointingOpt,
+    CpOpt,
     DsConfigOpt,
     EngineOpt,
+    EpOpt,
+    ForceOpt,
     Format,
     FormatOpt,
     Fp32AccumOpt,
@@ -22,9 +25,11 @@ from zeroplan.cli.options import (
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
+    HtmlOpt,
     KnobOpt,
     LargestOpt,
     Method,
+    LossOpt,
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
@@ -33,10 +38,14 @@ from zeroplan.cli.options import (
     OptimizerOpt,
     OverlapOpt,
     ParamsOpt,
+    PpOpt,
     PrecisionOpt,
     SeqLenOpt,
+    SeqParallelOpt,
     StageOpt,
+    TpOpt,
     UnitsOpt,
+    VppOpt,
 )
 from zeroplan.cli.options import (
     AdapterConfigOpt,
@@ -55,6 +64,7 @@ from zeroplan.cli.options import (
     QuantType,
     QuantTypeOpt,
 )
+from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
     Engine,
@@ -78,8 +88,9 @@ def estimate(
     seq_len: SeqLenOpt = str(SETUP.seq_len),
     micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
     grad_accum: GradAccumOpt = str(SETUP.grad_accum),
-    checkpointing: CheckpointingOpt = SETUP.checkpointing,
+    checkpointing: CheckpointingOpt = SETUP.checkpointing.value,
     attention: AttentionOpt = SETUP.attention,
+    loss: LossOpt = SETUP.loss,
     offload_optimizer: OffloadOptOpt = OffloadDevice.none,
     offload_param: OffloadParamOpt = OffloadDevice.none,
     reduce_bucket_size: KnobOpt = None,
@@ -109,18 +120,42 @@ def estimate(
     load_in_8bit: Int8Opt = False,
     adapter_config: AdapterConfigOpt = None,
     optimizer_in_backward: OptimInBwdOpt = False,
-    method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's own estimator functions to the byte.")] = Method.zeroplan,
+    method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    sequence_parallel: SeqParallelOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
+    html: HtmlOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Per-GPU memory under each ZeRO stage (a --deepspeed-config's or --from file's stage): model states, buffers, activations, overhead."""
     args = scenario_args(locals(), ctx)
 
     def go() -> None:
         from zeroplan.cli import views
+        from zeroplan.cli.files import html_target, write_report
         from zeroplan.scenario import answers
+        from zeroplan.scenario.megatron import MeshArgs
 
+        if html is not None and method is not Method.zeroplan:
+            raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
+        report = html_target(html, force)
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, sequence_parallel=sequence_parallel)
+        if method is Method.megatron:
+            from zeroplan.megatron.view import megatron_view
+            from zeroplan.scenario.megatron import megatron_estimate
+
+            found = megatron_estimate(args, mesh, stage)
+            show(lambda: megatron_view(found), lambda: _megatron_tables(found, units), fmt)
+            return
+        if mesh.given:
+            raise UsageError(f"{', '.join(mesh.given)}: zeroplan's own model covers data parallelism so far; "
+                             "--method megatron computes Megatron-LM's formula for a tensor/pipeline/context/expert mesh")
         if method is Method.deepspeed:
             result = answers.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
@@ -130,6 +165,16 @@ def estimate(
             result = answers.estimate(args, stage)
             for warning in result.warnings:
                 print_warning(warning)
+            if report is not None:  # the file first: a closed stdout cannot lose it
+                from zeroplan.cli.render.html import estimate_report
+
+                write_report(report, estimate_report(estimate_view(result, units)), force)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go, fmt)
+
+
+def _megatron_tables(found, units: Unit) -> list:
+    from zeroplan.cli.render.megatron import megatron_tables
+
+    return megatron_tables(found, units)

@@ -1,4 +1,4 @@
-"""Writing the files a user asked for (--emit-deepspeed, --emit-accelerate, --output): atomically, never over
+"""Writing the files a user asked for (--emit-deepspeed, --emit-accelerate, --output, --html): atomically, never over
 a file unasked, never over anything but a regular file.
 
 The only module that writes to disk. A write goes to a temp file beside the target, then is linked
@@ -15,7 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from zeroplan.errors import ZeroplanError
+from zeroplan.errors import UsageError, ZeroplanError
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
@@ -48,6 +48,27 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def html_target(value: str | None, force: bool) -> Path | None:
+    """The --html path, checked before any work (an empty value is a UsageError; an existing file needs --force)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise UsageError(f"--html needs a file path, got {value!r}")
+    path = Path(value)
+    check_target(path, force)
+    return path
+
+
+def write_report(path: Path | None, text: str, force: bool) -> None:
+    """Write the HTML report asked for with --html, and say so on stderr (stdout stays the result)."""
+    if path is None:
+        return
+    from zeroplan.cli.common import console
+
+    write_new_file(path, text, force=force)
+    console(stderr=True).print(f"wrote {path}: HTML report", soft_wrap=True)
 
 
 def check_target(path: Path, force: bool) -> None:

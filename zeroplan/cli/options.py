@@ -10,8 +10,8 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
     Attention,
-    Checkpointing,
     Engine,
+    Loss,
     OffloadDevice,
     Optimizer,
     Parallelism,
@@ -35,6 +35,7 @@ class Format(str, Enum):
 class Method(str, Enum):
     zeroplan = "zeroplan"
     deepspeed = "deepspeed"
+    megatron = "megatron"
 
 
 class CheckFormat(str, Enum):
@@ -57,7 +58,9 @@ Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulat
 SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
 MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
 GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
-CheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation checkpointing.")]
+CHECKPOINTING_NAMES = "none, selective, selective-op, full or every:N"
+CheckpointingOpt = Annotated[str, typer.Option("--checkpointing", help=f"Activation checkpointing: {CHECKPOINTING_NAMES} (docs/activations.md): selective is Korthikanti's attention-core recompute, selective-op torchtitan's per-op policy, full every layer (HF gradient_checkpointing), every:N full on every N-th layer (torchtitan selective_ac_option=N).")]
+LossOpt = Annotated[Loss, typer.Option("--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss).")]
 AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
 OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
 OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]
@@ -65,9 +68,16 @@ KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimizatio
 OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
 GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
 FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
+TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Tensor-parallel degree (--method megatron).")]
+PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--method megatron).")]
+CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
+EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
+VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Virtual stages per pipeline rank, interleaved 1F1B (--method megatron).")]
+SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+HtmlOpt = Annotated[Optional[str], typer.Option("--html", help="Also write a self-contained HTML report (inline SVG and CSS, nothing fetched) to this path; --force replaces an existing file.")]
 
 
 FromOpt = Annotated[Optional[str], typer.Option("--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it.")]
@@ -89,7 +99,7 @@ PolicyFileOpt = Annotated[Optional[str], typer.Option("--policy-file", help="YAM
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override one policy threshold, key=value; repeatable, applied after --policy-file.")]
 EmitOpt = Annotated[Optional[str], typer.Option("--emit-deepspeed", help="Write a DeepSpeed config for the recommendation to this path.")]
 EmitAccelerateOpt = Annotated[Optional[str], typer.Option("--emit-accelerate", help="Write an Accelerate config (FSDP or DDP) for an --engine fsdp|fsdp2|ddp recommendation to this path.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate overwrite an existing file.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate / --html overwrite an existing file.")]
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
 SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
 MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]

@@ -22,7 +22,7 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
-from zeroplan.memory.setup import Checkpointing, Engine, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
@@ -70,6 +70,7 @@ class AxolotlKeys(FileKeys):
     rl: str | None = None
     tiled_mlp: bool | None = None
     plugins: list[str] | None = None
+    liger_fused_linear_cross_entropy: bool | None = None  # axolotl.integrations.liger (LigerPlugin) args
 
 
 def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
@@ -92,6 +93,8 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     if (optimizer := optimizer_taken("optimizer", keys.optimizer, "optimizer" not in stated, refuse)) is not None:
         taken.append(optimizer)
     taken += _engine(keys, origin, refuse)
+    if keys.liger_fused_linear_cross_entropy and any("liger" in p.lower() for p in keys.plugins or ()):
+        taken.append(take("liger_fused_linear_cross_entropy", "loss", Loss.liger, "--loss liger"))
     refuse.raise_any()
     return FrameworkRun(FromKind.axolotl, origin, tuple(taken), _uncounted(keys))
 

@@ -22,7 +22,7 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
-from zeroplan.memory.setup import Checkpointing, Engine, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
@@ -89,7 +89,12 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
     if (optimizer := optimizer_taken("optim", keys.optim, "optim" not in stated, refuse)) is not None:
         taken.append(optimizer)
     refuse.raise_any()
-    uncounted = ("enable_liger_kernel: true (fused kernels, chunked loss)",) if keys.enable_liger_kernel else ()
+    # apply_liger_kernel (src/llamafactory/model/model_utils/liger_kernel.py) keeps Liger's default
+    # fused_linear_cross_entropy for the pt and sft stages, the only ones read here
+    if keys.enable_liger_kernel:
+        taken.append(take("enable_liger_kernel", "loss", Loss.liger, "--loss liger"))
+    uncounted = (("enable_liger_kernel: true (Liger's RMSNorm, RoPE and SwiGLU kernels)",)
+                 if keys.enable_liger_kernel else ())
     return FrameworkRun(FromKind.llamafactory, origin, tuple(taken), uncounted)
 
 

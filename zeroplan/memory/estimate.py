@@ -64,6 +64,7 @@ def summarize_model(name: str, counts: ParamCount, arch: Architecture | None, kn
         num_embedding_params=counts.num_embedding_params,
         num_active_params=counts.num_active_params,
         small_param_numel=small_param_numel(arch, knobs),
+        count_notes=counts.notes,
     )
 
 
@@ -245,9 +246,11 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
     setup = scn.setup
     notes = [f"byte recipe {recipe.describe()}"] + engine_notes(scn) + [
         f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
-        f"{setup.grad_accum}, checkpointing {setup.checkpointing.value}, attention {setup.attention.value}",
+        f"{setup.grad_accum}, checkpointing {setup.checkpointing_label}, attention {setup.attention.value}, "
+        f"loss {setup.loss.value}",
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
+    notes += [f"parameter count: {note}" for note in model.count_notes]
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 

@@ -31,7 +31,8 @@ OffloadPair = tuple[OffloadDevice, OffloadDevice]  # (offload_optimizer, offload
 
 # Cheapest first, for choosing the best fitting configuration (offload and recomputation cost throughput).
 OFFLOAD_COST = {OffloadDevice.none.value: 0, OffloadDevice.cpu.value: 1, OffloadDevice.nvme.value: 2}
-RECOMPUTE_COST = {Checkpointing.none.value: 0, Checkpointing.selective.value: 1, Checkpointing.full.value: 2}
+RECOMPUTE_COST = {Checkpointing.none.value: 0, Checkpointing.selective.value: 1, Checkpointing.selective_op.value: 2,
+                  Checkpointing.full.value: 3}
 
 
 class GridRow(NamedTuple):

@@ -62,7 +62,44 @@ class Optimizer(str, Enum):
 class Checkpointing(str, Enum):
     none = "none"
     selective = "selective"  # Korthikanti et al. 2022: recompute the attention core only
-    full = "full"  # keep each layer's input, recompute the layer in backward
+    # torchtitan's per-op selective AC (SelectiveAC): keep matmul (every other mm) and attention outputs
+    selective_op = "selective-op"
+    full = "full"  # keep each layer's input, recompute the layer in backward (every n-th layer: checkpoint_every)
+
+
+class Loss(str, Enum):
+    """How the cross-entropy meets the logits (docs/activations.md, loss variants)."""
+
+    hf = "hf"  # transformers ForCausalLMLoss: logits.float(), then cross-entropy (T5: on the 16-bit logits)
+    no_upcast = "no-upcast"  # F.cross_entropy on the compute-dtype logits
+    chunked = "chunked"  # torchtune CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
+    liger = "liger"  # Liger Kernel LigerFusedLinearCrossEntropyLoss: no full logits
+
+
+EVERY_PREFIX = "every:"
+
+
+def parse_checkpointing(value: "Checkpointing | str") -> tuple[Checkpointing, int]:
+    """(mode, every) from none | selective | selective-op | full | every:N (full checkpointing of every N-th layer,
+    torchtitan's layer SAC `selective_ac_option = N`). ZeroplanError on anything else."""
+    if isinstance(value, Checkpointing):
+        return value, 1
+    text = str(value).strip()
+    if text.startswith(EVERY_PREFIX):
+        count = text[len(EVERY_PREFIX):]
+        if not count.isdigit() or int(count) < 1:
+            raise ZeroplanError(f"--checkpointing {text}: every:N needs a whole number of layers N >= 1")
+        return Checkpointing.full, int(count)
+    try:
+        return Checkpointing(text), 1
+    except ValueError:
+        names = ", ".join(c.value for c in Checkpointing)
+        raise ZeroplanError(f"--checkpointing {text!r}: expected one of {names} or every:N") from None
+
+
+def checkpointing_label(mode: Checkpointing, every: int) -> str:
+    """The spelling --checkpointing takes back: every:N for full checkpointing of every N-th layer."""
+    return f"{EVERY_PREFIX}{every}" if mode is Checkpointing.full and every > 1 else mode.value
 
 
 class Attention(str, Enum):
@@ -128,7 +165,13 @@ class TrainingSetup:
     micro_batch: Annotated[Count, Field(description="sequences per GPU per micro-step")] = 1
     grad_accum: Annotated[Count, Field(description="micro-steps per optimizer step")] = 1
     checkpointing: Checkpointing = Checkpointing.none
+    checkpoint_every: Annotated[Count, Field(description="full checkpointing: only every n-th layer (torchtitan layer SAC)")] = 1
     attention: Attention = Attention.flash
+    loss: Loss = Loss.hf
+
+    @property
+    def checkpointing_label(self) -> str:
+        return checkpointing_label(self.checkpointing, self.checkpoint_every)
 
     @property
     def tokens_per_micro_step(self) -> int:

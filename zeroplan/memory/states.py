@@ -84,6 +84,7 @@ class ModelSummary:
     num_embedding_params: Size = 0
     num_active_params: Size = 0
     small_param_numel: Annotated[Size, Field(description="elements in tensors under the ZeRO-3 persistence threshold")] = 0
+    count_notes: Annotated[tuple[Text, ...], Field(description="what the count leaves out (a vision tower)")] = ()
 
 
 def cpu_offload_terms(states: ModelStates, num_params: int, recipe: Recipe, dp: int, knobs: DeepSpeedKnobs) -> tuple[Term, ...]:

@@ -70,6 +70,9 @@ class Architecture:
     dense_intermediate_size: Annotated[Size, Field(description="MLP width of the dense layers of an MoE model; "
                                                                "0 = intermediate_size")] = 0
     shared_expert_intermediate_size: Annotated[Size, Field(description="total width of the shared experts")] = 0
+    shared_expert_gate: Annotated[Flag, Field(description="a d -> 1 sigmoid gate on the shared expert (Qwen2-MoE)")] = (
+        False
+    )
     q_lora_rank: Annotated[Size, Field(description="MLA: low-rank query width; 0 = no low-rank query")] = 0
     kv_lora_rank: Annotated[Size, Field(description="MLA: compressed kv width; 0 = not MLA")] = 0
     qk_nope_head_dim: Size = 0
@@ -80,6 +83,11 @@ class Architecture:
     linear_key_head_dim: Size = 0
     linear_value_head_dim: Size = 0
     linear_conv_kernel_dim: Size = 0
+    # Routing facts only the activations read (memory/activations/moe.py): how the router's top-k is formed.
+    router_norm_topk: Annotated[Flag, Field(description="top-k weights renormalised (norm_topk_prob; Mixtral "
+                                                        "always)")] = True
+    router_groups: Annotated[Count, Field(description="group-limited routing's groups (n_group; DeepSeek-V3 8)")] = 1
+    router_topk_groups: Annotated[Count, Field(description="groups kept per token (topk_group; DeepSeek-V3 4)")] = 1
 
     @property
     def is_moe(self) -> bool:
@@ -113,3 +121,4 @@ class ParamCount:
     num_embedding_params: int  # token (and learned position) embeddings, plus an untied LM head
     largest_layer_params: int  # max over modules of their own direct parameters (DeepSpeed's model_to_params)
     num_active_params: int  # parameters one token touches (MoE: top-k experts); = num_params if dense
+    notes: tuple[str, ...] = ()  # what the count leaves out (a vision tower, multi-token-prediction layers)

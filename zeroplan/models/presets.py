@@ -23,10 +23,13 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     """A ModelSpec from a zeroplan YAML spec mapping, or from an HF config.json mapping (hf_name given)."""
     from pydantic import ValidationError
 
-    from zeroplan.models.families import ModelSpec
+    from zeroplan.models.families import ModelSpec, missing_required
 
     data = require_mapping(data, origin)
     if hf_name is not None:
+        if (missing := missing_required(data)) is not None:
+            raise SpecError(f"{origin}: {'.'.join(missing)}: missing; a Hugging Face config.json states it (the "
+                            "config class's default describes another model)")
         return ModelSpec(name=hf_name, source=origin, config=_family_config(data, origin, strict=False))
     body = dict(data)
     config = _family_config(require_mapping(body.pop("config", None), f"{origin}: config"), origin, strict=True)
@@ -56,7 +59,10 @@ def load_model_file(path: Path) -> ModelSpec:
     """A model from a zeroplan YAML spec or a Hugging Face config.json."""
     text = read_text(path)
     if path.suffix == ".json":
-        return model_from_data(parse_json(text, str(path)), str(path), hf_name=path.parent.name or path.stem)
+        # transformers' from_pretrained reads a folder's config.json: the folder names the model; any other .json
+        # file names it by its stem.
+        name = path.resolve().parent.name if path.name == "config.json" else path.stem
+        return model_from_data(parse_json(text, str(path)), str(path), hf_name=name or path.stem)
     return model_from_data(parse_yaml(text, str(path)), str(path))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import HardwareSpec
+from zeroplan.memory.activations.checkpointing import checkpointed_layers, op_sac_recomputed_params
 from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
 from zeroplan.models.architecture import Architecture, ParamCount
 
@@ -54,8 +55,21 @@ def hardware_flops_per_micro_step(
     attn = attention_fwd_flops_per_token(arch, setup.seq_len, causal=causal) if arch else 0.0
     tokens = setup.tokens_per_micro_step
     forward = tokens * (FWD_FLOPS_PER_PARAM * params.num_active_params + attn)
-    recompute = {Checkpointing.none: 0.0, Checkpointing.selective: tokens * attn, Checkpointing.full: forward}
-    return forward, BWD_PER_FWD * forward + recompute[setup.checkpointing]
+    if setup.checkpointing is Checkpointing.full:
+        recompute = forward * _wrapped_share(arch, setup.checkpoint_every)
+    elif setup.checkpointing is Checkpointing.selective_op and arch is not None:
+        # torchtitan SelectiveAC: the mms it does not keep run again; attention's kernel output is kept
+        recompute = tokens * FWD_FLOPS_PER_PARAM * arch.num_layers * op_sac_recomputed_params(arch)
+    else:
+        recompute = tokens * attn if setup.checkpointing is Checkpointing.selective else 0.0
+    return forward, BWD_PER_FWD * forward + recompute
+
+
+def _wrapped_share(arch: Architecture | None, every: int) -> float:
+    """Share of the layers a full checkpoint wraps (every:N: the N-th, 2N-th, ...)."""
+    if every == 1 or arch is None:
+        return 1.0
+    return sum(checkpointed_layers(arch.num_layers, every)) / arch.num_layers
 
 
 def peak_tflops(hw: HardwareSpec, precision: Precision) -> float:

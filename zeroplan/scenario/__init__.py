@@ -24,12 +24,14 @@ from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
     Engine,
+    Loss,
     OffloadDevice,
     Optimizer,
     Parallelism,
     Precision,
     TrainingSetup,
     ZeroStage,
+    parse_checkpointing,
     spread_gpus,
 )
 from zeroplan.memory.states import ModelSummary
@@ -67,8 +69,9 @@ class ScenarioArgs:
     seq_len: str = str(_SETUP.seq_len)
     micro_batch: str = str(_SETUP.micro_batch)
     grad_accum: str = str(_SETUP.grad_accum)
-    checkpointing: Checkpointing = _SETUP.checkpointing
+    checkpointing: Checkpointing | str = _SETUP.checkpointing  # str: every:N (memory.setup.parse_checkpointing)
     attention: Attention = _SETUP.attention
+    loss: Loss = _SETUP.loss
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None
@@ -164,10 +167,12 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
 
 
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
+    checkpointing, every = parse_checkpointing(args.checkpointing)
     return validated(TrainingSetup, dict(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
-        grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=args.checkpointing, attention=args.attention,
+        grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
+        checkpoint_every=every, loss=args.loss,
     ))
 
 

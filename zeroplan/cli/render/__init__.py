@@ -128,6 +128,11 @@ ACTIVATION_LINES = (  # (ActivationEstimate field, label); the lines sum to tota
     ("logit_softcap_bytes", "logit soft-capping"),
     ("loss_bytes", "loss (fp32 copy, log-softmax, labels)"),
 )
+LOSS_LABELS = {  # --loss -> what its loss line holds (docs/activations.md, loss variants)
+    "no-upcast": "loss (log-softmax, labels)",
+    "chunked": "loss (log-softmax, one chunk's fp32 copy, labels)",
+    "liger": "loss (Liger grad_input, grad_weight, chunk)",
+}
 
 
 def activations_table(est: Estimate, unit: Unit) -> Table | None:
@@ -137,11 +142,13 @@ def activations_table(est: Estimate, unit: Unit) -> Table | None:
         return None
     setup = est.setup
     title = (f"activations per GPU: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, "
-             f"checkpointing {setup.checkpointing.value}, attention {setup.attention.value}")
+             f"checkpointing {setup.checkpointing_label}, attention {setup.attention.value}, loss {setup.loss.value}")
     table = Table(title=title, title_justify="left", show_edge=False, min_width=len(title))
     table.add_column("line", no_wrap=True)
     table.add_column(unit.label, justify="right")
     for field, label in ACTIVATION_LINES:
+        if field == "loss_bytes":
+            label = LOSS_LABELS.get(acts.loss, label)
         if (value := getattr(acts, field)):
             table.add_row(label, f"{to_unit(value, unit):,.2f}")
     table.add_row("= activations", f"{to_unit(acts.total_bytes, unit):,.2f}", style="bold")
@@ -165,8 +172,20 @@ def engine_table(est: Estimate) -> Table | None:
     return table
 
 
+def timeline_part(est: Estimate, unit: Unit) -> Group | None:
+    """The step's timeline per stage (cli/render/timeline.py), drawn from the stages' JSON views (docs/json.md,
+    stages[].timeline) as --format json prints them; None when they carry none."""
+    from zeroplan.cli.render.timeline import timeline_chart
+    from zeroplan.memory.view import stage_view
+
+    views = [(s, stage_view(s)) for s in est.stages]
+    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit)
+
+
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
     parts = [estimate_table(est, unit), stacked_bars(est, unit)]
+    if (steps := timeline_part(est, unit)) is not None:
+        parts.append(steps)
     if (acts := activations_table(est, unit)) is not None:
         parts.append(acts)
     if (eng := engine_table(est)) is not None:

@@ -17,17 +17,24 @@ from zeroplan.memory.activations.attention import (
     core_recompute_bytes,
     recompute_extra_bytes,
 )
+from zeroplan.memory.activations.checkpointing import (
+    check_supported,
+    checkpointed_layers,
+    op_sac_layer_terms,
+    op_sac_recompute_bytes,
+)
+from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
+from zeroplan.memory.activations.llama4 import chunk_mask_bytes
+from zeroplan.memory.activations.moe import layer_kinds, layer_variants, moe_assumptions
 from zeroplan.memory.activations.terms import (
-    FP32_BYTES,
-    INDEX_BYTES,
     embedding_terms,
     final_norm_terms,
     layer_input_saved_bytes,
     layer_terms,
     recompute_held_bytes,
 )
-from zeroplan.memory.activations.traits import Traits, traits_of
-from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
+from zeroplan.memory.activations.traits import Traits, activation_saves, traits_of
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
 
@@ -60,11 +67,14 @@ class ActivationEstimate:
     per_layer_bytes: int  # one (the largest) layer's saved tensors under this checkpointing
     layer_terms: tuple[ActivationTerm, ...]  # per_layer_bytes without checkpointing, by tensor group
     assumptions: tuple[str, ...]
-
-
-# Cross-entropy: HF's ForCausalLMLoss upcasts the logits with .float() (a new fp32 b s V tensor) and
-# log_softmax saves its fp32 output for the backward (transformers loss/loss_utils.py).
-LOSS_LOG_SOFTMAX_BYTES = FP32_BYTES
+    # Each layer's kept bytes in forward order (T5: encoder layers, then decoder layers) under this checkpointing;
+    # they sum to layers_bytes less what the recompute re-reads (masks, position ids: held_bytes).
+    layer_bytes: tuple[int, ...] = ()
+    held_bytes: int = 0  # masks / position ids / biases the checkpointed layers re-read, kept once
+    checkpointing: str = "none"  # as --checkpointing spells it: none, selective, selective-op, full, every:N
+    loss: str = "hf"  # as --loss spells it
+    # The part of loss_bytes alive only while the loss's forward runs (fp32 copy, Liger's chunk and temporaries).
+    loss_transient_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:
@@ -78,33 +88,43 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     Source: Korthikanti et al. 2022 eq. 1-2 as the frame, terms from what PyTorch saves (docs/activations.md).
     """
     traits = traits_of(arch)
+    check_supported(arch, setup, traits.eager_only)
     e = setup.precision.compute_bytes
     b, s = setup.micro_batch, setup.seq_len
     flash = setup.attention is Attention.flash and not traits.eager_only
     ckpt = _effective_checkpointing(setup.checkpointing, flash)
-    terms = layer_terms(arch, traits, b, s, e, flash=flash, selective=False)
+    terms = max((layer_terms(layer, traits, b, s, e, flash=flash, selective=False) for layer, _ in layer_variants(arch)),
+                key=lambda ts: sum(t for _, t in ts))
     layer_full = sum(t for _, t in terms)
-    per_layer, layers = _stack_bytes(arch, traits, b, s, e, flash, ckpt)
-    logits = e * b * s * arch.vocab_size
-    softcap = e * b * s * arch.vocab_size if arch.final_logit_softcapping else 0
-    loss_copy = _loss_copy_bytes(traits, b, s, arch.vocab_size, e)
-    loss = _loss_saved_bytes(traits, b, s, arch.vocab_size, e) + loss_copy
-    recompute = max(0, _recompute_bytes(arch, traits, b, s, e, flash, ckpt, layer_full) - loss_copy)
-    embedding = sum(t for _, t in embedding_terms(arch, traits, b, s, e, full=ckpt is Checkpointing.full))
+    per_layer, layers, each, held = _stack_bytes(arch, traits, b, s, e, flash, ckpt, setup.checkpoint_every)
+    head = loss_bytes(arch, traits, b, s, e, setup.loss)
+    softcap = e * b * s * arch.vocab_size if head.softcap else 0
+    loss = head.saved + head.transient
+    recompute = max(0, _recompute_bytes(arch, traits, b, s, e, flash, ckpt, layer_full, setup.checkpoint_every)
+                    - head.transient)
+    whole = ckpt is Checkpointing.full and setup.checkpoint_every == 1
+    embedding = sum(t for _, t in embedding_terms(arch, traits, b, s, e, full=whole))
     final_norm = sum(t for _, t in final_norm_terms(arch, traits, b, s, e))
-    total = layers + recompute + embedding + final_norm + logits + softcap + loss
+    if not head.head_input_saved:
+        final_norm -= e * b * s * arch.hidden_size  # the LM head input is the fused loss's, not saved
+    total = layers + recompute + embedding + final_norm + head.logits + softcap + loss
     return ActivationEstimate(
         layers_bytes=layers,
         recompute_bytes=recompute,
         embedding_bytes=embedding,
         final_norm_bytes=final_norm,
-        logits_bytes=logits,
+        logits_bytes=head.logits,
         logit_softcap_bytes=softcap,
         loss_bytes=loss,
         total_bytes=total,
         per_layer_bytes=per_layer,
         layer_terms=tuple(ActivationTerm(name=n, bytes=t) for n, t in terms),
         assumptions=_assumptions(arch, traits, setup),
+        layer_bytes=each,
+        held_bytes=held,
+        checkpointing=setup.checkpointing_label,
+        loss=setup.loss.value,
+        loss_transient_bytes=head.transient,
     )
 
 
@@ -119,50 +139,76 @@ def _num_layers(arch: Architecture) -> int:
 
 
 def _stack_bytes(
-    arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: bool, ckpt: Checkpointing
-) -> tuple[int, int]:
-    """(one layer's bytes, all layers' bytes) under the checkpointing mode."""
+    arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: bool, ckpt: Checkpointing, every: int = 1
+) -> tuple[int, int, tuple[int, ...], int]:
+    """(the largest layer's bytes, all layers' bytes, each layer's bytes, bytes held once for the recompute).
+
+    Layers differ where the Architecture says so (dense-then-MoE stacks, Llama 4's chunked and NoPE layers):
+    each decoder layer's bytes are its kind's (moe.layer_kinds).
+    """
+    def decoders(selective: bool) -> tuple[int, ...]:
+        by_kind: dict[int, int] = {}
+        kinds = layer_kinds(arch)
+        for kind in kinds:
+            if id(kind) not in by_kind:
+                by_kind[id(kind)] = sum(t for _, t in layer_terms(kind, traits, b, s, e, flash=flash,
+                                                                   selective=selective))
+        return tuple(by_kind[id(kind)] for kind in kinds)
+
+    decoder = decoders(selective=False)
+    encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=False, encoder=True))
+    chunk_mask = chunk_mask_bytes(arch, b, s, e, flash=flash, full=ckpt is Checkpointing.full)  # Llama 4 under SDPA
     if ckpt is Checkpointing.full:
-        per_layer = e * b * s * arch.hidden_size
+        wrapped = e * b * s * arch.hidden_size
+        if every == 1:
+            each = (wrapped,) * _num_layers(arch)
+        else:
+            each = tuple(wrapped if c else one for c, one in zip(checkpointed_layers(arch.num_layers, every), decoder))
+        wraps = every == 1 or any(checkpointed_layers(arch.num_layers, every))
+        held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True) if wraps else 0
+        return max(each), sum(each) + held + chunk_mask, each, held
+    if ckpt is Checkpointing.selective_op:
+        one = sum(t for _, t in op_sac_layer_terms(arch, b, s, e, flash=flash))
         held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=True)
-        return per_layer, _num_layers(arch) * per_layer + held
-    selective = ckpt is Checkpointing.selective
-    decoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=selective))
-    encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=selective, encoder=True))
-    masks = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=False) if selective else 0
-    return max(decoder, encoder), arch.num_layers * decoder + arch.num_encoder_layers * encoder + masks
+        return one, arch.num_layers * one + held, (one,) * arch.num_layers, held
+    if ckpt is Checkpointing.selective:
+        decoder = decoders(selective=True)
+        encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=True, encoder=True))
+    held = recompute_held_bytes(arch, traits, b, s, e, flash=flash, full=False) if ckpt is Checkpointing.selective else 0
+    each = (encoder,) * arch.num_encoder_layers + decoder
+    return max(each), sum(each) + held + chunk_mask, each, held
 
 
 def _recompute_bytes(
-    arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: bool, ckpt: Checkpointing, layer_full: int
+    arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: bool, ckpt: Checkpointing, layer_full: int,
+    every: int = 1,
 ) -> int:
-    """What the backward's recompute of one layer (full) or one attention core (selective) allocates."""
+    """What the backward's recompute of one layer (full, selective-op) or one attention core (selective) allocates."""
+    own_input = layer_input_saved_bytes(arch, traits, b, s, e)
     if ckpt is Checkpointing.full:
-        return layer_full - layer_input_saved_bytes(arch, traits, b, s, e) + recompute_extra_bytes(arch, s)
+        if not any(checkpointed_layers(arch.num_layers, every)):
+            return 0  # every:N with N above the layer count wraps nothing
+        return layer_full - own_input + recompute_extra_bytes(arch, s)
+    if ckpt is Checkpointing.selective_op:
+        return op_sac_recompute_bytes(arch, b, s, e, layer_full, own_input, flash=flash)
     if ckpt is Checkpointing.selective:
         cores = 2 if arch.num_encoder_layers else 1  # a T5 decoder layer recomputes self- and cross-attention
         return cores * core_recompute_bytes(arch, traits, b, s, e, flash=flash)
     return 0
 
 
-def _loss_copy_bytes(traits: Traits, b: int, s: int, vocab: int, e: int) -> int:
-    """The fp32 copy .float() makes of 16-bit logits; alive while the loss's forward runs."""
-    return FP32_BYTES * b * s * vocab if traits.loss_upcast and e < FP32_BYTES else 0
-
-
-def _loss_saved_bytes(traits: Traits, b: int, s: int, vocab: int, e: int) -> int:
-    """log_softmax's output (fp32 after the upcast, else the compute dtype) and the int64 labels."""
-    log_softmax = LOSS_LOG_SOFTMAX_BYTES if traits.loss_upcast else e
-    return log_softmax * b * s * vocab + INDEX_BYTES * b * s
-
-
 def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tuple[str, ...]:
     notes = [
-        "Hugging Face transformers modules as written in PyTorch (no fused kernels such as Liger)",
+        "Hugging Face transformers modules as written in PyTorch (no fused kernels"
+        + (" beyond Liger's fused linear cross-entropy)" if setup.loss is Loss.liger else " such as Liger)"),
         f"activations in the compute dtype, {setup.precision.compute_bytes} B per element; parameters already "
         "in that dtype (DeepSpeed casts the module), no autocast",
         "dropout masks 1 B per element (CUDA's native_dropout)",
     ]
+    saves = activation_saves(traits)
+    notes.append(f"MLP activation {traits.act} (as the config names it): keeps {saves.tensors} tensor(s) of its "
+                 f"input's size{' and a 1 B mask' if saves.mask_bytes else ''}"
+                 f"{', its output shared with the next op' if saves.saves_output else ''}")
     flash = setup.attention is Attention.flash and not traits.eager_only
     if traits.eager_only and setup.attention is Attention.flash:
         notes.append(f"{arch.family}: transformers has no SDPA/flash path for it; attention counted as eager")
@@ -170,17 +216,22 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("flash attention (SDPA flash/efficient, FlashAttention): q, k, v, output and fp32 log-sum-exp")
     else:
         notes.append("eager attention: score and probability matrices of a x s x s per layer")
-    if traits.loss_upcast:
-        notes.append("loss: HF ForCausalLMLoss upcasts logits to fp32 before cross-entropy")
-    if setup.checkpointing is Checkpointing.full:
+    notes.append(loss_assumption(traits, setup.loss))
+    if setup.checkpointing is Checkpointing.full and setup.checkpoint_every > 1:
+        notes.append(f"every:{setup.checkpoint_every} checkpointing (torchtitan layer SAC): layers "
+                     f"{setup.checkpoint_every}, {2 * setup.checkpoint_every}, ... (from 1) keep only their input")
+    elif setup.checkpointing is Checkpointing.full:
         notes.append("full checkpointing: layer inputs kept; one layer recomputed in backward after the loss copy is freed")
+    if setup.checkpointing is Checkpointing.selective_op:
+        notes.append("selective-op checkpointing (torchtitan SelectiveAC): each layer keeps its input, the outputs "
+                     "of every other mm and the attention kernel's output; the rest recomputed in backward")
     if setup.checkpointing is Checkpointing.selective and flash:
         notes.append("selective checkpointing with flash attention: the core keeps no a x s x s matrices, so "
                      "nothing is recomputed (same as none)")
     elif setup.checkpointing is Checkpointing.selective:
         notes.append("selective checkpointing: attention core recomputed (Korthikanti et al. 2022 section 5)")
     if arch.is_moe:
-        notes.append("MoE: HF grouped_mm experts; every token routed to top-k experts, no shared expert")
+        notes.extend(moe_assumptions(arch, setup.micro_batch * setup.seq_len))
     if arch.num_encoder_layers:
         notes.append("encoder-decoder: encoder and decoder sequences both seq_len")
     return tuple(notes)

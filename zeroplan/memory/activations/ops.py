@@ -22,6 +22,7 @@ T5_DECODER_BIASES = 2  # a later T5 decoder layer receives the self-attention bi
 # Norm implementations, by what they save (counts per token unless said otherwise):
 #   llama: LlamaRMSNorm  -> fp32 input (the upcast, or the input itself in fp32), rsqrt, normed in e
 #   gemma: Gemma2RMSNorm -> fp32 input, rsqrt, normed in fp32, and (1 + weight) in fp32 (h elements)
+#   olmo2: Olmo2RMSNorm  -> fp32 input, rsqrt, normed in fp32 (the weight multiplies before the cast back)
 #   t5:    T5LayerNorm   -> fp32 upcast (16-bit only), the input itself, rsqrt, normed in e
 #   layernorm: native_layer_norm -> input, mean and rstd (fp32 on CUDA: the accumulate type)
 
@@ -34,6 +35,8 @@ def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
         return FP32_BYTES * tokens * h + stats + e * tokens * h
     if style == "gemma":
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h + FP32_BYTES * h
+    if style == "olmo2":  # Olmo2RMSNorm, GptOssRMSNorm: weight * normed in fp32, cast after; the fp32 normed is saved
+        return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h
     if style == "t5":
         return upcast + e * tokens * h + stats + e * tokens * h
     return e * tokens * h + LAYERNORM_STATS * stats
@@ -47,4 +50,7 @@ MASK_KINDS_WITH_SLIDING = 2  # Gemma 2 alternates full and sliding-window layers
 
 
 def two_mask_kinds(arch: Architecture) -> bool:
+    """Gemma 2 alternates full and sliding layers; the 2025-26 families say so in layer_types (Gemma 3, gpt-oss)."""
+    if len(set(arch.attention_types)) > 1:
+        return True
     return arch.sliding_window is not None and arch.family in GEMMA_FAMILIES and arch.num_layers > 1

@@ -8,7 +8,21 @@ validation/measure_activations.py checks every one against torch.autograd.graph.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.llama4 import (
+    LLAMA4_FAMILIES,
+    dense_experts_terms,
+    rotary_table_bytes,
+)
+from zeroplan.memory.activations.moe import (
+    CLAMPED_SWIGLU_FAMILIES,
+    CLAMPED_SWIGLU_SAVED,
+    norm_topk,
+    router_terms,
+    routing_weight_bytes,
+)
 from zeroplan.memory.activations.ops import (
     EXPERT_INDEX_TENSORS,
     FP32_BYTES,
@@ -25,11 +39,11 @@ from zeroplan.memory.activations.ops import (
     two_mask_kinds,
 )
 from zeroplan.memory.activations.traits import (
-    ACTIVATIONS_SAVING_OUTPUT,
     GEMMA_FAMILIES,
+    OLMO2_NORM_FAMILIES,
     T5_FAMILIES,
     Traits,
-    activation_saved_tensors,
+    activation_saves,
 )
 from zeroplan.models.architecture import Architecture
 
@@ -74,43 +88,58 @@ def mlp_norm_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> l
 
 
 def _activation_bytes(traits: Traits, elements: int, e: int) -> int:
-    return activation_saved_tensors(traits) * e * elements
+    saves = activation_saves(traits)
+    return (saves.tensors * e + saves.mask_bytes) * elements
 
 
 def dense_mlp_terms(arch: Architecture, traits: Traits, tokens: int, e: int) -> list[tuple[str, int]]:
-    """GPT-2 / T5 MLP (up, act, down) or SwiGLU/GeGLU (gate, up, act x up, down)."""
+    """GPT-2 / T5 MLP (up, act, down) or SwiGLU/GeGLU (gate, up, act x up, down).
+
+    An activation that saves its output (relu, sigmoid, tanh) shares it with the op after it: the
+    down projection's input (plain MLP) or the gate product's first input (gated).
+    """
     inner = tokens * arch.intermediate_size
+    shares_output = activation_saves(traits).saves_output
     if "mlp_inner" in traits.dropout_sites:
         down_input = (MASK_BYTES + e) * inner  # dropout mask and its output, the down projection's input
-    elif traits.act in ACTIVATIONS_SAVING_OUTPUT and not arch.gated_mlp:
-        down_input = 0  # relu's saved output is the down projection's input
+    elif shares_output and not arch.gated_mlp:
+        down_input = 0  # the activation's saved output is the down projection's input
     else:
         down_input = e * inner
     terms = [("activation", _activation_bytes(traits, inner, e))]
     if arch.gated_mlp:
-        terms.append(("activation output and up projection (gate product)", GATE_PRODUCT_INPUTS * e * inner))
+        product_inputs = GATE_PRODUCT_INPUTS - (1 if shares_output else 0)
+        terms.append(("activation output and up projection (gate product)", product_inputs * e * inner))
     terms.append(("down projection input", down_input))
     return terms
 
 
 def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> list[tuple[str, int]]:
-    """Top-k router and grouped_mm experts (HF integrations/moe.py, MixtralTopKRouter)."""
+    """Router, grouped_mm experts (HF integrations/moe.py) and shared experts (memory/activations/moe.py)."""
     h, f, n_exp = arch.hidden_size, arch.intermediate_size, arch.num_experts
     routed = tokens * arch.num_experts_per_tok  # S: token-expert pairs
-    router = FP32_BYTES * tokens * n_exp + INDEX_BYTES * routed + FP32_BYTES * tokens + FP32_BYTES * routed
+    router = router_terms(arch, tokens, e, norm_topk=norm_topk(arch))
     indices = EXPERT_INDEX_TENSORS * INDEX_BYTES * routed + OFFSET_BYTES * n_exp
     widths = GATE_PRODUCT_INPUTS if arch.gated_mlp else 1
     gate_up = widths * e * routed * f  # the fused gate_up output, kept whole through the gate view
     extra_act = _activation_bytes(traits, routed * f, e) - e * routed * f  # Python activations keep more
     inner = widths * e * routed * f  # act output (the up half is a view of gate_up) and down input
-    return [
-        ("router softmax, top-k indices and weights", router),
+    if arch.family in CLAMPED_SWIGLU_FAMILIES:
+        # GptOssExperts._apply_gate: clamped gate and its sigmoid(alpha x), up + 1 and the glu (their product's
+        # inputs), then the down input; the expert biases add a fourth index tensor (the bias gather).
+        indices += INDEX_BYTES * routed
+        extra_act, inner = 0, CLAMPED_SWIGLU_SAVED * e * routed * f
+    terms = router + [
         ("expert routing indices and offsets", indices),
         ("tokens gathered per expert", e * routed * h),
         ("expert gate/up outputs", gate_up + extra_act),
         ("expert activation output and down input", inner),
-        ("expert outputs and routing weights", e * routed * h + FP32_BYTES * routed),
+        ("expert outputs and routing weights", e * routed * h + routing_weight_bytes(arch, e) * routed),
     ]
+    if arch.shared_expert_intermediate_size:  # reads the MoE input, already kept (DeepseekV3MoE.shared_experts)
+        shared = replace(arch, intermediate_size=arch.shared_expert_intermediate_size)
+        terms += [(f"shared expert {name}", v) for name, v in dense_mlp_terms(shared, traits, tokens, e)]
+    return terms
 
 
 def layer_terms(
@@ -132,11 +161,24 @@ def layer_terms(
     if arch.num_encoder_layers and not encoder:
         terms += attention_terms(arch, traits, b, s, e, flash=flash, selective=selective, cross=True)
     terms += mlp_norm_terms(arch, traits, t, e)
-    terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
+    if arch.is_moe and arch.family in LLAMA4_FAMILIES:  # every expert on every token, and a shared expert
+        shared = replace(arch, intermediate_size=arch.shared_expert_intermediate_size or arch.intermediate_size)
+        terms += dense_experts_terms(arch, t, e)
+        terms += [(f"shared expert {n}", v) for n, v in dense_mlp_terms(shared, traits, t, e)]
+    else:
+        terms += moe_mlp_terms(arch, t, e, traits) if arch.is_moe else dense_mlp_terms(arch, traits, t, e)
     terms.append(("MLP output dropout mask", dropout_mask_bytes(traits, "mlp_out", t * arch.hidden_size)))
     if arch.norms_per_layer == PRE_AND_POST_NORMS:
         terms.append(("post-MLP norm", norm_bytes(traits.norm, t, arch.hidden_size, e)))
     return [(n, v) for n, v in terms if v]
+
+
+def rotary_table_sets(arch: Architecture) -> int:
+    """Gemma 3 computes one cos/sin pair per layer type present (Gemma3TextModel.forward: rotary_emb(..., layer_type)
+    for each of set(layer_types), local and global bases); the others one pair for all layers."""
+    if arch.family in GEMMA_FAMILIES and arch.attention_types:
+        return len(set(arch.attention_types))
+    return 1
 
 
 def embedding_terms(
@@ -151,8 +193,15 @@ def embedding_terms(
     stacks = 2 if arch.num_encoder_layers else 1
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if traits.rope:
-        rotary_dims = int(arch.head_dim * traits.rotary_fraction)
-        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", ROTARY_TABLES * e * s * rotary_dims))
+        rotary_dims = arch.qk_rope_head_dim if arch.is_mla else int(arch.head_dim * traits.rotary_fraction)
+        if traits.rotary_by_cat:
+            rotary_dims //= 2
+        table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
+        sets = rotary_table_sets(arch)
+        tables = sets * ROTARY_TABLES * table * s * rotary_dims
+        if arch.family in LLAMA4_FAMILIES:
+            tables = rotary_table_bytes(arch, s)
+        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", tables))
     if arch.learned_positions:
         terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:

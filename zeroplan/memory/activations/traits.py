@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from zeroplan.models.architecture import Architecture
 
 GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+# Olmo2RMSNorm (modeling_olmo2.py) returns its rotary tables in fp32: OLMo 2 and OLMo 3.
+OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
+# RMSNorms that multiply by their weight in fp32 and cast after (Olmo2RMSNorm, GptOssRMSNorm).
+FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss"}
 T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
 # One q/k/v matmul whose output the q, k, v are views of: GPT2Attention.c_attn, Phi3Attention.qkv_proj,
 # GPTNeoXAttention / BloomAttention / FalconAttention.query_key_value.
@@ -21,21 +25,62 @@ KV_BROADCAST_FAMILIES = frozenset({"falcon"})
 ALIBI_FAMILIES = frozenset({"bloom"})  # no rotary tables; the ALiBi bias is not saved by baddbmm
 # Eager softmax in the compute dtype (GPT2/T5 eager_attention_forward, FalconAttention); the others
 # call softmax(..., dtype=torch.float32) and cast the probabilities back.
-SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon"}) | T5_FAMILIES
+SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon", "llama4_text"}) | T5_FAMILIES  # Llama 4: softmax(x.float()).to(e)
 EAGER_ONLY_FAMILIES = frozenset({"bloom"})  # BloomAttention has no SDPA / FlashAttention path
 EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_layernorm
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
 # Rotary dims / head dim when the Architecture cannot say: GPTNeoXConfig rotary_pct (partial_rotary_factor)
 # defaults to 0.25 and every published GPT-NeoX / Pythia config keeps it.
-ROTARY_FRACTION = {"gpt_neox": 0.25}
+# GptOssRotaryEmbedding: cos/sin of d/2 columns (no duplication), applied to the two halves and concatenated.
+HALF_ROTARY_TABLE_FAMILIES = frozenset({"gpt_oss"})
+ROTARY_FRACTION = {"gpt_neox": 0.25, "glm4_moe": 0.5}  # Glm4MoeConfig partial_rotary_factor 0.5 (GLM-4.5 keeps it)
 
-# HF hidden_act per family, as their configs ship it (T5 v1.1's gated-gelu is gelu_new).
-FAMILY_ACTIVATION = {"gpt2": "gelu_new", "opt": "relu", "gpt_neox": "gelu", "bloom": "gelu", "falcon": "gelu"}
-# Tensors an activation saves, each T x f (HF activations.py): native kernels save one (silu and gelu their
-# input, relu its output); NewGELUActivation is Python: input, tanh output, 0.5 x and 1 + tanh.
-ACTIVATION_SAVED_TENSORS = {"gelu_new": 4}
-DEFAULT_ACTIVATION_SAVED_TENSORS = 1
-ACTIVATIONS_SAVING_OUTPUT = frozenset({"relu"})
+# The activation a family uses when the Architecture names none (built without a config): its config default.
+FAMILY_ACTIVATION = {"gpt2": "gelu_new", "opt": "relu", "gpt_neox": "gelu", "bloom": "bloom_gelu", "falcon": "gelu"}
+
+
+@dataclass(frozen=True)
+class ActivationSaves:
+    """What one activation keeps for backward per element of its input (T x f in an MLP)."""
+
+    tensors: int  # tensors of the input's size and dtype (e bytes per element each)
+    mask_bytes: int  # and bytes per element independent of the dtype (a bool mask)
+    saves_output: bool  # one of the tensors is its output, which the next op (down input, gate product) shares
+
+
+# Measured: validation/measure_act_fns.py -> validation/act_fns_measured.json (every name in transformers'
+# ACT2CLS, fp32 and bf16; tests/test_activation_functions.py holds this table to the file). Native kernels
+# (F.gelu with or without approximate="tanh", F.silu, mish, hardswish, the ReLUs) keep one tensor: their input,
+# or for relu / sigmoid / tanh their output. Python compositions keep their intermediates: NewGELUActivation
+# ("gelu_new") keeps the input, tanh output, 0.5 x and 1 + tanh; FastGELU 7; XIELU 4 and a bool mask (and three
+# scalars, ignored). BloomGelu (modeling_bloom.py GeLUFunction) saves its input: the bloom cases measure it.
+ACTIVATION_SAVES = {
+    "gelu": ActivationSaves(1, 0, False),
+    "gelu_10": ActivationSaves(2, 0, False),
+    "gelu_fast": ActivationSaves(7, 0, False),
+    "gelu_new": ActivationSaves(4, 0, False),
+    "gelu_python": ActivationSaves(3, 0, False),
+    "gelu_pytorch_tanh": ActivationSaves(1, 0, False),
+    "gelu_python_tanh": ActivationSaves(4, 0, False),
+    "gelu_accurate": ActivationSaves(4, 0, False),
+    "hardswish": ActivationSaves(1, 0, False),
+    "laplace": ActivationSaves(1, 0, False),
+    "leaky_relu": ActivationSaves(1, 0, False),
+    "linear": ActivationSaves(0, 0, False),
+    "mish": ActivationSaves(1, 0, False),
+    "quick_gelu": ActivationSaves(2, 0, False),
+    "relu": ActivationSaves(1, 0, True),
+    "relu2": ActivationSaves(1, 0, False),
+    "relu6": ActivationSaves(1, 0, False),
+    "sigmoid": ActivationSaves(1, 0, True),
+    "silu": ActivationSaves(1, 0, False),
+    "sqrtsoftplus": ActivationSaves(2, 0, True),
+    "swish": ActivationSaves(1, 0, False),
+    "tanh": ActivationSaves(1, 0, True),
+    "prelu": ActivationSaves(1, 0, False),
+    "xielu": ActivationSaves(4, 1, False),
+    "bloom_gelu": ActivationSaves(1, 0, False),
+}
 
 # Where a family's hidden dropout (Architecture.dropout) applies; the attention probabilities follow
 # Architecture.attention_dropout in every family.
@@ -63,6 +108,8 @@ class Traits:
     per_token_positions: bool
     alibi: bool
     kv_broadcast: bool
+    rotary_by_cat: bool  # gpt-oss: rotary rebuilds q, k with torch.cat, over half-width cos/sin tables
+    qk_norm: str  # none | head (a norm of h_d per head: Qwen3, Gemma 3) | full (over all heads: OLMo 2)
 
 
 def traits_of(arch: Architecture) -> Traits:
@@ -81,11 +128,13 @@ def traits_of(arch: Architecture) -> Traits:
         per_token_positions=family in PER_TOKEN_POSITION_IDS,
         alibi=family in ALIBI_FAMILIES,
         kv_broadcast=family in KV_BROADCAST_FAMILIES,
+        qk_norm=arch.qk_norm,
+        rotary_by_cat=family in HALF_ROTARY_TABLE_FAMILIES,
     )
 
 
-def activation_saved_tensors(traits: Traits) -> int:
-    return ACTIVATION_SAVED_TENSORS.get(traits.act, DEFAULT_ACTIVATION_SAVED_TENSORS)
+def activation_saves(traits: Traits) -> ActivationSaves:
+    return ACTIVATION_SAVES[traits.act]
 
 
 def _norm_style(arch: Architecture) -> str:
@@ -93,6 +142,8 @@ def _norm_style(arch: Architecture) -> str:
         return "gemma"
     if arch.family in T5_FAMILIES:
         return "t5"
+    if arch.family in FP32_WEIGHT_NORM_FAMILIES:
+        return "olmo2"
     return "layernorm" if arch.norm == "layernorm" else "llama"
 
 
@@ -102,6 +153,10 @@ def _dropout_sites(arch: Architecture, family: str) -> frozenset[str]:
 
 
 def _activation(arch: Architecture, family: str) -> str:
+    if arch.hidden_act is not None:
+        if arch.hidden_act not in ACTIVATION_SAVES:
+            raise ValueError(f"hidden_act ({arch.hidden_act!r}) is not an activation transformers knows")
+        return arch.hidden_act
     if family == "t5":
         return "gelu_new" if arch.gated_mlp else "relu"
     if arch.family in GEMMA_FAMILIES:

@@ -98,7 +98,8 @@ def fsdp2_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage
     root = sum(dim0_shard(s, dp) for s in layout.root) * dp
     block = sum(dim0_shard(s, dp) for s in layout.block) * dp
     if stage is ZeroStage.zero2:
-        gathered, how = root + block * layout.num_blocks, "every unit, reshard_after_forward=False"
+        blocks = sum(sum(dim0_shard(s, dp) for s in shapes) * dp * n for shapes, n in layout.block_kinds)
+        gathered, how = root + blocks, "every unit, reshard_after_forward=False"
     else:
         gathered, how = root + (block if layout.num_blocks else 0), "root + one block, reshard_after_forward=True"
     staging = block if stage is ZeroStage.zero2 and layout.num_blocks else max(root, block)
@@ -135,4 +136,7 @@ def fsdp2_settings(stage: ZeroStage, mixed: bool, layout: ModelLayout) -> tuple[
 def _unit_words(layout: ModelLayout) -> str:
     if not layout.num_blocks:
         return f"one unit of {layout.root_numel:,} parameters (wrapping unknown)"
+    if len(layout.block_kinds) > 1:
+        kinds = ", ".join(f"{n} of {sum(prod(s) for s in shapes):,}" for shapes, n in layout.block_kinds)
+        return f"root ({layout.root_numel:,} params) + {layout.num_blocks} blocks ({kinds})"
     return f"root ({layout.root_numel:,} params) + {layout.num_blocks} blocks of {layout.block_numel:,}"

@@ -19,9 +19,18 @@ class ModelLayout:
     """Root-unit tensors and the tensors of one block, repeated `num_blocks` times (shapes; flat where unknown)."""
 
     root: tuple[Shape, ...]
-    block: tuple[Shape, ...] = ()
-    num_blocks: int = 0
+    block: tuple[Shape, ...] = ()  # the largest block (of the largest kind, where blocks differ)
+    num_blocks: int = 0  # all blocks, of every kind
     exact_shapes: bool = True  # False: some modules listed no shapes and are read as one flat tensor
+    # Blocks that differ (a dense-then-MoE stack, linear- and full-attention layers): each kind's tensors and how
+    # many blocks have it. () = every block is `block`.
+    kinds: tuple[tuple[tuple[Shape, ...], int], ...] = ()
+
+    @property
+    def block_kinds(self) -> tuple[tuple[tuple[Shape, ...], int], ...]:
+        if self.kinds:
+            return self.kinds
+        return ((self.block, self.num_blocks),) if self.num_blocks else ()
 
     @property
     def root_numel(self) -> int:
@@ -33,12 +42,13 @@ class ModelLayout:
 
     @property
     def unit_numels(self) -> tuple[int, ...]:
-        """Elements of every wrapped unit, root first."""
-        return (self.root_numel,) + (self.block_numel,) * self.num_blocks
+        """Elements of every wrapped unit, root first, then the blocks, largest kind first."""
+        sizes = sorted(((sum(prod(s) for s in shapes), n) for shapes, n in self.block_kinds), reverse=True)
+        return (self.root_numel,) + tuple(size for size, n in sizes for _ in range(n))
 
     def tensors(self) -> list[Shape]:
         """Every parameter tensor of the model."""
-        return list(self.root) + list(self.block) * self.num_blocks
+        return list(self.root) + [s for shapes, n in self.block_kinds for s in list(shapes) * n]
 
 
 def _shapes(module) -> tuple[tuple[Shape, ...], bool]:
@@ -72,8 +82,24 @@ def layout_for(config) -> ModelLayout:
     from zeroplan.models.params import module_inventory
 
     cfg = getattr(config, "config", config)
+    decoder = cfg.decoder()
+    if decoder is not None and len({layer for layer, _ in decoder.layers}) > 1:
+        layout = layout_from_decoder(decoder)
+        if len(layout.kinds) > 1:
+            return layout
     arch = cfg.architecture()
     return layout_from_modules(module_inventory(cfg), arch.num_layers + arch.num_encoder_layers)
+
+
+def layout_from_decoder(decoder) -> ModelLayout:
+    """One block per decoder layer, each of its own structure (zeroplan.models.params.decoder.layer_kinds), and a
+    root of what is not in a layer (embeddings, final norm, an untied head)."""
+    from zeroplan.models.params.decoder import decoder_modules, layer_kinds
+
+    kinds = tuple((tuple(s for m in modules for s in m.shapes), n) for modules, n in layer_kinds(decoder))
+    root = tuple(s for m in decoder_modules(decoder) if "*" not in m.name and not m.tied for s in m.shapes)
+    largest = max(kinds, key=lambda kind: sum(prod(s) for s in kind[0]))[0]
+    return ModelLayout(root=root, block=largest, num_blocks=sum(n for _, n in kinds), kinds=kinds)
 
 
 def layout_from_summary(model: ModelSummary) -> ModelLayout:

@@ -13,6 +13,17 @@ from zeroplan.frozen import Frozen
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.block import MLA, MLP, Attention, Decoder, LinearAttention, MoE
 
+# The activation names transformers' ACT2FN resolves (transformers 5.x activations.py, ACT2CLS): a config's
+# hidden_act / activation_function / hidden_activation must be one of them, or transformers cannot build it.
+HF_ACTIVATIONS = frozenset({
+    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_python_tanh",
+    "gelu_accurate", "hardswish", "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2",
+    "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "prelu", "xielu",
+})
+# The keys a family names its MLP activation by (GPT2Config.activation_function, FalconConfig.activation,
+# Gemma2Config.hidden_activation, the rest hidden_act).
+ACTIVATION_KEYS = ("hidden_act", "activation_function", "hidden_activation", "activation")
+
 
 class FamilyConfig(Frozen):
     """One family's Hugging Face config keys, each defaulting as that family's transformers config class does.
@@ -29,6 +40,10 @@ class FamilyConfig(Frozen):
     # {alias: canonical}. Both are fields; the alias wins when given, as in transformers.
     ALIASES: ClassVar[dict[str, str]] = {}
 
+    # Keys a Hugging Face config.json must state (a published config always does): the width, depth and heads.
+    # Their config-class defaults describe some other model, so a file without them is refused, not defaulted.
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
     @model_validator(mode="after")
     def _check_aliases_agree(self) -> FamilyConfig:
         for alias, canonical in self.ALIASES.items():
@@ -38,6 +53,17 @@ class FamilyConfig(Frozen):
                     f"{alias} ({getattr(self, alias)}) and {canonical} ({getattr(self, canonical)}) "
                     "name the same setting with different values"
                 )
+        return self
+
+    # Activation keys a family accepts but transformers does not read (Gemma 2's hidden_act): not checked.
+    UNUSED_ACTIVATION_KEYS: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="after")
+    def _check_activation_names(self) -> FamilyConfig:
+        for key in set(ACTIVATION_KEYS) - self.UNUSED_ACTIVATION_KEYS:
+            value = getattr(self, key, None)
+            if isinstance(value, str):
+                check_activation(key, value)
         return self
 
     def resolved(self, canonical: str) -> Any:
@@ -59,6 +85,12 @@ class FamilyConfig(Frozen):
         """What transformers builds, as a block description (zeroplan.models.block); None: the family lists its
         modules itself (T5's encoder-decoder, zeroplan.models.params.t5)."""
         return None
+
+
+def check_activation(key: str, value: str) -> None:
+    """Raise ValueError naming the key unless transformers' ACT2FN knows the activation name."""
+    if value not in HF_ACTIVATIONS:
+        raise ValueError(f"{key} ({value!r}) is not an activation transformers knows (ACT2FN: e.g. 'silu', 'gelu')")
 
 
 def check_divides(divisor_name: str, divisor: int, name: str, value: int) -> None:
@@ -114,6 +146,7 @@ def decoder_architecture(family: str, dec: Decoder, **fields: Any) -> Architectu
     if moe is not None:
         facts |= dict(intermediate_size=moe.inner, num_experts=moe.experts, num_experts_per_tok=moe.top_k,
                       shared_expert_intermediate_size=moe.shared.inner if moe.shared else 0,
+                      shared_expert_gate=moe.shared_gate,
                       dense_intermediate_size=dense.inner if dense is not None else 0)
         if dense is not None:
             facts["mlp_types"] = tuple("moe" if isinstance(layer.mlp, MoE) else "dense" for layer in dec.per_layer())

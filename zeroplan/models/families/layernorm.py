@@ -1,4 +1,4 @@
-"""LayerNorm decoder families: GPT-2, GPT-NeoX, OPT, BLOOM, Falcon.
+"""LayerNorm decoder families: GPT-2, GPT-NeoX, OPT, BLOOM (Falcon and GPT-J: falcon.py, gptj.py).
 
 Keys and defaults are those of the transformers config classes (configuration_<family>.py,
 transformers 5.x); only keys that change the parameter count or the Architecture are modelled.
@@ -25,17 +25,17 @@ QKV = 3  # fused query, key and value projections (GPT-2 c_attn, NeoX/BLOOM quer
 PLAIN = ("", "dense_h_to_4h", "dense_4h_to_h")  # an ungated MLP's (gate, up, down) names in NeoX, BLOOM, Falcon
 
 
-def _mha(heads: int, hidden: int, **fields: Any) -> Attention:
+def mha(heads: int, hidden: int, **fields: Any) -> Attention:
     """Multi-head attention of width d: heads of d / h."""
     return Attention(heads=heads, kv_heads=fields.pop("kv_heads", heads), head_dim=hidden // heads, **fields)
 
 
-def _layernorm_decoder(layers: int, attention: Attention, mlp: MLP, **fields: Any) -> Decoder:
+def layernorm_decoder(layers: int, attention: Attention, mlp: MLP, **fields: Any) -> Decoder:
     return Decoder(layers=uniform(Layer(mixer=attention, mlp=mlp), layers), norm="layernorm", norm_bias=True,
                    **fields)
 
 
-def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) -> Architecture:
+def layernorm_architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) -> Architecture:
     """A LayerNorm decoder with a plain (ungated) MLP; one K/V head per query head unless given."""
     fields.setdefault("num_key_value_heads", heads)
     return Architecture(
@@ -53,6 +53,8 @@ def _architecture(config: FamilyConfig, hidden: int, heads: int, **fields: Any) 
 
 class GPT2Config(FamilyConfig):
     """GPT-2 (`GPT2Config`): learned positions, fused QKV Conv1D, tied LM head."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("n_embd", "n_layer", "n_head")
 
     model_type: Literal["gpt2"]
     vocab_size: PositiveInt = 50257
@@ -83,16 +85,16 @@ class GPT2Config(FamilyConfig):
         P = V d + n_pos d + L (4 d^2 + 2 d I + 9 d + I) + 2 d   (I = n_inner or 4 d; + V d if untied)
         """
         d = self.n_embd
-        attention = _mha(self.n_head, d, prefix="attn", fused="c_attn", fused_width=QKV * d, qkv_bias=True,
+        attention = mha(self.n_head, d, prefix="attn", fused="c_attn", fused_width=QKV * d, qkv_bias=True,
                          o_bias=True, names=("", "", "", "c_proj"), conv1d=True)
         mlp = MLP(inner=self.inner_size, gated=False, bias=True, names=("", "c_fc", "c_proj"), conv1d=True)
-        return _layernorm_decoder(self.n_layer, attention, mlp, hidden=d, vocab=self.vocab_size,
+        return layernorm_decoder(self.n_layer, attention, mlp, hidden=d, vocab=self.vocab_size,
                                   tie_word_embeddings=self.tie_word_embeddings, positions=self.n_positions,
                                   body="transformer", stack="h", embed="wte", position_name="wpe",
                                   layer_norms=("ln_1", "ln_2"), final_norm="ln_f")
 
     def architecture(self) -> Architecture:
-        return _architecture(
+        return layernorm_architecture(
             self,
             self.n_embd,
             self.n_head,
@@ -107,6 +109,8 @@ class GPT2Config(FamilyConfig):
 
 class GPTNeoXConfig(FamilyConfig):
     """GPT-NeoX (`GPTNeoXConfig`, defaults = gpt-neox-20b): rotary, parallel residual, untied head."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
 
     model_type: Literal["gpt_neox"]
     vocab_size: PositiveInt = 50432
@@ -133,15 +137,15 @@ class GPTNeoXConfig(FamilyConfig):
         P = 2 V d + L (4 d^2 + 2 d I + 9 d + I) + 2 d   (attention_bias; 4 d fewer per layer without)
         """
         d, bias = self.hidden_size, self.attention_bias
-        attention = _mha(self.num_attention_heads, d, prefix="attention", fused="query_key_value",
+        attention = mha(self.num_attention_heads, d, prefix="attention", fused="query_key_value",
                          fused_width=QKV * d, qkv_bias=bias, o_bias=bias, names=("", "", "", "dense"))
         mlp = MLP(inner=self.intermediate_size, gated=False, bias=True, names=PLAIN)
-        return _layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
+        return layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
                                   tie_word_embeddings=self.tie_word_embeddings, parallel=self.use_parallel_residual,
                                   body="gpt_neox", embed="embed_in", final_norm="final_layer_norm", head="embed_out")
 
     def architecture(self) -> Architecture:
-        return _architecture(
+        return layernorm_architecture(
             self,
             self.hidden_size,
             self.num_attention_heads,
@@ -156,6 +160,8 @@ class GPTNeoXConfig(FamilyConfig):
 
 class OPTConfig(FamilyConfig):
     """OPT (`OPTConfig`): learned positions (+2 rows), optional word-embedding projection, tied head."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
 
     model_type: Literal["opt"]
     vocab_size: PositiveInt = 50272
@@ -182,7 +188,7 @@ class OPTConfig(FamilyConfig):
         the final norm only with do_layer_norm_before)
         """
         d, e, bias = self.hidden_size, self.embed_dim, self.enable_bias
-        attention = _mha(self.num_attention_heads, d, qkv_bias=bias, o_bias=bias,
+        attention = mha(self.num_attention_heads, d, qkv_bias=bias, o_bias=bias,
                          names=("q_proj", "k_proj", "v_proj", "out_proj"))
         mlp = MLP(inner=self.ffn_dim, gated=False, bias=bias, prefix="", names=("", "fc1", "fc2"))
         projections = (
@@ -190,7 +196,7 @@ class OPTConfig(FamilyConfig):
             Extra(name="project_in", shapes=((d, e),), kind=LINEAR, in_features=e, out_features=d),
         ) if e != d else ()
         final = self.do_layer_norm_before and not self.remove_final_layer_norm
-        return _layernorm_decoder(
+        return layernorm_decoder(
             self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size, embed_width=e,
             tie_word_embeddings=self.tie_word_embeddings, norm_affine=self.layer_norm_elementwise_affine,
             positions=self.max_position_embeddings + OPT_POSITION_OFFSET, body="model.decoder",
@@ -209,7 +215,7 @@ class OPTConfig(FamilyConfig):
         return self.word_embed_proj_dim or self.hidden_size
 
     def architecture(self) -> Architecture:
-        return _architecture(
+        return layernorm_architecture(
             self,
             self.hidden_size,
             self.num_attention_heads,
@@ -254,113 +260,22 @@ class BloomConfig(FamilyConfig):
         P = V d + 2 d + L (12 d^2 + 13 d) + 2 d   (+ V d if untied)
         """
         d = self.resolved("hidden_size")
-        attention = _mha(self.resolved("n_head"), d, prefix="self_attention", fused="query_key_value",
+        attention = mha(self.resolved("n_head"), d, prefix="self_attention", fused="query_key_value",
                          fused_width=QKV * d, qkv_bias=True, o_bias=True, names=("", "", "", "dense"))
         mlp = MLP(inner=BLOOM_MLP_RATIO * d, gated=False, bias=True, names=PLAIN)
         embed_norm = Extra(name="word_embeddings_layernorm", shapes=((d,), (d,)), kind=NORM)
-        return _layernorm_decoder(self.resolved("n_layer"), attention, mlp, hidden=d, vocab=self.vocab_size,
+        return layernorm_decoder(self.resolved("n_layer"), attention, mlp, hidden=d, vocab=self.vocab_size,
                                   tie_word_embeddings=self.tie_word_embeddings, body="transformer", stack="h",
                                   embed="word_embeddings", final_norm="ln_f", extras=(embed_norm,))
 
     def architecture(self) -> Architecture:
         hidden = self.resolved("hidden_size")
-        return _architecture(
+        return layernorm_architecture(
             self,
             hidden,
             self.resolved("n_head"),
             num_layers=self.resolved("n_layer"),
             intermediate_size=BLOOM_MLP_RATIO * hidden,
-            dropout=self.hidden_dropout,
-            attention_dropout=self.attention_dropout,
-        )
-
-
-class FalconConfig(FamilyConfig):
-    """Falcon (`FalconConfig`, defaults = falcon-7b): multi-query or grouped (new architecture) attention."""
-
-    ALIASES: ClassVar[dict[str, str]] = {"n_embed": "hidden_size"}  # popped from kwargs by FalconConfig
-
-    model_type: Literal["falcon"]
-    vocab_size: PositiveInt = 65024
-    hidden_size: PositiveInt = 4544
-    n_embed: PositiveInt | None = None
-    num_hidden_layers: PositiveInt = 32
-    num_attention_heads: PositiveInt = 71
-    num_kv_heads: PositiveInt | None = None
-    num_ln_in_parallel_attn: PositiveInt | None = None
-    new_decoder_architecture: bool = False
-    multi_query: bool = True
-    parallel_attn: bool = True
-    bias: bool = False
-    ffn_hidden_size: PositiveInt | None = None
-    max_position_embeddings: PositiveInt = 2048
-    hidden_dropout: NonNegativeFloat = 0.0
-    attention_dropout: NonNegativeFloat = 0.0
-    tie_word_embeddings: bool = True
-
-    @model_validator(mode="after")
-    def _check_shape(self) -> FalconConfig:
-        check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.resolved("hidden_size"))
-        if self.new_decoder_architecture:
-            check_divides("num_kv_heads", self.kv_heads, "num_attention_heads", self.num_attention_heads)
-        return self
-
-    @property
-    def kv_heads(self) -> int:
-        """K/V heads: num_kv_heads (new architecture), 1 (multi-query), else one per query head."""
-        if self.new_decoder_architecture:
-            return self.num_kv_heads or self.num_attention_heads
-        return 1 if self.multi_query else self.num_attention_heads
-
-    @property
-    def norms_per_layer(self) -> int:
-        """FalconDecoderLayer: two norms unless parallel attention shares one (num_ln_in_parallel_attn)."""
-        if not self.parallel_attn:
-            return 2
-        # FalconDecoderLayer sets num_ln_in_parallel_attn = 2 when it is None and the architecture is new.
-        default = 2 if self.new_decoder_architecture else 1
-        return 2 if (self.num_ln_in_parallel_attn or default) == 2 else 1
-
-    activation: str = "gelu"
-
-    @property
-    def layer_norm_names(self) -> tuple[str, ...]:
-        """FalconDecoderLayer: ln_attn and ln_mlp (new architecture, two norms), else input_layernorm
-        (+ post_attention_layernorm without parallel attention)."""
-        if self.norms_per_layer == 2 and self.new_decoder_architecture:
-            return ("ln_attn", "ln_mlp")
-        return ("input_layernorm", "post_attention_layernorm")[: self.norms_per_layer]
-
-    def decoder(self) -> Decoder:
-        """FalconForCausalLM (modeling_falcon.py).
-
-        P = V d + L (d (h + 2 k) h_d + d^2 + 2 d F + 2 d m) + 2 d   (+ biases with `bias`, + V d if untied)
-        (h query heads, k K/V heads, h_d = d / h, F = ffn_hidden_size or 4 d, m LayerNorms per layer)
-        """
-        d, heads, bias = self.resolved("hidden_size"), self.num_attention_heads, self.bias
-        width = (heads + 2 * self.kv_heads) * (d // heads)
-        if not (self.new_decoder_architecture or self.multi_query):
-            width = QKV * d  # FalconAttention: the classic fused projection, whatever num_kv_heads says
-        attention = _mha(heads, d, kv_heads=self.kv_heads, prefix="self_attention", fused="query_key_value",
-                         fused_width=width, qkv_bias=bias, o_bias=bias, names=("", "", "", "dense"))
-        mlp = MLP(inner=self.ffn_hidden_size or FALCON_MLP_RATIO * d, gated=False, bias=bias, names=PLAIN)
-        return _layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
-                                  tie_word_embeddings=self.tie_word_embeddings, body="transformer", stack="h",
-                                  embed="word_embeddings", final_norm="ln_f", layer_norms=self.layer_norm_names,
-                                  parallel=self.new_decoder_architecture or self.parallel_attn)
-
-    def architecture(self) -> Architecture:
-        hidden = self.resolved("hidden_size")
-        return _architecture(
-            self,
-            hidden,
-            self.num_attention_heads,
-            hidden_act=self.activation,
-            num_key_value_heads=self.kv_heads,
-            num_layers=self.num_hidden_layers,
-            intermediate_size=self.ffn_hidden_size or FALCON_MLP_RATIO * hidden,
-            norms_per_layer=self.norms_per_layer,
-            parallel_attn=self.new_decoder_architecture or self.parallel_attn,
             dropout=self.hidden_dropout,
             attention_dropout=self.attention_dropout,
         )

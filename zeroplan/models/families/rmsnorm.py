@@ -7,7 +7,7 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
@@ -24,6 +24,8 @@ GEMMA2_NORMS_PER_LAYER = len(SANDWICH_NORMS)
 class RMSNormDecoderConfig(FamilyConfig):
     """Keys every RMSNorm family shares. `None` kv heads or head_dim means the transformers default."""
 
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
     vocab_size: PositiveInt
     hidden_size: PositiveInt
     intermediate_size: PositiveInt
@@ -38,8 +40,9 @@ class RMSNormDecoderConfig(FamilyConfig):
 
     @model_validator(mode="after")
     def _check_heads(self) -> RMSNormDecoderConfig:
-        if self.head_dim is None:
-            check_divides("num_attention_heads", self.num_attention_heads, "hidden_size", self.hidden_size)
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
+                             f"({self.num_attention_heads}), and no head_dim is given")
         check_divides("num_key_value_heads", self.kv_heads, "num_attention_heads", self.num_attention_heads)
         return self
 
@@ -77,6 +80,7 @@ class RMSNormDecoderConfig(FamilyConfig):
             norm="rmsnorm",
             tie_word_embeddings=self.tie_word_embeddings,
             attention_dropout=self.attention_dropout,
+            hidden_act=self.hidden_act,
         )
         return Architecture(**(fields | overrides))
 
@@ -221,7 +225,10 @@ class Gemma2Config(RMSNormDecoderConfig):
     attn_logit_softcapping: PositiveFloat | None = 50.0
     final_logit_softcapping: PositiveFloat | None = 30.0
     tie_word_embeddings: bool = True
-    hidden_act: None = None  # Gemma2Config has no hidden_act: Gemma2MLP reads hidden_activation
+    # Gemma2Config has no hidden_act, but published config.json files carry one beside hidden_activation (the
+    # value transformers keeps as an unused attribute): accepted, never read. Gemma2MLP reads hidden_activation.
+    hidden_act: str | None = None
+    UNUSED_ACTIVATION_KEYS: ClassVar[frozenset[str]] = frozenset({"hidden_act"})
     hidden_activation: str = "gelu_pytorch_tanh"
 
     def decoder(self) -> Decoder:

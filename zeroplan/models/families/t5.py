@@ -5,12 +5,12 @@ Pure: imports neither rich, typer nor yaml and does no I/O.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import NonNegativeFloat, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.families.base import FamilyConfig
+from zeroplan.models.families.base import FamilyConfig, check_activation
 
 T5_DECODER_NORMS_PER_LAYER = 3  # T5Block in the decoder: self-attention, cross-attention and FF layer norms
 GATED_PREFIX = "gated-"  # feed_forward_proj "gated-gelu" -> T5DenseGatedActDense (wi_0, wi_1, wo)
@@ -22,6 +22,8 @@ class T5Config(FamilyConfig):
     tie_word_embeddings is not a T5Config field but the PretrainedConfig default, True: the original
     T5 shares `shared` with the LM head; T5 v1.1 configs say false and have their own `lm_head`.
     """
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("d_model", "num_layers", "num_heads")
 
     model_type: Literal["t5"]
     vocab_size: PositiveInt = 32128
@@ -44,6 +46,7 @@ class T5Config(FamilyConfig):
             raise ValueError(
                 f"feed_forward_proj ({self.feed_forward_proj!r}) is neither 'ACT' nor 'gated-ACT' (e.g. 'gated-gelu')"
             )
+        check_activation("feed_forward_proj", self.dense_act_fn)
         return self
 
     @property

@@ -40,6 +40,8 @@ def count_params(model: fam.ModelSpec | fam.FamilyConfig) -> ParamCount:
     The per-family formulas are in each family's `decoder()` docstring and docs/models.md.
     """
     modules = module_inventory(model)
+    config = model.config if isinstance(model, fam.ModelSpec) else model
+    decoder = config.decoder()
     owned = [m for m in modules if not m.tied]
     total = sum(m.params * m.count for m in owned)
     return ParamCount(
@@ -47,6 +49,7 @@ def count_params(model: fam.ModelSpec | fam.FamilyConfig) -> ParamCount:
         num_embedding_params=sum(m.params * m.count for m in owned if m.role == EMBEDDING),
         largest_layer_params=max(m.params for m in modules),
         num_active_params=total - sum((m.params - m.active) * m.count for m in owned if m.active is not None),
+        notes=decoder.notes if decoder is not None else (),
     )
 
 

@@ -182,4 +182,27 @@ def decoder_modules(dec: Decoder) -> list[Module]:
         modules.append(norm_module(_join(dec.body, dec.final_norm), dec.hidden, dec))
     head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias, EMBEDDING_KIND)
     modules.append(head._replace(role=EMBEDDING, tied=dec.tie_word_embeddings))
+    if dec.lm_head_bias and dec.tie_word_embeddings:
+        # A tied head (GPT-J) shares its weight only: the module still holds weight + bias (its own parameters,
+        # DeepSpeed's largest-layer unit), and the bias is counted here, once.
+        modules.append(_module(dec.head, ((dec.vocab,),), OTHER))
     return [m for m in modules if m is not None]
+
+
+def persistent_buffer_numel(dec: Decoder) -> int:
+    """Elements of persistent buffers that are not parameters: in the state dict and the checkpoint, not in the
+    count (DeepSeek-V3's router `e_score_correction_bias`, E per MoE layer)."""
+    return sum(layer.mlp.experts * count for layer, count in dec.layers
+               if isinstance(layer.mlp, MoE) and layer.mlp.correction_bias)
+
+
+def layer_kinds(dec: Decoder) -> list[tuple[list[Module], int]]:
+    """Each distinct layer structure (its modules, one layer's worth) and how many layers have it, in order of
+    first appearance: what a per-block layout of a dense-then-MoE or hybrid model needs (the merged inventory
+    only says how many layers hold each module)."""
+    kinds: dict[tuple, tuple[list[Module], int]] = {}
+    for layer, count in dec.layers:
+        modules = layer_modules(layer, dec)
+        key = tuple((m.name, m.shapes) for m in modules)
+        kinds[key] = (modules, kinds[key][1] + count) if key in kinds else (modules, count)
+    return list(kinds.values())

@@ -1,0 +1,1 @@
+"""Megatron-LM's theoretical memory formula, reproduced to the byte, and a model mapped to Megatron's arguments."""
