@@ -83,6 +83,9 @@ class Architecture:
     linear_key_head_dim: Size = 0
     linear_value_head_dim: Size = 0
     linear_conv_kernel_dim: Size = 0
+    hf_config_json: Annotated[Text | None, Field(
+        description="counted by transformers (zeroplan.models.hf): the config.json (sorted JSON) whose activations "
+        "are measured by a meta-device forward instead of zeroplan's formulas; None for a described family")] = None
 
     @property
     def is_moe(self) -> bool:
