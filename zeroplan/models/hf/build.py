@@ -6,8 +6,8 @@ validation/count_params.py checks the described families with:
   L  largest layer: max over modules of their own direct parameters, DeepSpeed's `model_to_params`
      (deepspeed/runtime/zero/stage3.py);
   E  embeddings: nn.Embedding tables and the output embeddings (tied once);
-  A  MoE active: P minus (E - k) / E of every experts module (a module whose every own tensor is 3-D with the
-     expert count as its first dim: transformers 5's fused `*Experts`); unknown when none is found;
+  A  MoE active: P minus (E - k) / E of every experts module (a module whose every own tensor has the
+     expert count as its first dim, one of them 3-D: transformers 5's fused `*Experts`); unknown when none is found;
   persistent buffers that are not parameters (state_dict entries that are buffers), reported, not counted in P.
 """
 
@@ -81,7 +81,8 @@ def num_experts(text_config) -> tuple[int, int]:
 
 def _is_experts(module: nn.Module, experts: int) -> bool:
     own = _own(module)
-    return bool(experts) and bool(own) and all(p.dim() == 3 and p.shape[0] == experts for p in own)  # not the router
+    # every own tensor indexed by expert first, and a 3-D weight among them: not the router's (E, h) and bias
+    return bool(experts) and bool(own) and all(p.shape[:1] == (experts,) for p in own) and any(p.dim() == 3 for p in own)
 
 
 def module_records(model: nn.Module, experts: int) -> list[Module]:

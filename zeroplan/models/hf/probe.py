@@ -1,7 +1,7 @@
 """One meta-device forward and loss of a shallow copy of the model, recorded with saved_tensors_hooks.
 
-The copy has the real widths and one layer of each layer type (two of the only type, so that what every layer
-shares, the rotary tables, shows as shared). torch.autograd.graph.saved_tensors_hooks sees every tensor
+The copy is the model transformers builds (real widths) cut to two layers of each kind (so that what layers
+share, the rotary tables, shows as shared; one where a kind has a single layer). torch.autograd.graph.saved_tensors_hooks sees every tensor
 autograd saves for backward; each is counted once per storage (`untyped_storage()` returns the same object for
 one storage while it lives, so a tensor saved twice, or two views of one tensor, are one entry; the recorder
 keeps them alive so no identity is reused), parameters excluded. Regions: before the first layer (embedding),
@@ -14,7 +14,6 @@ the mean b s k / E tokens per expert. Imports torch; loaded by zeroplan.models.h
 
 from __future__ import annotations
 
-from collections import Counter
 
 import torch
 from torch import nn
@@ -28,7 +27,7 @@ from zeroplan.models.hf.build import build_on_meta, decoder_layers, hf_config
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 HALF = (torch.bfloat16, torch.float16)
 FP32_BYTES = 4
-COPY_LAYERS = 2  # a model of one layer type: two layers, so what they share is seen as shared
+COPY_LAYERS = 2  # layers kept of each kind: two, so that what they share is seen as shared
 
 
 GROUPED_MM = tuple(f for f in (getattr(torch, "_grouped_mm", None), getattr(nn.functional, "grouped_mm", None)) if f)
@@ -127,31 +126,52 @@ def _tensors(obj):
             yield from _tensors(item)
 
 
-def shallow_copy(data: dict):
-    """The config with the real widths and few layers; and how many real layers each copy layer stands for."""
-    config = hf_config(data)
-    text = config.get_text_config()
-    depth = text.num_hidden_layers
-    types = list(getattr(text, "layer_types", None) or [])
-    if len(types) == depth and len(set(types)) > 1:
-        distinct = list(dict.fromkeys(types))
-        counts = Counter(types)
-        text.layer_types = distinct
-        text.num_hidden_layers = len(distinct)
-        return config, tuple(counts[t] for t in distinct), f"one layer of each type ({', '.join(distinct)})"
-    n = min(depth, COPY_LAYERS)
-    if types:
-        text.layer_types = types[:n]
-    text.num_hidden_layers = n
-    share, extra = divmod(depth, n)
-    return config, tuple(share + (1 if i < extra else 0) for i in range(n)), f"{n} layer{'s' * (n > 1)}"
+def _signature(layer: nn.Module, per_layer: dict[str, list], index: int) -> tuple:
+    """What tells one layer's kind: its parameters' names and shapes and its entry in every per-layer config list
+    (layer_types, no_rope_layers, ...)."""
+    entries = tuple((key, repr(values[index])) for key, values in sorted(per_layer.items()))
+    return entries, tuple((name, tuple(p.shape)) for name, p in layer.named_parameters())
+
+
+def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
+    """Cut the built model down to two layers of each kind (one where a kind has one), in place; how many real layers
+    each kept layer stands for, and the copy in words.
+
+    The layers are the built model's own (transformers builds a dense-then-MoE or hybrid stack by layer index;
+    cutting the stack afterwards keeps each kind as built), and the config's per-layer lists are cut to match,
+    as the model's forward reads them by position.
+    """
+    layers = decoder_layers(model)
+    depth = len(layers)
+    per_layer = {k: v for k, v in vars(text).items() if isinstance(v, list) and len(v) == depth and depth > 1}
+    kinds: dict[tuple, list[int]] = {}
+    for i, layer in enumerate(layers):
+        kinds.setdefault(_signature(layer, per_layer, i), []).append(i)
+    keep, weights = [], []
+    for indices in kinds.values():  # two of each kind that has two: a storage two layers save is shared, not per layer
+        picked = indices[:COPY_LAYERS]
+        share, extra = divmod(len(indices), len(picked))
+        keep += picked
+        weights += [share + (1 if j < extra else 0) for j in range(len(picked))]
+    how = (f"{len(keep)} layer{'s' * (len(keep) > 1)}" if len(kinds) == 1 else
+           f"{len(keep)} layers, up to two of each of its {len(kinds)} layer kinds (layers {', '.join(map(str, keep))})")
+    holder = next(m for m in model.modules() if isinstance(m, nn.ModuleList) and any(c is layers[0] for c in m))
+    kept = [layers[i] for i in keep]
+    for i in reversed(range(len(holder))):
+        del holder[i]
+    holder.extend(kept)
+    text.num_hidden_layers = len(keep)
+    for key, values in per_layer.items():
+        setattr(text, key, [values[i] for i in keep])
+    return tuple(weights), how
 
 
 def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bool) -> MeasuredActivations:
     torch.set_num_threads(1)
     register()
-    config, weights, copy = shallow_copy(data)
+    config = hf_config(data)
     model = build_on_meta(config, DTYPES[dtype], attn_implementation=FLASH if flash else EAGER)
+    weights, copy = shallow_copy(model, config.get_text_config())
     model.train()
     rec = Recorder(model)
     layers = decoder_layers(model)
@@ -176,7 +196,7 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
             logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
             rec.region = "loss"
             model.loss_function(logits, ids, vocab_size=logits.shape[-1])
-    except (RuntimeError, NotImplementedError) as exc:
+    except (RuntimeError, NotImplementedError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"model_type {data.get('model_type')!r}: its forward cannot run on the meta device "
                         f"({str(exc).splitlines()[0]}); activations not measurable") from None
     finally:
