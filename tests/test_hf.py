@@ -158,3 +158,26 @@ def test_a_scaled_depth_keeps_the_measurement(build):
 def test_a_type_transformers_does_not_know_is_one_line(build):
     with pytest.raises(SpecError, match="described neither by zeroplan nor by transformers"):
         build.describe({"model_type": "no-such-model", "hidden_size": 64}, "cfg")
+
+
+@pytest.mark.torch
+def test_persistent_buffers_and_moe_active_are_reported(build):
+    """DeepSeek-V3's router keeps `e_score_correction_bias` (E per MoE layer) as a persistent buffer, not a
+    parameter (transformers' modeling_deepseek_v3.py); the active count skips (E - k) / E of the fused experts."""
+    data = {"model_type": "deepseek_v3", **TINY, "num_key_value_heads": 4, "moe_intermediate_size": 32,
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1,
+            "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}
+    counted = build.describe(dict(data), "deepseek")
+    moe_layers = TINY["num_hidden_layers"] - 1
+    assert any(note.startswith(f"{moe_layers * 4:,} elements of persistent buffers") for note in counted.notes)
+    experts = [m for m in counted.modules if m.role == "experts"]
+    assert [m.count for m in experts] == [moe_layers]
+    skipped = experts[0].params // 4 * (4 - 2) * moe_layers
+    assert counted.counts.num_active_params == counted.counts.num_params - skipped
+
+
+@pytest.mark.torch
+def test_a_model_without_attention_is_one_line(build):
+    with pytest.raises(SpecError, match=r"^cfg: model_type 'mamba': transformers' MambaConfig has no "
+                                        r"num_attention_heads"):
+        build.describe({"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100}, "cfg")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from zeroplan.memory.activations import ActivationEstimate, ActivationTerm
 from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.hf import measure_activations
+from zeroplan.models.hf import count_notes, measure_activations
 
 DTYPE_NAMES = {2: "bf16", 4: "fp32"}
 
@@ -60,8 +60,7 @@ def measured_activation_bytes(arch: Architecture, setup: TrainingSetup) -> Activ
 
 
 def _assumptions(arch: Architecture, m, setup: TrainingSetup, ckpt: Checkpointing) -> tuple[str, ...]:
-    notes = [f"{arch.family}: not described by zeroplan; parameters counted by transformers (built on the meta "
-             "device from the config, offline)", *m.notes,
+    notes = [*count_notes(arch.hf_config_json), *m.notes,
              "dropout masks 1 B per element (CUDA's native_dropout), LayerNorm statistics fp32 (CUDA)",
              f"activations in the compute dtype, {setup.precision.compute_bytes} B per element"]
     if ckpt is Checkpointing.full:

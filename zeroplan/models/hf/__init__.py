@@ -34,9 +34,22 @@ def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
     """
     if not has_extra():
         raise SpecError(f"{origin}: " + MISSING_EXTRA.format(model_type=data.get("model_type")))
-    from zeroplan.models.hf.build import describe
+    config_json = json.dumps(dict(data), sort_keys=True)
+    if config_json not in _COUNTED:
+        from zeroplan.models.hf.build import describe
 
-    return HFModel(name=name, source=origin, config=describe(dict(data), origin))
+        _COUNTED[config_json] = describe(json.loads(config_json), origin)
+    return HFModel(name=name, source=origin, config=_COUNTED[config_json])
+
+
+_COUNTED: dict[str, HFConfig] = {}  # config JSON -> its count: a model is built once per process
+
+
+def count_notes(config_json: str) -> tuple[str, ...]:
+    """What the count of this config rests on, in words (an estimate's assumptions)."""
+    if config_json not in _COUNTED:
+        count_with_transformers(json.loads(config_json), "model", "config")
+    return _COUNTED[config_json].notes
 
 
 def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dtype: str,
@@ -54,5 +67,5 @@ def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash
     return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)
 
 
-__all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations", "count_with_transformers",
-           "has_extra", "measure_activations"]
+__all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations", "count_notes",
+           "count_with_transformers", "has_extra", "measure_activations"]

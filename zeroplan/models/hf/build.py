@@ -159,8 +159,10 @@ def architecture(model: nn.Module, text, model_type: str, config_json: str) -> A
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The model's repeated blocks: transformers 5 derives every decoder layer from GradientCheckpointingLayer."""
-    return [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    """The language model's repeated blocks: transformers 5 derives every decoder layer from
+    GradientCheckpointingLayer; `get_decoder()` is the language model of a multimodal one (not its vision tower)."""
+    decoder = model.get_decoder() if callable(getattr(model, "get_decoder", None)) else None
+    return [m for m in (decoder or model).modules() if isinstance(m, GradientCheckpointingLayer)]
 
 
 def _tied(model: nn.Module) -> bool:
@@ -176,7 +178,13 @@ def describe(data: dict, origin: str):
     experts, top_k = num_experts(text)
     counts, active_known = count(model, experts, top_k)
     model_type = data["model_type"]
-    arch = architecture(model, text, model_type, json.dumps(data, sort_keys=True))
+    try:
+        arch = architecture(model, text, model_type, json.dumps(data, sort_keys=True))
+    except AttributeError as exc:  # a config without attention heads (a state-space model), hidden size, ...
+        missing = getattr(exc, "name", None) or str(exc)
+        raise SpecError(f"{origin}: model_type {model_type!r}: transformers' {type(text).__name__} has no "
+                        f"{missing}, which zeroplan's calculators need (a model without attention is not "
+                        "modelled)") from None
     notes = [f"{model_type}: not described by zeroplan; counted by transformers {transformers.__version__} "
              f"({type(model).__name__} built on the meta device from the config, offline)"]
     if experts and not active_known:

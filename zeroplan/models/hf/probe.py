@@ -147,12 +147,13 @@ def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
     kinds: dict[tuple, list[int]] = {}
     for i, layer in enumerate(layers):
         kinds.setdefault(_signature(layer, per_layer, i), []).append(i)
-    keep, weights = [], []
+    stands_for = {}
     for indices in kinds.values():  # two of each kind that has two: a storage two layers save is shared, not per layer
         picked = indices[:COPY_LAYERS]
         share, extra = divmod(len(indices), len(picked))
-        keep += picked
-        weights += [share + (1 if j < extra else 0) for j in range(len(picked))]
+        stands_for |= {index: share + (1 if j < extra else 0) for j, index in enumerate(picked)}
+    keep = sorted(stands_for)  # in the model's order
+    weights = [stands_for[i] for i in keep]
     how = (f"{len(keep)} layer{'s' * (len(keep) > 1)}" if len(kinds) == 1 else
            f"{len(keep)} layers, up to two of each of its {len(kinds)} layer kinds (layers {', '.join(map(str, keep))})")
     holder = next(m for m in model.modules() if isinstance(m, nn.ModuleList) and any(c is layers[0] for c in m))
@@ -196,7 +197,7 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
             logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
             rec.region = "loss"
             model.loss_function(logits, ids, vocab_size=logits.shape[-1])
-    except (RuntimeError, NotImplementedError, IndexError, KeyError, TypeError, ValueError) as exc:
+    except (RuntimeError, NotImplementedError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"model_type {data.get('model_type')!r}: its forward cannot run on the meta device "
                         f"({str(exc).splitlines()[0]}); activations not measurable") from None
     finally:
