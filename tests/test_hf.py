@@ -17,7 +17,7 @@ import pytest
 
 from zeroplan.cli.app import app
 from zeroplan.errors import SpecError
-from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, Precision, TrainingSetup
 from zeroplan.models import hf
 from zeroplan.models.families import FAMILIES, parse_family_config
 from zeroplan.models.presets import load_model
@@ -96,8 +96,10 @@ def test_counts_equal_zeroplans_own(build, name):
     assert sum(m.params * m.count for m in counted.modules if not m.tied) == counted.counts.num_params
 
 
-SETUPS = [TrainingSetup(precision=p, seq_len=64, micro_batch=2, checkpointing=c, attention=a)
-          for p in (Precision.bf16_mixed, Precision.fp32) for c in Checkpointing for a in Attention]
+CHECKPOINTING = [(Checkpointing.none, 1), (Checkpointing.selective, 1), (Checkpointing.full, 1), (Checkpointing.full, 2)]
+SETUPS = [TrainingSetup(precision=p, seq_len=64, micro_batch=2, checkpointing=c, checkpoint_every=n, attention=a)
+          for p in (Precision.bf16_mixed, Precision.fp32) for c, n in CHECKPOINTING for a in Attention]
+SETUPS += [replace(SETUPS[0], loss=loss) for loss in Loss if loss is not Loss.hf]
 
 
 @pytest.mark.torch
@@ -181,3 +183,13 @@ def test_a_model_without_attention_is_one_line(build):
     with pytest.raises(SpecError, match=r"^cfg: model_type 'mamba': transformers' MambaConfig has no "
                                         r"num_attention_heads"):
         build.describe({"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100}, "cfg")
+
+
+@pytest.mark.torch
+def test_per_op_selective_checkpointing_is_refused(build):
+    from zeroplan.errors import ZeroplanError
+    from zeroplan.memory.measured import measured_activation_bytes
+
+    arch = build.describe(dict(UNDESCRIBED), "persimmon").arch
+    with pytest.raises(ZeroplanError, match="selective-op .* not modelled for persimmon"):
+        measured_activation_bytes(arch, replace(SETUPS[0], checkpointing=Checkpointing.selective_op))

@@ -154,8 +154,15 @@ def architecture(model: nn.Module, text, model_type: str, config_json: str) -> A
         attention_dropout=float(getattr(text, "attention_dropout", 0.0) or 0.0),
         sliding_window=getattr(text, "sliding_window", None) if isinstance(getattr(text, "sliding_window", None), int)
         else None,
+        attn_logit_softcapping=_real(text, "attn_logit_softcapping"),
+        final_logit_softcapping=_real(text, "final_logit_softcapping"),
         hf_config_json=config_json,
     ), model_type)
+
+
+def _real(config, key: str) -> float | None:
+    value = getattr(config, key, None)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value else None
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:

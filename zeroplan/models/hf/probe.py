@@ -134,8 +134,8 @@ def _signature(layer: nn.Module, per_layer: dict[str, list], index: int) -> tupl
 
 
 def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
-    """Cut the built model down to two layers of each kind (one where a kind has one), in place; how many real layers
-    each kept layer stands for, and the copy in words.
+    """Cut the built model down to two layers of each kind (one where a kind has one), in place; for each real
+    layer, the kept layer that stands for it (its position in the copy), and the copy in words.
 
     The layers are the built model's own (transformers builds a dense-then-MoE or hybrid stack by layer index;
     cutting the stack afterwards keeps each kind as built), and the config's per-layer lists are cut to match,
@@ -147,13 +147,13 @@ def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
     kinds: dict[tuple, list[int]] = {}
     for i, layer in enumerate(layers):
         kinds.setdefault(_signature(layer, per_layer, i), []).append(i)
-    stands_for = {}
+    represented_by = {}  # real layer -> the kept layer of its kind that stands for it
     for indices in kinds.values():  # two of each kind that has two: a storage two layers save is shared, not per layer
         picked = indices[:COPY_LAYERS]
-        share, extra = divmod(len(indices), len(picked))
-        stands_for |= {index: share + (1 if j < extra else 0) for j, index in enumerate(picked)}
-    keep = sorted(stands_for)  # in the model's order
-    weights = [stands_for[i] for i in keep]
+        half = -(-len(indices) // len(picked))
+        represented_by |= {index: picked[j // half] for j, index in enumerate(indices)}
+    keep = sorted(set(represented_by.values()))  # in the model's order
+    layer_of = tuple(keep.index(represented_by[i]) for i in range(depth))
     how = (f"{len(keep)} layer{'s' * (len(keep) > 1)}" if len(kinds) == 1 else
            f"{len(keep)} layers, up to two of each of its {len(kinds)} layer kinds (layers {', '.join(map(str, keep))})")
     holder = next(m for m in model.modules() if isinstance(m, nn.ModuleList) and any(c is layers[0] for c in m))
@@ -164,7 +164,7 @@ def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
     text.num_hidden_layers = len(keep)
     for key, values in per_layer.items():
         setattr(text, key, [values[i] for i in keep])
-    return tuple(weights), how
+    return layer_of, how
 
 
 def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bool) -> MeasuredActivations:
@@ -172,13 +172,13 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
     register()
     config = hf_config(data)
     model = build_on_meta(config, DTYPES[dtype], attn_implementation=FLASH if flash else EAGER)
-    weights, copy = shallow_copy(model, config.get_text_config())
+    layer_of, copy = shallow_copy(model, config.get_text_config())
     model.train()
     rec = Recorder(model)
     layers = decoder_layers(model)
-    if len(layers) != len(weights):
+    if len(layers) != len(set(layer_of)):
         raise SpecError(f"model_type {data.get('model_type')!r}: found {len(layers)} decoder layers in the copy of "
-                        f"{len(weights)}; its activations cannot be measured by layer")
+                        f"{len(set(layer_of))}; its activations cannot be measured by layer")
     hooks = []
     for i, layer in enumerate(layers):
         hooks.append(layer.register_forward_pre_hook(lambda m, a, k, i=i: rec.enter_layer(i, a, k), with_kwargs=True))
@@ -204,12 +204,13 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
         for h in hooks:
             h.remove()
         CoreMarks.enter, CoreMarks.leave = marks
-    return _result(rec, logits, weights, copy, flash)
+    return _result(rec, logits, layer_of, copy, flash)
 
 
-def _result(rec: Recorder, logits: torch.Tensor, weights: tuple[int, ...], copy: str, flash: bool) -> MeasuredActivations:
-    per_layer = [rec.only(i) for i in range(len(weights))]
-    single = {k for region in [*range(len(weights)), "embedding", "head", "loss"] for k in rec.only(region)}
+def _result(rec: Recorder, logits: torch.Tensor, layer_of: tuple[int, ...], copy: str, flash: bool) -> MeasuredActivations:
+    n = len(set(layer_of))
+    per_layer = [rec.only(i) for i in range(n)]
+    single = {k for region in [*range(n), "embedding", "head", "loss"] for k in rec.only(region)}
     logits_key = id(logits.untyped_storage())
     how = (f"activations measured: one meta-device forward and loss of a copy with the real widths and {copy}, "
            "saved tensors recorded (torch.autograd.graph.saved_tensors_hooks) and scaled to the real depth")
@@ -217,13 +218,13 @@ def _result(rec: Recorder, logits: torch.Tensor, weights: tuple[int, ...], copy:
               if flash else "eager attention (the model's eager_attention_forward): a x s x s scores kept")
     return MeasuredActivations(
         layer_bytes=tuple(sum(layer.values()) for layer in per_layer),
-        layer_weights=weights,
+        layer_of=layer_of,
         layer_input_bytes=rec.input_bytes,
         layer_input_saved=tuple(rec.layer_inputs.get(i) in layer for i, layer in enumerate(per_layer)),
         core_bytes=tuple(sum(n for k, n in layer.items() if k in rec.in_core and k not in rec.core_inputs)
                          for layer in per_layer),
         core_input_bytes=tuple(sum(n for k, (region, n) in rec.core_inputs.items()
-                                   if region == i and k not in rec.bytes) for i in range(len(weights))),
+                                   if region == i and k not in rec.bytes) for i in range(n)),
         core_mask_bytes=sum(n for k, n in rec.core_masks.items() if k not in rec.bytes),
         held_bytes=sum(n for k, n in rec.held.items() if k not in rec.bytes),
         shared_bytes=sum(n for k, n in rec.bytes.items() if k not in single),

@@ -44,12 +44,12 @@ class HFModel:
 class MeasuredActivations:
     """Bytes one meta-device forward and loss saved, by region, for a copy of the model with few layers.
 
-    `layer_bytes[i]` is what only layer i of the copy saved; `layer_weights[i]` how many real layers it stands
-    for (their sum is the real depth). Storages saved by more than one region (rotary tables) are in `shared_bytes`.
+    `layer_bytes[i]` is what only layer i of the copy saved; `layer_of[j]` is the copy layer that stands for real
+    layer j (its length is the real depth). Storages saved by more than one region (rotary tables) are in `shared_bytes`.
     """
 
     layer_bytes: tuple[int, ...]
-    layer_weights: tuple[int, ...]
+    layer_of: tuple[int, ...]
     layer_input_bytes: int  # a layer's hidden-state input (what full checkpointing keeps per layer)
     layer_input_saved: tuple[bool, ...]  # the layer saved its own input (then the recompute need not make it)
     core_bytes: tuple[int, ...]  # per copy layer: saved inside the attention core, its inputs excluded
