@@ -1,8 +1,8 @@
 """Check the zeroplan[hf] path (zeroplan.models.hf: transformers on the meta device) against what zeroplan knows.
 
 For each small config of validation/measure_activations.py, given 4 layers so that the meta copy (two layers of
-each kind) is scaled to a real depth, and for configs zeroplan does not describe (EXTRA: qwen3, olmo2, qwen3_moe,
-gemma3_text, deepseek_v3, gpt_oss, smollm3):
+each kind) is scaled to a real depth, and for the configs in EXTRA (newer families, and persimmon and starcoder2,
+which zeroplan does not describe):
   counts     zeroplan.models.hf's counts (total, largest layer, embeddings, active) against zeroplan's family
              count (described families): must be equal
   formula    zeroplan's described-family activation figure (memory.activations)
@@ -47,8 +47,8 @@ BEGIN, END = "<!-- BEGIN measured (validation/measure_hf.py --write-docs) -->", 
 # Decoder families of measure_activations.py (T5 is no causal LM: the hf path builds AutoModelForCausalLM).
 CHECKED = ("llama", "llama-gqa", "gemma2", "gpt2", "mixtral", "qwen2", "phi3", "gpt_neox", "opt")
 _MOE = dict(intermediate_size=96, moe_intermediate_size=32, num_key_value_heads=2)
-# Not in measure_activations.py's list: mistral (a zeroplan family), and model_types zeroplan does not describe
-# (today), whose hf figure is checked against the CPU measurement only; those need a type zeroplan has no family for.
+# Not in measure_activations.py's list: families zeroplan describes since (their hf figure is checked against the
+# formula too) and model_types it does not describe (persimmon, starcoder2: against the CPU measurement only).
 EXTRA = {
     "mistral": ("mistral", ma._LLAMA | dict(num_key_value_heads=2, sliding_window=256)),
     "qwen3": ("qwen3", ma._LLAMA | dict(num_attention_heads=8, num_key_value_heads=2, head_dim=16)),
@@ -71,6 +71,10 @@ EXTRA = {
     "gpt_oss-sdpa": ("gpt_oss", ma._LLAMA | dict(intermediate_size=32, num_key_value_heads=2, head_dim=16,
                                                  num_local_experts=4, num_experts_per_tok=2, sliding_window=256,
                                                  layer_types=["sliding_attention", "full_attention"] * 2)),
+    "persimmon": ("persimmon", dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+                                    vocab_size=1000, max_position_embeddings=256) | ma._SPECIAL_IDS),
+    "starcoder2": ("starcoder2", ma._LLAMA | dict(num_key_value_heads=2, sliding_window=256, residual_dropout=0.0,
+                                                  embedding_dropout=0.0) | ma._SPECIAL_IDS),
     "smollm3": ("smollm3", ma._LLAMA | dict(num_key_value_heads=2, no_rope_layer_interval=2) | ma._SPECIAL_IDS),
 }
 
