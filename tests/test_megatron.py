@@ -133,9 +133,10 @@ def test_cli_refuses_in_one_line(runner, argv, message):
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_zeroplans_own_method_refuses_a_mesh_it_does_not_model(runner):
+def test_deepspeeds_estimator_refuses_a_mesh_it_does_not_model(runner):
     from zeroplan.cli.app import app
 
-    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--tp", "2", "--sequence-parallel"])
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--tp", "2", "--sequence-parallel",
+                                 "--method", "deepspeed"])
     assert result.exit_code == 2
-    assert "--tp, --sequence-parallel: zeroplan's own model covers data parallelism so far" in result.stderr
+    assert "--tp, --sequence-parallel: DeepSpeed's estimator functions know data parallelism only" in result.stderr

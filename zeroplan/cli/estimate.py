@@ -153,16 +153,20 @@ def estimate(
             found = megatron_estimate(args, mesh, stage)
             show(lambda: megatron_view(found), lambda: _megatron_tables(found, units), fmt)
             return
-        if mesh.given:
-            raise UsageError(f"{', '.join(mesh.given)}: zeroplan's own model covers data parallelism so far; "
-                             "--method megatron computes Megatron-LM's formula for a tensor/pipeline/context/expert mesh")
+        if mesh.given and method is Method.deepspeed:
+            raise UsageError(f"{', '.join(mesh.given)}: DeepSpeed's estimator functions know data parallelism only")
         if method is Method.deepspeed:
             result = answers.deepspeed_estimate(args, buffer_factor)
             show(lambda: views.deepspeed_view(result), lambda: render.deepspeed_tables(result), fmt)
         else:
             from zeroplan.memory.view import estimate_view
 
-            result = answers.estimate(args, stage)
+            if mesh.given:
+                from zeroplan.scenario.mesh import mesh_estimate
+
+                result = mesh_estimate(args, mesh, stage)
+            else:
+                result = answers.estimate(args, stage)
             for warning in result.warnings:
                 print_warning(warning)
             if report is not None:  # the file first: a closed stdout cannot lose it

@@ -2,60 +2,15 @@
 
 How each argument is set, and what Megatron's formula does not see of the model (qk-norms, biases, learned
 positions, Gemma's extra norms), is in docs/megatron.md. Divisibility is checked as Megatron checks it
-(megatron/training/arguments.py), each failure one line with the numbers. Pure: no I/O.
+(megatron/training/arguments.py) in zeroplan.models.mesh, shared with zeroplan's own model. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from zeroplan.errors import ZeroplanError
 from zeroplan.megatron.theory import MegatronArgs, padded_vocab_size
 from zeroplan.models.architecture import Architecture
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mesh:
-    """Megatron's parallel degrees: tensor, pipeline (with virtual stages), context, expert (and expert-tensor)."""
-
-    gpus: int
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    etp: int | None = None  # None: the tensor-parallel size, Megatron's default
-    vpp: int | None = None  # virtual stages per pipeline rank; None or 1: no interleaving
-    sequence_parallel: bool = False
-
-    @property
-    def dp(self) -> int:
-        """world_size // (tp x pp x cp), arguments.py's data_parallel_size."""
-        return self.gpus // (self.tp * self.pp * self.cp)
-
-
-def _check(mesh: Mesh, arch: Architecture) -> None:
-    model_parallel = mesh.tp * mesh.pp * mesh.cp
-    if mesh.gpus % model_parallel:
-        raise ZeroplanError(f"--gpus {mesh.gpus} is not a multiple of tp x pp x cp = {mesh.tp} x {mesh.pp} x "
-                            f"{mesh.cp} = {model_parallel}")
-    if arch.num_attention_heads % mesh.tp:
-        raise ZeroplanError(f"num_attention_heads ({arch.num_attention_heads}) is not a multiple of --tp {mesh.tp}")
-    if arch.num_key_value_heads % mesh.tp:
-        raise ZeroplanError(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
-    stages = mesh.pp * (mesh.vpp or 1)
-    if arch.num_layers % stages:
-        what = f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp else f"--pp {mesh.pp}"
-        raise ZeroplanError(f"{arch.num_layers} layers do not split evenly into {what} pipeline stages")
-    if mesh.vpp and mesh.pp == 1:
-        raise ZeroplanError(f"--vpp {mesh.vpp} interleaves pipeline stages and needs --pp 2 or more")
-    if arch.is_moe and arch.num_experts % mesh.ep:
-        raise ZeroplanError(f"num_experts ({arch.num_experts}) is not a multiple of --ep {mesh.ep}")
-    if not arch.is_moe and mesh.ep > 1:
-        raise ZeroplanError(f"--ep {mesh.ep} divides experts, and {arch.family} has none")
-    expert_parallel = (mesh.etp or mesh.tp) * mesh.ep * mesh.pp
-    if mesh.gpus % expert_parallel:
-        raise ZeroplanError(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
-                            f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
+from zeroplan.models.mesh import Mesh, check_mesh
 
 
 def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: int, distributed_optimizer: bool,
@@ -66,7 +21,7 @@ def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: 
     if arch.linear_num_key_heads:
         raise ZeroplanError(f"--method megatron: Megatron's formula has no linear-attention layers, and {arch.family} "
                             f"has {arch.attention_types.count('linear_attention')}")
-    _check(mesh, arch)
+    check_mesh(mesh, arch)
     return MegatronArgs(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,

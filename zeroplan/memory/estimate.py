@@ -111,6 +111,7 @@ class Scenario:
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
     tuning: object | None = None  # zeroplan.memory.finetune.Tuning; None: full training (every parameter trains)
+    mesh: object | None = None  # zeroplan.memory.mesh.MeshModel: tp x pp x cp x dp (x ep); None = data parallel only
 
     @property
     def usable_bytes(self) -> int | None:
@@ -121,14 +122,19 @@ class Scenario:
         return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
 
 
-def activations_for(arch: Architecture | None, setup: TrainingSetup):
-    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
+def activations_for(arch: Architecture | None, setup: TrainingSetup, mesh=None):
+    """The activation breakdown (zeroplan.activations), or None when the architecture is unknown; on a mesh, the
+    pipeline stage's that holds the most."""
     if arch is None:
         return None
     if arch.hf_config_json is not None:  # counted by transformers: activations measured, not by formula
         from zeroplan.memory.measured import measured_activation_bytes
 
         return measured_activation_bytes(arch, setup)
+    if mesh is not None:
+        from zeroplan.memory.mesh import mesh_activations
+
+        return max(mesh_activations(mesh, arch, setup), key=lambda a: a.total_bytes)
     from zeroplan.memory.activations import activation_bytes
 
     return activation_bytes(arch, setup)
@@ -150,6 +156,12 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
 
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
     """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+    if scn.mesh is not None:  # one rank of each pipeline stage, its own activations; the busiest reported
+        from zeroplan.memory.mesh import mesh_activation_bytes, mesh_evaluate
+
+        return mesh_evaluate(scn.mesh, mesh_activation_bytes(scn.mesh, scn.arch, scn.setup), recipe or scn.recipe,
+                             stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size,
+                             scn.overheads, scn.usable_bytes)
     if activation_bytes is None:
         acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
         activation_bytes = acts.total_bytes if acts is not None else 0
@@ -252,8 +264,9 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         f"setup: seq-len {setup.seq_len}, micro-batch {setup.micro_batch}, gradient accumulation "
         f"{setup.grad_accum}, checkpointing {setup.checkpointing_label}, attention {setup.attention.value}, "
         f"loss {setup.loss.value}",
-        f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
+    notes += scn.mesh.notes() if scn.mesh is not None else [
+        f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
     notes += [f"parameter count: {note}" for note in model.count_notes]
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
@@ -296,6 +309,7 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
         stages, left_out = refused_stages(scn, stages)
         warnings = warnings + left_out
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
+    acts = activations_for(scn.arch, scn.setup, scn.mesh)
     act_bytes = acts.total_bytes if acts is not None else 0
     results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)

@@ -36,6 +36,7 @@ def stage_view(s: StageEstimate) -> dict:
         "fits": s.fits,
         "headroom_bytes": s.headroom_bytes,
         **engine_keys(s),
+        **({"notes": list(s.base.notes)} if s.base.engine == "deepspeed" and s.base.notes else {}),
     }
 
 
@@ -97,4 +98,20 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "activations": as_json(acts) if acts is not None else None,
         "stages": [stage_view(s) for s in est.stages],
         "assumptions": list(est.assumptions),
+        **mesh_keys(est),
     }
+
+
+def mesh_keys(est: Estimate) -> dict:
+    """`mesh` (degrees, groups, each pipeline stage's share of one rank) when the run has one; absent otherwise."""
+    model = est.scenario.mesh
+    if model is None:
+        return {}
+    from zeroplan.memory.mesh import shard_groups
+
+    m = model.mesh
+    dense, expert = shard_groups(m)
+    return {"mesh": {"tp": m.tp, "pp": m.pp, "cp": m.cp, "dp": m.dp, "ep": m.ep, "gpus": m.gpus,
+                     "sequence_parallel": m.sequence_parallel and m.tp > 1, "zero_group": dense,
+                     "expert_zero_group": expert, "describe": m.describe(),
+                     "stages": [as_json(s) for s in model.shares]}}

@@ -1,0 +1,169 @@
+"""Activations of one rank of a tensor x pipeline x context mesh: which saved tensors tensor parallelism divides
+by t, what sequence parallelism shards, context parallelism's split of the sequence, and the micro-batches each
+pipeline stage keeps in flight (docs/parallelism.md).
+
+Tensor parallelism (Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.1): the tensors inside the attention
+core and the MLP (q, k, v, the core's output, the activation and gate product, the down projection's input) hold
+a/t heads or f/t columns per rank; the norms, the projections' inputs and the dropout masks of the residual
+stream are replicated. Sequence parallelism (section 4.2.2) shards the norm region on the sequence: the norms
+and dropout masks keep 1/t. The projections' inputs differ by stack:
+- PyTorch (torch.distributed.tensor.parallel SequenceParallel + ColwiseParallel(input_layouts=Shard(1)),
+  torchtitan): the all-gathered input is what the column linear saves, whole (zeroplan's default);
+- Megatron-LM (megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication): the
+  linear saves its 1/t shard and all-gathers it again in backward.
+The head is vocab-parallel (torchtitan's loss_parallel, Megatron's vocab_parallel_cross_entropy): logits, their
+fp32 copy and the log-softmax hold V/t per rank; the labels are whole. Context parallelism gives each rank s/cp
+tokens of every sequence (ring attention: flash kernels only). 1F1B (Narayanan et al. 2021, arXiv:2104.04473):
+stage i holds min(pp - i, micro-batches) micro-batches in flight; the first stage holds pp.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, activation_bytes
+from zeroplan.memory.activations.loss import INDEX_BYTES
+from zeroplan.memory.activations.terms import final_norm_terms
+from zeroplan.memory.activations.traits import traits_of
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
+from zeroplan.models.architecture import Architecture
+from zeroplan.models.mesh import Mesh
+
+PYTORCH, MEGATRON = "pytorch", "megatron"  # sequence-parallel stacks
+
+# Saved tensors of a layer inside the tensor-parallel region: a/t heads or f/t columns per rank.
+SPLIT = frozenset({
+    "q, k, v", "q, k, v (core inputs)", "q, k, v (a heads)", "output", "log-sum-exp",
+    "output projection input (transposed copy)", "output projection input", "score soft-capping tanh",
+    "softmax output", "probability dropout mask + output", "probabilities cast to e", "activation",
+    "activation output and up projection (gate product)", "down projection input",
+})
+# The norm region of the residual stream: replicated without sequence parallelism, 1/t with it.
+NORM_REGION = frozenset({
+    "attention norm", "MLP norm", "post-attention norm", "post-MLP norm", "attention output dropout mask",
+    "MLP output dropout mask", "final norm", "final dropout mask",
+})
+# A column linear's input: replicated; under sequence parallelism the gathered tensor (PyTorch) or the shard (Megatron).
+GATHERED = frozenset({"q/k/v projection input", "MLP input", "cross-attention q projection input", "LM head input"})
+
+
+def term_divisor(name: str, mesh: Mesh, stack: str = PYTORCH) -> int | None:
+    """What tensor (and sequence) parallelism divides the saved tensor `name` by; None: not classified (kept whole)."""
+    sp = mesh.sequence_parallel and mesh.tp > 1
+    if name in SPLIT:
+        return mesh.tp
+    if name in NORM_REGION:
+        return mesh.tp if sp else 1
+    if name in GATHERED:
+        return mesh.tp if sp and stack == MEGATRON else 1
+    return None
+
+
+def _check(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> None:
+    if setup.seq_len % mesh.cp:
+        raise ZeroplanError(f"--seq-len {setup.seq_len} is not a multiple of --cp {mesh.cp}")
+    if mesh.cp > 1 and setup.attention is not Attention.flash:
+        raise ZeroplanError(f"--cp {mesh.cp}: context parallelism (ring attention) runs flash kernels; "
+                            "give --attention flash")
+    if setup.checkpointing in (Checkpointing.selective_op,) or setup.checkpoint_every > 1:
+        raise ZeroplanError(f"--checkpointing {setup.checkpointing_label} on a tp/pp/cp mesh is not modelled yet; "
+                            "give none, selective or full")
+    if setup.loss is not Loss.hf and mesh.tp > 1:
+        raise ZeroplanError(f"--loss {setup.loss.value} with --tp {mesh.tp}: the vocab-parallel loss is modelled "
+                            "for --loss hf only")
+    if arch.num_encoder_layers:
+        raise ZeroplanError(f"{arch.family} is an encoder-decoder: zeroplan lays out decoder-only models on a mesh")
+
+
+def rank_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
+                     stack: str = PYTORCH) -> tuple[ActivationEstimate, tuple[str, ...]]:
+    """One micro-batch's activations on one tensor/context-parallel rank, for the whole layer stack (no pipeline):
+    the single-GPU terms at s/cp tokens, each divided as term_divisor says. Also the names left whole."""
+    _check(arch, setup, mesh)
+    base = activation_bytes(arch, replace(setup, seq_len=setup.seq_len // mesh.cp))
+    unknown: set[str] = set()
+
+    def split(name: str, value: int) -> int:
+        divisor = term_divisor(name, mesh, stack)
+        if divisor is None:
+            unknown.add(name)
+            divisor = 1
+        return -(-value // divisor)
+
+    terms = tuple(ActivationTerm(name=t.name, bytes=split(t.name, t.bytes)) for t in base.layer_terms)
+    t = mesh.tp
+    if setup.checkpointing is Checkpointing.full:
+        residual = t if mesh.sequence_parallel and t > 1 else 1
+        each = tuple(-(-b // residual) for b in base.layer_bytes)
+        recompute = -(-base.recompute_bytes // t)  # one layer's recompute: its tensor-parallel part dominates
+    else:
+        # none / selective: every layer's saved terms, split term by term (the layers differ only by their MLP kind)
+        ratio_num = sum(x.bytes for x in terms)
+        ratio_den = sum(x.bytes for x in base.layer_terms) or 1
+        each = tuple(b * ratio_num // ratio_den for b in base.layer_bytes)
+        recompute = -(-base.recompute_bytes // t)  # the selective core: a/t heads
+    labels = INDEX_BYTES * setup.micro_batch * (setup.seq_len // mesh.cp)
+    logits = -(-base.logits_bytes // t)
+    loss = -(-(base.loss_bytes - labels) // t) + labels
+    transient = -(-base.loss_transient_bytes // t)
+    softcap = -(-base.logit_softcap_bytes // t)
+    final = base.final_norm_bytes
+    if t > 1:  # --loss hf (checked): the head saves its input
+        b, s_local, e = setup.micro_batch, setup.seq_len // mesh.cp, setup.precision.compute_bytes
+        final = sum(split(name, value) for name, value in final_norm_terms(arch, traits_of(arch), b, s_local, e))
+    layers = sum(each) + base.held_bytes
+    total = layers + recompute + base.embedding_bytes + final + logits + softcap + loss
+    est = replace(base, layers_bytes=layers, recompute_bytes=recompute, final_norm_bytes=final, logits_bytes=logits,
+                  logit_softcap_bytes=softcap, loss_bytes=loss, loss_transient_bytes=transient, total_bytes=total,
+                  per_layer_bytes=max(each, default=0), layer_terms=terms, layer_bytes=each)
+    return est, tuple(sorted(unknown))
+
+
+def in_flight(mesh: Mesh, micro_batches: int) -> tuple[int, ...]:
+    """1F1B: the micro-batches stage i holds, min(pp - i, micro-batches)."""
+    return tuple(min(mesh.pp - i, micro_batches) for i in range(mesh.pp))
+
+
+def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
+                      stack: str = PYTORCH) -> tuple[tuple[ActivationEstimate, ...], tuple[str, ...]]:
+    """Each pipeline stage's activations on one of its ranks: its layers' share x its micro-batches in flight, the
+    embedding on the first stage, the final norm, logits and loss on the last (with one micro-batch in flight)."""
+    one, unknown = rank_activations(arch, setup, mesh, stack)
+    per = len(one.layer_bytes) // mesh.pp
+    stages = []
+    for i, m in enumerate(in_flight(mesh, setup.grad_accum)):
+        each = one.layer_bytes[i * per:(i + 1) * per]
+        first, last = i == 0, i == mesh.pp - 1
+        layers = m * (sum(each) + one.held_bytes)
+        embedding = m * one.embedding_bytes if first else 0
+        final, logits, softcap, loss = ((one.final_norm_bytes, one.logits_bytes, one.logit_softcap_bytes,
+                                         one.loss_bytes) if last else (0, 0, 0, 0))
+        total = layers + one.recompute_bytes + embedding + m * (final + logits + softcap + loss)
+        notes = one.assumptions + _notes(mesh, stack, m, i, unknown)
+        stages.append(replace(one, layers_bytes=layers, embedding_bytes=embedding, final_norm_bytes=m * final,
+                              logits_bytes=m * logits, logit_softcap_bytes=m * softcap, loss_bytes=m * loss,
+                              loss_transient_bytes=one.loss_transient_bytes if last else 0, total_bytes=total,
+                              layer_bytes=each, held_bytes=m * one.held_bytes, assumptions=notes))
+    return tuple(stages), unknown
+
+
+def _notes(mesh: Mesh, stack: str, m: int, i: int, unknown: tuple[str, ...]) -> tuple[str, ...]:
+    notes = []
+    if mesh.tp > 1:
+        sp = mesh.sequence_parallel
+        notes.append(f"activations under tp {mesh.tp}: attention-core and MLP-inner tensors / {mesh.tp}, "
+                     + (f"norm region / {mesh.tp} (sequence parallel), the column linears' gathered inputs "
+                        + ("whole (PyTorch/torchtitan SequenceParallel, zeroplan's default)" if stack == PYTORCH
+                           else f"/ {mesh.tp} (Megatron-LM)") if sp else "norms, projection inputs and dropout "
+                        "masks whole (no sequence parallelism)")
+                     + f"; vocab-parallel logits and loss / {mesh.tp}")
+    if mesh.cp > 1:
+        notes.append(f"context parallel {mesh.cp}: each rank holds seq-len / {mesh.cp} tokens of every sequence")
+    if mesh.pp > 1:
+        notes.append(f"1F1B: pipeline stage {i} holds {m} micro-batch(es) in flight (stage i: min(pp - i, "
+                     "gradient accumulation))")
+    if unknown:
+        notes.append("activation terms not classified for tensor parallelism, counted whole: " + ", ".join(unknown))
+    return tuple(notes)

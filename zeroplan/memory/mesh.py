@@ -1,0 +1,213 @@
+"""Model states of one rank of a tensor x pipeline x context x data (x expert) mesh, from the module descriptions.
+
+What each parallelism splits (docs/parallelism.md has the table and its sources):
+- tensor parallelism (Megatron-LM's ColumnParallelLinear / RowParallelLinear, PyTorch's ColwiseParallel /
+  RowwiseParallel): a column linear (q/k/v, gate/up) splits its out-features, weight and bias; a row linear
+  (o, down) splits its in-features and keeps its bias whole; the token embedding and the LM head are
+  vocab-parallel (split on the vocabulary); norms, qk-norms, routers, position tables, linears kept whole and
+  other tensors are replicated. Experts split their intermediate width by tp (Megatron's expert-tensor size
+  defaults to tp) and their count by ep.
+- pipeline parallelism: contiguous equal blocks of layers per stage, the embedding (and any extra non-layer
+  tensors) on the first stage, the final norm and the head on the last; a tied head keeps its own copy of the
+  embedding on the last stage when pp > 1 (Megatron-LM's shared word embeddings).
+- ZeRO / FSDP shard over the ranks that hold the same tensors: dp x cp for dense tensors (the context-parallel
+  ranks hold the same weights; Megatron's distributed optimizer and torchtitan's FSDP mesh `dp_shard_cp` shard
+  over both), dp x cp / ep for the experts (their own data-parallel group).
+A split that does not divide gives the first ranks ceil(n / t) elements, torch.chunk's (and DTensor's) rule; the
+busiest rank is reported. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.recipes import Recipe
+from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
+from zeroplan.memory.states import ModelStates, model_state_bytes
+from zeroplan.models.block import Decoder
+from zeroplan.models.mesh import Mesh
+from zeroplan.models.params.decoder import decoder_modules, layer_modules
+from zeroplan.models.params.modules import COLUMN, EMBEDDING_KIND, EXPERTS_KIND, NORM, ROW, Module
+
+
+def _split(n: int, t: int) -> int:
+    return -(-n // t)
+
+
+def tensor_numel(m: Module, shape: tuple[int, ...], tp: int, ep: int, hidden: int, vocab: int) -> int:
+    """Elements of one of `m`'s tensors on the busiest rank of a tp x ep group (the rules in the module docstring)."""
+    dims = list(shape)
+    if m.kind == COLUMN:
+        i = max(j for j, d in enumerate(dims) if d == m.out_features) if m.out_features in dims else 0
+        dims[i] = _split(dims[i], tp)
+    elif m.kind == ROW and len(dims) >= 2 and m.in_features in dims:
+        i = dims.index(m.in_features)
+        dims[i] = _split(dims[i], tp)
+    elif m.kind == EMBEDDING_KIND and vocab in dims:  # vocab-parallel table or head; position tables stay whole
+        i = dims.index(vocab)
+        dims[i] = _split(dims[i], tp)
+    elif m.kind == EXPERTS_KIND:
+        dims[0] = _split(dims[0], ep)
+        widths = [j for j in range(1, len(dims)) if dims[j] != hidden]
+        if widths:
+            dims[widths[0]] = _split(dims[widths[0]], tp)
+    return prod(dims)
+
+
+@dataclass(frozen=True, slots=True)
+class StageShare:
+    """The elements one rank of one pipeline stage holds (tensor- and expert-parallel split applied)."""
+
+    index: int  # pipeline stage, 0 = first
+    first_layer: int
+    last_layer: int  # inclusive; -1 with no layer
+    dense: int  # elements sharded over the dense data-parallel group (dp x cp)
+    experts: int  # elements sharded over the expert data-parallel group (dp x cp / ep)
+    largest_module: int  # the largest module's own elements on this rank (DeepSpeed's largest-layer unit)
+    norm: int  # elements of norms on this rank (the small tensors ZeRO-3 may keep whole)
+    # Gradient elements beyond the shard: PyTorch's vocab-parallel embedding (RowwiseParallel, a Shard(0) weight)
+    # gets a Replicate gradient of the whole V x d table on every tensor-parallel rank (measured with torch 2.13,
+    # validation/measure_tp.py); FSDP2 / ZeRO-2+ reduce-scatter it to the shard.
+    whole_embedding_grad: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.experts
+
+
+def _own(m: Module, mesh: Mesh, dec: Decoder) -> int:
+    shapes = m.shapes or ((m.params,),)
+    return sum(tensor_numel(m, s, mesh.tp, mesh.ep, dec.hidden, dec.vocab) for s in shapes)
+
+
+def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
+    """One StageShare per pipeline stage of `dec` on `mesh` (layers split evenly: mesh_problems refuses the rest)."""
+    layers = [layer for layer, n in dec.layers for _ in range(n)]
+    if len(layers) % mesh.pp:
+        raise ZeroplanError(f"{len(layers)} layers do not split evenly into --pp {mesh.pp} pipeline stages")
+    per_stage = len(layers) // mesh.pp
+    outer = [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
+    last_names = {dec.head} | ({f"{dec.body}.{dec.final_norm}" if dec.body else dec.final_norm} if dec.final_norm else set())
+    modules_of = {}
+    shares = []
+    for s in range(mesh.pp):
+        mods: list[Module] = []
+        for layer in layers[s * per_stage:(s + 1) * per_stage]:
+            key = id(layer)
+            if key not in modules_of:
+                modules_of[key] = layer_modules(layer, dec)
+            mods += modules_of[key]
+        for m in outer:
+            on_last = m.name in last_names
+            if (s == mesh.pp - 1) if on_last else (s == 0):
+                # A tied head shares the embedding's weight on one stage; on its own last stage it holds a copy.
+                if not (m.tied and mesh.pp == 1):
+                    mods.append(m._replace(tied=False))
+        own = [(m, _own(m, mesh, dec)) for m in mods]
+        table = [(m, n) for m, n in own if m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed) and mesh.tp > 1]
+        shares.append(StageShare(
+            index=s, first_layer=s * per_stage, last_layer=(s + 1) * per_stage - 1,
+            dense=sum(n for m, n in own if m.kind != EXPERTS_KIND),
+            experts=sum(n for m, n in own if m.kind == EXPERTS_KIND),
+            largest_module=max((n for _, n in own), default=0),
+            norm=sum(n for m, n in own if m.kind == NORM),
+            whole_embedding_grad=sum(m.params - n for m, n in table)))
+    return tuple(shares)
+
+
+def shard_groups(mesh: Mesh) -> tuple[int, int]:
+    """(dense, expert) data-parallel group sizes ZeRO / FSDP shard over: dp x cp and dp x cp / ep."""
+    dense = mesh.dp * mesh.cp
+    return dense, max(1, dense // mesh.ep)
+
+
+def share_states(share: StageShare, mesh: Mesh, recipe: Recipe, stage: ZeroStage,
+                 knobs: DeepSpeedKnobs | None = None) -> ModelStates:
+    """Parameters, gradients and optimizer states of one rank of `share`'s stage: the ZeRO paper's terms
+    (memory.states.model_state_bytes) over the dense group for dense tensors, over the expert group for experts."""
+    knobs = knobs or DeepSpeedKnobs()
+    dense_dp, expert_dp = shard_groups(mesh)
+    parts = [model_state_bytes(n, recipe, stage, dp, knobs.offload_optimizer, knobs.offload_param)
+             for n, dp in ((share.dense, dense_dp), (share.experts, expert_dp)) if n]
+    whole = share.whole_embedding_grad * recipe.grad_bytes if stage < ZeroStage.zero2 else 0
+    return ModelStates(parameters=sum(p.parameters for p in parts), gradients=sum(p.gradients for p in parts) + whole,
+                       optimizer_states=sum(p.optimizer_states for p in parts),
+                       cpu_bytes=sum(p.cpu_bytes for p in parts))
+
+
+def busiest(shares: tuple[StageShare, ...], mesh: Mesh, recipe: Recipe, stage: ZeroStage,
+            knobs: DeepSpeedKnobs | None = None) -> StageShare:
+    """The stage whose rank holds the most model-state bytes at `stage` (the first of equals)."""
+    return max(shares, key=lambda s: (share_states(s, mesh, recipe, stage, knobs).total, -s.index))
+
+
+@dataclass(frozen=True, slots=True)
+class MeshModel:
+    """A model laid out on a mesh: the mesh and each pipeline stage's share of one rank."""
+
+    mesh: Mesh
+    shares: tuple[StageShare, ...]
+
+    def notes(self) -> list[str]:
+        dense, expert = shard_groups(self.mesh)
+        notes = [f"mesh {self.mesh.describe()}; ZeRO/FSDP shard over the data-parallel group of dp x cp = {dense} "
+                 "ranks (not the GPU count)"]
+        if any(s.experts for s in self.shares):
+            notes.append(f"experts: {self.mesh.ep}-way expert parallel, sharded over their own data-parallel group "
+                         f"of dp x cp / ep = {expert} ranks; experts split by tp too (Megatron's expert-tensor size)")
+        if self.mesh.tp > 1:
+            notes.append(f"tensor parallel {self.mesh.tp}: column linears split out-features, row linears "
+                         "in-features (their biases whole), embedding and head vocab-parallel; norms, qk-norms, "
+                         "routers, position tables and unsplit linears replicated (docs/parallelism.md)")
+        if self.mesh.pp > 1:
+            per = self.shares[0].last_layer - self.shares[0].first_layer + 1
+            notes.append(f"pipeline {self.mesh.pp} stages of {per} layers, embedding on the first, final norm and "
+                         "head on the last (a tied head keeps a copy there); figures are the busiest stage's")
+        return notes
+
+
+def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroStage, par, knobs: DeepSpeedKnobs,
+               hidden: int):
+    """memory.stage.stage_base for one rank of `share`'s pipeline stage: its states (share_states) and DeepSpeed's
+    buffers over the dense data-parallel group for that rank's elements."""
+    from zeroplan.memory.buffers import engine_buffers
+    from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
+    from zeroplan.memory.states import cpu_offload_terms, nvme_bytes
+
+    dense_dp, _ = shard_groups(model.mesh)
+    states = share_states(share, model.mesh, recipe, stage, knobs)
+    small = share.norm if hidden <= knobs.stage3_param_persistence_threshold else 0
+    buffers = engine_buffers(num_params=share.total, largest_layer_params=share.largest_module,
+                             small_param_numel=small, recipe=recipe, stage=stage, dp=dense_dp, knobs=knobs)
+    backward, step = phase_totals(states, buffers)
+    where = f"pipeline stage {share.index} (layers {share.first_layer}-{share.last_layer})"
+    return StageBase(
+        stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
+        cpu_terms=cpu_offload_terms(states, share.total, recipe, dense_dp, knobs), gpus=par.gpus,
+        gpus_per_node=par.gpus_per_node, backward_bytes=backward, step_bytes=step,
+        nvme_bytes_per_node=nvme_bytes(share.total, recipe, stage, dense_dp, knobs) * par.gpus_per_node,
+        notes=(f"busiest rank: {where}, {share.total:,} parameters ({share.experts:,} in experts)",))
+
+
+def mesh_evaluate(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe, stage: ZeroStage, par,
+                  knobs: DeepSpeedKnobs, hidden: int, overheads=None, usable_bytes: int | None = None):
+    """The StageEstimate of the busiest rank: over the pipeline stages, the largest peak of its model states,
+    buffers and that stage's activations (`stage_acts`, one per pipeline stage)."""
+    from zeroplan.memory.stage import stage_peak
+
+    found = [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
+             for share, acts in zip(model.shares, stage_acts, strict=True)]
+    return max(found, key=lambda e: e.total)
+
+
+def mesh_activations(model: MeshModel, arch, setup):
+    """Each pipeline stage's activation breakdown on one of its ranks (memory.activations.mesh)."""
+    from zeroplan.memory.activations.mesh import stage_activations
+
+    return stage_activations(arch, setup, model.mesh)[0]
+
+
+def mesh_activation_bytes(model: MeshModel, arch, setup) -> tuple[int, ...]:
+    return tuple(a.total_bytes for a in mesh_activations(model, arch, setup))

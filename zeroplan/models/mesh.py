@@ -1,0 +1,78 @@
+"""A parallel mesh (tensor x pipeline x context x data, with expert parallelism for MoE) and the divisibility a
+model needs to be laid out on it, checked once for every method (zeroplan's own and Megatron-LM's).
+
+The checks are Megatron-LM's (megatron/training/arguments.py): the GPU count a multiple of tp x pp x cp, heads and
+key-value heads multiples of tp, layers a multiple of the pipeline stages, experts a multiple of ep. Each failure
+is one line with the numbers. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.models.architecture import Architecture
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mesh:
+    """Parallel degrees: tensor, pipeline (with virtual stages), context, expert (and expert-tensor)."""
+
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int | None = None  # None: the tensor-parallel size, Megatron's default
+    vpp: int | None = None  # virtual stages per pipeline rank; None or 1: no interleaving
+    sequence_parallel: bool = False
+
+    @property
+    def dp(self) -> int:
+        """world_size // (tp x pp x cp), Megatron's data_parallel_size."""
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def is_data_parallel(self) -> bool:
+        """Nothing but data parallelism: every GPU a data-parallel rank."""
+        return (self.tp, self.pp, self.cp, self.ep, self.vpp or 1) == (1, 1, 1, 1, 1) and not self.sequence_parallel
+
+    def describe(self) -> str:
+        parts = f"tp {self.tp} x pp {self.pp} x cp {self.cp} x dp {self.dp} = {self.gpus} GPUs"
+        extra = [f"ep {self.ep}"] * (self.ep > 1) + [f"vpp {self.vpp}"] * bool(self.vpp and self.vpp > 1)
+        extra += ["sequence parallel"] * (self.sequence_parallel and self.tp > 1)
+        return parts + (f" ({', '.join(extra)})" if extra else "")
+
+
+def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
+    """Every way `arch` does not lay out on `mesh`, one line each with the numbers (empty: it does)."""
+    found = []
+    model_parallel = mesh.tp * mesh.pp * mesh.cp
+    if mesh.gpus % model_parallel:
+        found.append(f"--gpus {mesh.gpus} is not a multiple of tp x pp x cp = {mesh.tp} x {mesh.pp} x "
+                     f"{mesh.cp} = {model_parallel}")
+    if arch.num_attention_heads % mesh.tp:
+        found.append(f"num_attention_heads ({arch.num_attention_heads}) is not a multiple of --tp {mesh.tp}")
+    if arch.num_key_value_heads % mesh.tp:
+        found.append(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
+    stages = mesh.pp * (mesh.vpp or 1)
+    if arch.num_layers % stages:
+        what = f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp else f"--pp {mesh.pp}"
+        found.append(f"{arch.num_layers} layers do not split evenly into {what} pipeline stages")
+    if mesh.vpp and mesh.pp == 1:
+        found.append(f"--vpp {mesh.vpp} interleaves pipeline stages and needs --pp 2 or more")
+    if arch.is_moe and arch.num_experts % mesh.ep:
+        found.append(f"num_experts ({arch.num_experts}) is not a multiple of --ep {mesh.ep}")
+    if not arch.is_moe and mesh.ep > 1:
+        found.append(f"--ep {mesh.ep} divides experts, and {arch.family} has none")
+    expert_parallel = (mesh.etp or mesh.tp) * mesh.ep * mesh.pp
+    if mesh.gpus % expert_parallel:
+        found.append(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
+                     f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
+    return found
+
+
+def check_mesh(mesh: Mesh, arch: Architecture) -> None:
+    """Raise the first of mesh_problems as a ZeroplanError."""
+    if found := mesh_problems(mesh, arch):
+        raise ZeroplanError(found[0])
