@@ -24,6 +24,7 @@ It prints one row per (config, N) with measured (busiest rank) and predicted byt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -104,14 +105,17 @@ def _tensors_of(t) -> list[torch.Tensor]:
     return [local if local is not None else t]
 
 
-def _bytes(tensors) -> int:
-    seen: dict[int, int] = {}
+def _bytes(tensors, seen: set[int] | None = None) -> int:
+    """Bytes of the unique storages (data pointer, current size) behind `tensors`, skipping those in `seen`."""
+    seen = set() if seen is None else seen
+    total = 0
     for t in tensors:
         for x in _tensors_of(t):
             st = x.untyped_storage()
-            if st.nbytes() > 0:
-                seen[st.data_ptr()] = st.nbytes()
-    return sum(seen.values())
+            if st.nbytes() > 0 and st.data_ptr() not in seen:
+                seen.add(st.data_ptr())
+                total += st.nbytes()
+    return total
 
 
 class Probe:
@@ -121,6 +125,7 @@ class Probe:
         self.engine, self.model, self.wrapped, self.optimizer, self.options = engine, model, wrapped, optimizer, options
         self.handles = []
         self.groups = []
+        self._ddp_buckets: int | None = None
         if engine == "fsdp":
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -152,39 +157,113 @@ class Probe:
 
     def grads(self) -> list[torch.Tensor]:
         out = [p.grad for p in self.model.parameters()]
-        out += [h.flat_param.grad for h in self.handles]
+        for h in self.handles:  # FSDP1: the unsharded grad in backward, the reduced shard it keeps after
+            out += [h.flat_param.grad, getattr(h.flat_param, "_saved_grad_shard", None)]
+        for g in self.groups:  # FSDP2: a unit's unsharded grads, until its reduce-scatter copies them out
+            for fp in g.fsdp_params:
+                if hasattr(fp, "_unsharded_param"):
+                    out += [fp._unsharded_param.grad, getattr(fp, "unsharded_accumulated_grad", None)]
         return [g for g in out if g is not None]
 
     def optimizer_states(self) -> list[torch.Tensor]:
         opt = getattr(self.optimizer, "optim", self.optimizer)  # ZeroRedundancyOptimizer wraps the local one
         return [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
 
-    def buffers(self) -> int:
-        if self.engine == "ddp" and not self.options.get("gradient_as_bucket_view"):
-            sizes = self.wrapped._get_ddp_logging_data().get("bucket_sizes", "")
-            return sum(int(x) for x in str(sizes).split(",") if x.strip())
+    def buffers(self) -> list[torch.Tensor]:
         total = []
         for g in self.groups[:1]:  # the comm context is shared by all groups
             total += [rs.reduce_scatter_input for rs in g.comm_ctx.reduce_scatter_states]
-        return _bytes(total)
+        return total
+
+    def ddp_bucket_bytes(self) -> int:
+        """DDP's buckets are not reachable from Python: the size DDP reports (allocated at construction, fixed)."""
+        if self.engine != "ddp" or self.options.get("gradient_as_bucket_view"):
+            return 0
+        if self._ddp_buckets is None:
+            sizes = self.wrapped._get_ddp_logging_data().get("bucket_sizes", "")
+            self._ddp_buckets = sum(int(x) for x in str(sizes).split(",") if x.strip())
+        return self._ddp_buckets
 
     def snapshot(self) -> dict[str, int]:
-        params, grads = _bytes(self.params()), _bytes(self.grads())
-        return {"parameters": params, "gradients": grads, "optimizer_states": _bytes(self.optimizer_states()),
-                "buffers": self.buffers()}
+        """Bytes per category; a storage reachable from two categories counts once, in the first."""
+        seen: set[int] = set()
+        out = {}
+        for key, tensors in (("parameters", self.params()), ("gradients", self.grads()),
+                             ("optimizer_states", self.optimizer_states()), ("buffers", self.buffers())):
+            out[key] = _bytes(tensors, seen)
+        out["buffers"] += self.ddp_bucket_bytes()
+        return out
 
 
-class ParamPeak(TorchDispatchMode):
-    """The largest parameter bytes seen after any aten op while active."""
+CATEGORIES = ("parameters", "gradients", "optimizer_states", "buffers")
+
+
+class StepTracker(TorchDispatchMode):
+    """Op by op through one step: after every aten op, what the probe reaches, by category, and the moment.
+
+    CPU PyTorch has no allocator statistics (torch.cuda.max_memory_allocated has no CPU twin), so the tracker
+    samples instead: every aten op the step dispatches passes through this mode, and after each one it
+    counts the unique storages the probe reaches (parameters, gradients, optimizer states, engine buffers;
+    a storage once, in its first category). Memory changes only inside ops, so the largest sample is the
+    peak of what the probe reaches. The moment is a label set by hooks (`label_moments`): the layer whose
+    forward or backward is running, the loss, the optimizer step. Activations and the temporaries of an op
+    are not reachable and not counted (validation/measure_activations.py measures activations).
+    """
 
     def __init__(self, probe: Probe):
         super().__init__()
-        self.probe, self.peak = probe, 0
+        self.probe, self.moment = probe, "start of step"
+        self.peak, self.peak_moment, self.peak_bytes, self.param_peak = 0, "", {}, 0
+        self.by_moment: dict[str, int] = {}
+
+    def at(self, moment: str) -> None:
+        if ACTIVE and ACTIVE[0] is self:
+            self.moment = moment
+            self.sample()
+
+    def sample(self) -> None:
+        snap = self.probe.snapshot()
+        total = sum(snap.values())
+        self.param_peak = max(self.param_peak, snap["parameters"])
+        self.by_moment[self.moment] = max(self.by_moment.get(self.moment, 0), total)
+        if total > self.peak:
+            self.peak, self.peak_moment, self.peak_bytes = total, self.moment, snap
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.peak = max(self.peak, _bytes(self.probe.params()))
+        self.sample()
         return out
+
+
+ACTIVE: list[StepTracker] = []  # the tracker the hooks report to (none outside the measured step)
+
+
+def _mark(moment: str) -> None:
+    if ACTIVE:
+        ACTIVE[0].at(moment)
+
+
+def label_moments(model: nn.Module) -> None:
+    """Hooks that name the moment: a block's forward pre-hook ("forward of layer i"); a gradient hook on its
+    output, which fires when its backward starts ("backward of layer i"); one on the first block's input
+    ("backward of the embedding"); the final norm's forward ("end of forward": head and loss)."""
+    blocks = [m for m in model.modules() if isinstance(m, Block)]
+    wrappers = {id(getattr(m, "_fsdp_wrapped_module", None)): m for m in model.modules()}
+    for i, block in enumerate(blocks):
+        outer = wrappers.get(id(block), block)  # FSDP1's wrapper gathers before the block runs: label it first
+        def pre(module, args, i=i):
+            _mark(f"forward of layer {i}")
+            if i == 0 and args[0].requires_grad:
+                args[0].register_hook(lambda g: _mark("backward of the embedding"))
+
+        def post(module, args, out, i=i):
+            if out.requires_grad:
+                out.register_hook(lambda g, i=i: _mark(f"backward of layer {i}"))
+
+        outer.register_forward_pre_hook(pre, prepend=True)
+        block.register_forward_hook(post)
+    ln_f = next(m for m in model.modules() if isinstance(m, GPT2)).ln_f
+    ln_f.register_forward_pre_hook(lambda module, args: _mark("end of forward"), prepend=True)
 
 
 def build(engine: str, stage: int, precision: str, options: dict, world: int):
@@ -232,18 +311,28 @@ def worker(rank: int, world: int, port: int, jobs: list, out_dir: str) -> None:
         probe = Probe(engine, model, wrapped, opt, options)
         idx = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(rank))
         autocast = engine == "ddp" and precision == "bf16-mixed"
-        for _ in range(STEPS):
-            peak = ParamPeak(probe)
-            with peak, torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                loss = wrapped(idx)
-            with peak:
+        label_moments(model)
+        for step in range(STEPS):
+            tracker = StepTracker(probe)
+            last = step == STEPS - 1  # the last step, with optimizer states already allocated, is measured
+            if last:
+                ACTIVE.append(tracker)
+            with tracker if last else contextlib.nullcontext():
+                tracker.at("start of step")
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    loss = wrapped(idx)
+                tracker.at("backward of the loss")
                 loss.backward()
-            after_backward = probe.snapshot()
-            opt.step()
-            after_step = probe.snapshot()
-            opt.zero_grad(set_to_none=True)
+                after_backward = probe.snapshot()
+                tracker.at("optimizer step")
+                opt.step()
+                after_step = probe.snapshot()
+                opt.zero_grad(set_to_none=True)
+            ACTIVE.clear()
         results.append({"name": name, "engine": engine, "stage": stage, "precision": precision, "rank": rank,
-                        "after_backward": after_backward, "after_step": after_step, "param_peak": peak.peak})
+                        "after_backward": after_backward, "after_step": after_step, "param_peak": tracker.param_peak,
+                        "peak": {"total": tracker.peak, "moment": tracker.peak_moment, "bytes": tracker.peak_bytes},
+                        "by_moment": tracker.by_moment})
         del model, wrapped, opt, probe
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
     dist.destroy_process_group()

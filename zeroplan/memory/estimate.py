@@ -20,6 +20,7 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_peak
 from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.units import GIB
 
@@ -129,11 +130,18 @@ def activations_for(arch: Architecture | None, setup: TrainingSetup):
     return activation_bytes(arch, setup)
 
 
-def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
-    """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
+    """One micro-step's activations by part for the timeline (memory.timeline), computed unless given."""
+    acts = activations_for(scn.arch, scn.setup) if acts is None else acts
+    return profile_from(acts, scn.arch, scn.setup)
+
+
+def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
+             recipe: Recipe | None = None) -> StageEstimate:
+    """Peak memory of one GPU of `scn` at `stage`: the largest event of its step's timeline (activations
+    computed unless given; a bare byte count is alive through the whole forward and backward)."""
     if activation_bytes is None:
-        acts = activations_for(scn.arch, scn.setup)
-        activation_bytes = acts.total_bytes if acts is not None else 0
+        activation_bytes = activation_profile(scn)
     if scn.engine is not Engine.deepspeed:
         from zeroplan.memory.engines import engine_stage_base
 
@@ -195,7 +203,8 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         notes.append("optimizer offload applies to ZeRO-1/2 (CPU) and ZeRO-3 (CPU or NVMe) only")
     if scn.arch is None:
         notes.append("activations not modelled for a bare parameter count: give --model for them")
-    notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
+    notes.append("peak = the largest event of the step's timeline (each layer's forward and backward, the loss, "
+                 "the optimizer step) + overhead")
     if scn.overheads is None:
         notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
     return notes
@@ -221,8 +230,8 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
     recipe = scn.recipe
     acts = activations_for(scn.arch, scn.setup)
-    act_bytes = acts.total_bytes if acts is not None else 0
-    results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
+    prof = activation_profile(scn, acts) if acts is not None else profile_from(None, scn.arch, scn.setup)
+    results = tuple(evaluate(scn, stage, activation_bytes=prof, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)
     if acts is not None:
         notes += list(acts.assumptions)

@@ -17,6 +17,7 @@ from zeroplan.memory.engines.ddp import ddp_buffers, ddp_settings, ddp_states
 from zeroplan.memory.engines.fsdp import (
     FSDP1_STRATEGY,
     PARAM_TERMS,
+    STAGING,
     fsdp1_buffers,
     fsdp1_settings,
     fsdp1_shard,
@@ -27,6 +28,7 @@ from zeroplan.memory.engines.fsdp import (
     unsharded_grad,
 )
 from zeroplan.memory.engines.layout import ModelLayout, layout_for, layout_from_summary
+from zeroplan.memory.engines.schedule import ddp_moments, fsdp1_moments, fsdp2_moments
 from zeroplan.memory.engines.storage import torch_storage
 from zeroplan.memory.recipes import Recipe
 from zeroplan.memory.setup import (
@@ -129,21 +131,25 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
     if engine is Engine.ddp:
         states, notes = ddp_states(model.num_params, layout, store, stage, dp)
         buffers, settings = ddp_buffers(model.num_params, store, options), ddp_settings(stage, options)
+        moments = ddp_moments(layout, states, store, sum(t.bytes for t in buffers), options)
     elif engine is Engine.fsdp:
         states = sharded_states(fsdp1_shard(layout, stage, dp), store)
         buffers = fsdp1_buffers(layout, stage, dp, store, mixed) + _grad_term(layout, stage, dp, store)
         settings = fsdp1_settings(stage, dp, mixed, layout)
+        moments = fsdp1_moments(layout, states, store, stage, dp, mixed)
     else:
         states = sharded_states(fsdp2_shard(layout, dp), store)
         buffers = fsdp2_buffers(layout, stage, dp, store) + (unsharded_grad(layout, dp, store),)
         settings = fsdp2_settings(stage, mixed, layout)
+        moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING))
     if not layout.exact_shapes and engine is not Engine.deepspeed:
         notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
                   "ZeroRedundancyOptimizer's partition approximate)",)
     backward, step = phase_totals(states, buffers)
     return StageBase(stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
                      cpu_terms=(), gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
-                     step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes)
+                     step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes,
+                     moments=moments, moment_layers=layout.num_blocks)
 
 
 def _grad_term(layout: ModelLayout, stage: ZeroStage, dp: int, store) -> tuple:

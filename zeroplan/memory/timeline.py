@@ -1,0 +1,202 @@
+"""One training step as a sequence of events, each with the bytes alive at its high-water mark; the peak is the largest.
+
+start of step -> forward of layer 0..L-1 -> end of forward (head and loss) -> backward of the loss ->
+backward of layer L-1..0 -> backward of the embedding -> optimizer step.
+
+An engine describes the step without activations as a tuple of Moments (its skeleton: parameters, gradients,
+optimizer states, buffers and temporaries alive, and which activations are), built once per StageBase; an
+ActivationProfile (one micro-step's activations, by part) completes it. Activations follow autograd: a
+layer's saved tensors live from its forward to its backward; the logits and the loss until the loss's
+backward; a checkpointed layer's recompute only inside its own backward. Pure: no I/O. docs/engines.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+CATEGORIES = ("parameters", "gradients", "optimizer_states", "buffers", "activations", "temporaries")
+START, END_OF_FORWARD, LOSS_BACKWARD, EMBEDDING_BACKWARD, STEP = (
+    "start of step", "end of forward", "backward of the loss", "backward of the embedding", "optimizer step")
+FULL_GRADIENT_TERM = "largest layer full gradient"  # memory.buffers: ZeRO-3's, alive only in the backward
+
+
+def forward_name(layer: int) -> str:
+    return f"forward of layer {layer}"
+
+
+def backward_name(layer: int) -> str:
+    return f"backward of layer {layer}"
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """One event of the step without its activations: what the engine holds, and which activations are alive.
+
+    grads_accumulated: the gradients when earlier micro-steps of the same optimizer step already produced theirs
+    (gradient accumulation keeps them); `layers` is how many layers' saved activations are alive.
+    """
+
+    name: str
+    phase: str  # start | forward | backward | step
+    layer: int | None
+    parameters: int
+    gradients: int
+    grads_accumulated: int
+    optimizer_states: int
+    buffers: int = 0
+    temporaries: int = 0
+    layers: int = 0
+    embedding: bool = False
+    head: bool = False
+    loss: bool = False
+    recompute: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationProfile:
+    """One micro-step's activations by part (zeroplan.memory.activations), and whether gradients accumulate."""
+
+    layers_bytes: int = 0  # all layers' saved tensors, spread evenly over the layers
+    embedding: int = 0  # embedding outputs, ids, masks: alive from the first forward to the last backward
+    head: int = 0  # final norm, logits, soft-capping: until the loss's backward
+    loss: int = 0  # cross-entropy's saved tensors and the fp32 copy of the logits: the forward's peak
+    recompute: int = 0  # what a checkpointed layer's recompute allocates inside its backward
+    accumulating: bool = False  # grad_accum > 1: the last micro-step starts with every gradient produced
+    num_layers: int = 0  # the model's layers (encoder and decoder); 0 for a bare parameter count
+
+    @property
+    def total_forward(self) -> int:
+        return self.layers_bytes + self.embedding + self.head + self.loss
+
+    @classmethod
+    def lump(cls, total: int, accumulating: bool = False) -> ActivationProfile:
+        """A bare activation total: taken as alive from the first forward to the last backward (the old rule)."""
+        return cls(embedding=total, accumulating=accumulating)
+
+
+def profile_from(acts, arch, setup) -> ActivationProfile:
+    """The profile of an ActivationEstimate: per-part bytes as memory.activations reports them.
+
+    The recompute inside a checkpointed layer's backward is recompute_bytes plus the fp32 loss copy it was
+    netted against (activations counts only what exceeds the copy, freed before the backward starts).
+    """
+    accumulating = setup.grad_accum > 1
+    if acts is None:
+        return ActivationProfile(accumulating=accumulating)
+    if not hasattr(acts, "layers_bytes"):  # an activation model that gives only its total
+        return ActivationProfile.lump(acts.total_bytes, accumulating)
+    from zeroplan.memory.activations.terms import FP32_BYTES
+    from zeroplan.memory.activations.traits import traits_of
+
+    e = setup.precision.compute_bytes
+    copy = FP32_BYTES * setup.micro_batch * setup.seq_len * arch.vocab_size
+    copy = copy if traits_of(arch).loss_upcast and e < FP32_BYTES else 0
+    recompute = acts.recompute_bytes + copy if acts.recompute_bytes else 0
+    return ActivationProfile(layers_bytes=acts.layers_bytes, embedding=acts.embedding_bytes,
+                             num_layers=arch.num_layers + arch.num_encoder_layers,
+                             head=acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes,
+                             loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event with the bytes of each category alive at its high-water mark (CATEGORIES order)."""
+
+    name: str
+    phase: str
+    layer: int | None
+    bytes: tuple[int, int, int, int, int, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.bytes)
+
+    def by_category(self) -> dict[str, int]:
+        return dict(zip(CATEGORIES, self.bytes))
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    events: tuple[Event, ...]
+    peak_index: int
+
+    @property
+    def peak(self) -> Event:
+        return self.events[self.peak_index]
+
+
+def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
+    # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
+    layers = prof.layers_bytes * m.layers // num_layers if num_layers else prof.layers_bytes * m.embedding
+    return (layers + prof.embedding * m.embedding + prof.head * m.head + prof.loss * m.loss
+            + prof.recompute * m.recompute)
+
+
+def _static(m: Moment, accumulating: bool) -> int:
+    grads = m.grads_accumulated if accumulating else m.gradients
+    return m.parameters + grads + m.optimizer_states + m.buffers + m.temporaries
+
+
+def peak_of(skeleton: tuple[Moment, ...], num_layers: int, prof: ActivationProfile) -> tuple[int, int, int]:
+    """(index, bytes) of the first event with the most bytes alive, and the most of any event before the step."""
+    best, index, before_step = -1, 0, 0
+    for i, m in enumerate(skeleton):
+        total = _static(m, prof.accumulating) + _activations(m, prof, num_layers)
+        if total > best:
+            best, index = total, i
+        if m.phase != "step" and total > before_step:
+            before_step = total
+    return index, best, before_step
+
+
+def build_timeline(skeleton: tuple[Moment, ...], num_layers: int, prof: ActivationProfile) -> Timeline:
+    events = []
+    for m in skeleton:
+        grads = m.grads_accumulated if prof.accumulating else m.gradients
+        acts = _activations(m, prof, num_layers)
+        events.append(Event(m.name, m.phase, m.layer,
+                            (m.parameters, grads, m.optimizer_states, m.buffers, acts, m.temporaries)))
+    index, _, _ = peak_of(skeleton, num_layers, prof)
+    return Timeline(tuple(events), index)
+
+
+def step_moments(num_layers: int, at) -> list[Moment]:
+    """The events of a step in order; at(name, phase, layer, **activations) makes each Moment."""
+    out = [at(START, "start", None)]
+    out += [at(forward_name(i), "forward", i, layers=i + 1, embedding=True) for i in range(num_layers)]
+    out.append(at(END_OF_FORWARD, "forward", None, layers=num_layers, embedding=True, head=True, loss=True))
+    out.append(at(LOSS_BACKWARD, "backward", None, layers=num_layers, embedding=True, head=True))
+    out += [at(backward_name(i), "backward", i, layers=i + 1, embedding=True, recompute=True)
+            for i in reversed(range(num_layers))]
+    out.append(at(EMBEDDING_BACKWARD, "backward", None, embedding=True))
+    out.append(at(STEP, "step", None))
+    return out
+
+
+@lru_cache(maxsize=256)
+def deepspeed_skeleton(base, num_layers: int) -> tuple[Moment, ...]:
+    """DeepSpeed: model states and always-alive buffers throughout (it allocates its gradient partitions up
+    front: stage_1_and_2.py / stage3.py contiguous buffers); backward-phase buffers in the forward and backward
+    (gathered ZeRO-3 parameters), the largest layer's full gradient only in a backward; step-phase buffers are
+    the optimizer step's temporaries."""
+    s = base.states
+    always, _, step = base.buffer_bytes
+    grad_terms = sum(t.bytes for t in base.buffers if t.phase.value == "backward" and t.name == FULL_GRADIENT_TERM)
+    live = sum(t.bytes for t in base.buffers if t.phase.value == "backward") - grad_terms
+
+    def at(name, phase, layer, **acts):
+        extra = 0 if phase in ("start", "step") else live
+        if phase == "backward":
+            extra += grad_terms
+        return Moment(name, phase, layer, s.parameters, s.gradients, s.gradients, s.optimizer_states,
+                      buffers=always + extra, temporaries=step if phase == "step" else 0, **acts)
+
+    return tuple(step_moments(num_layers, at))
+
+
+def skeleton_of(base, prof: ActivationProfile) -> tuple[tuple[Moment, ...], int]:
+    """The base's own moments (PyTorch engines build theirs from the wrapping), else DeepSpeed's for the profile's layers."""
+    if base.moments:
+        return base.moments, base.moment_layers
+    return deepspeed_skeleton(base, prof.num_layers), prof.num_layers
