@@ -483,6 +483,10 @@ def test_never_recommends_what_the_calculator_says_does_not_fit(num_params, layo
         policy = DEFAULT  # the article's tree is DeepSpeed's (test_the_article_tree_is_deepspeeds)
     scn = on(engine, bare(num_params, gpus=gpus, nodes=nodes, hw=hw, precision=precision, optimizer=optimizer))
     policy = with_overrides(policy, {"min_headroom_fraction": headroom, "host_memory_gib_per_node": host}, "test")
+    if engine is Engine.none and gpus > 1:  # one GPU without a wrapper: more is bad input, refused
+        with pytest.raises(ZeroplanError, match="--engine none is one GPU"):
+            advise(scn, policy, global_batch=per_gpu * gpus)
+        return
     advice = advise(scn, policy, global_batch=per_gpu * gpus)
     rec = advice.recommendation
     if rec.fits:

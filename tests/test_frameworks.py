@@ -230,7 +230,7 @@ def test_an_accelerate_config_names_no_model(runner, write):
     ({**AXOLOTL, "rl": "dpo"}, "rl: dpo (preference or RL training"),
     ({**AXOLOTL, "optimizer": "muon"}, "optimizer: muon (an optimizer;"),
     ({**ACCELERATE, "mixed_precision": "fp8"}, "mixed_precision: fp8 (FP8 training)"),
-    ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP and MULTI_GPU (DDP))"),
+    ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU))"),
     ({"distributed_type": "FSDP", "fsdp_config": {"fsdp_sharding_strategy": "HYBRID_SHARD"}},
      "fsdp_config.fsdp_sharding_strategy: HYBRID_SHARD (hybrid sharding)"),
     ({"distributed_type": "FSDP", "fsdp_config": {"fsdp_offload_params": True}}, "fsdp_config.fsdp_offload_params: true (FSDP CPU offload"),

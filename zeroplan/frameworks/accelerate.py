@@ -100,7 +100,10 @@ def _engine(keys: AccelerateKeys, origin: str, refuse: NotModelled) -> list[Take
     if kind == "MULTI_GPU":
         return [Taken("distributed_type", kind, "engine", Engine.ddp, "--engine ddp"),
                 Taken("distributed_type", kind, "stage", 0, "stage 0 (DDP)")]  # fmt: skip
-    refuse.add("distributed_type", kind, "zeroplan models DEEPSPEED, FSDP and MULTI_GPU (DDP)")
+    if kind == "NO":  # one process, no wrapper
+        return [Taken("distributed_type", kind, "engine", Engine.none, "--engine none"),
+                Taken("distributed_type", kind, "stage", 0, "stage 0 (no wrapper)")]  # fmt: skip
+    refuse.add("distributed_type", kind, "zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU)")
     return []
 
 

@@ -183,6 +183,13 @@ def _engine_hint(ctx: Context) -> str:
 def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
     """The smallest change: the fewest GPUs (whole nodes past one) on which a stage fits without offload."""
     given, best = ctx.scn.parallelism, None
+    question = "Fewest GPUs on which a stage fits without offload?"
+    if ctx.engine is Engine.none:  # one GPU by definition: more GPUs need a data-parallel engine
+        reason = ("--engine none is one GPU without a wrapper: more GPUs need --engine ddp, fsdp, fsdp2 or deepspeed; "
+                  "on one GPU, shorten the sequence or use a larger GPU")
+        return (Step(rule="gpus.min", question=question, observed=None, threshold=given.gpus, unit="gpus",
+                     source="docs/engines.md: --engine none", outcome="none", reason=reason),
+                Change(kind="none", description=reason))
     for ckpt in ctx.levels:
         for stage in _stages(ctx):
             par = min_gpus(candidate(ctx, stage, NO_OFFLOAD, ckpt), stage, limit=ctx.policy.max_gpus,
@@ -191,7 +198,6 @@ def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
                 best = (stage, par, ckpt)
         if best:
             break
-    question = "Fewest GPUs on which a stage fits without offload?"
     if best is None:
         reason = (f"no stage fits on up to {ctx.policy.max_gpus} GPUs: what each GPU holds whatever their number "
                   "(activations, buffers, overhead) is too much; shorten the sequence or use a larger GPU"

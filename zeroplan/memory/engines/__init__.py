@@ -40,13 +40,16 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
 from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.terms import Setting
 
 SUPPORTED = {
     Engine.deepspeed: tuple(ZeroStage),
     Engine.ddp: (ZeroStage.zero0, ZeroStage.zero1),
     Engine.fsdp: (ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3),
     Engine.fsdp2: (ZeroStage.zero2, ZeroStage.zero3),
+    Engine.none: (ZeroStage.zero0,),
 }
+_NONE_WHY = "a plain training loop on one GPU shards nothing: use --engine ddp, fsdp, fsdp2 or deepspeed"
 UNSUPPORTED_WHY = {
     (Engine.ddp, 2): "DDP does not shard gradients: use --engine fsdp (SHARD_GRAD_OP) or fsdp2 for stage 2",
     (Engine.ddp, 3): "DDP does not shard parameters: use --engine fsdp (FULL_SHARD) or fsdp2 for stage 3",
@@ -54,6 +57,7 @@ UNSUPPORTED_WHY = {
                       "or stage 2 (SHARD_GRAD_OP)",
     (Engine.fsdp2, 0): "FSDP2 always shards: use --engine ddp for stage 0",
     (Engine.fsdp2, 1): "FSDP2 has no optimizer-only sharding: use --engine ddp (ZeroRedundancyOptimizer) for stage 1",
+    (Engine.none, 1): _NONE_WHY, (Engine.none, 2): _NONE_WHY, (Engine.none, 3): _NONE_WHY,
 }
 
 
@@ -79,6 +83,8 @@ def strategy_label(engine: Engine, stage: ZeroStage) -> str:
         return f"ZeRO-{int(stage)}"
     if engine is Engine.ddp:
         return _DDP_WORDS[stage]
+    if engine is Engine.none:
+        return "no wrapper"
     if engine is Engine.fsdp:
         return FSDP1_STRATEGY[stage]
     return f"reshard_after_forward={stage is ZeroStage.zero3}"
@@ -90,6 +96,8 @@ def strategy_words(engine: Engine, stage: ZeroStage) -> str:
     label = strategy_label(engine, stage)
     if engine is Engine.deepspeed:
         return label
+    if engine is Engine.none:
+        return "plain PyTorch on one GPU, no wrapper (ZeRO-0 equivalent)"
     if engine is Engine.fsdp2:
         label = f"FSDP2 fully_shard({label})"
     elif engine is Engine.fsdp:
@@ -106,6 +114,8 @@ def strategy_settings(engine: Engine, stage: ZeroStage, options: EngineOptions =
         return {"sharding_strategy": FSDP1_STRATEGY[stage]}
     if engine is Engine.fsdp2:
         return {"reshard_after_forward": stage is ZeroStage.zero3}
+    if engine is Engine.none:
+        return {"wrapper": "none"}
     if engine is Engine.ddp:
         return {"gradient_as_bucket_view": options.gradient_as_bucket_view,
                 "zero_redundancy_optimizer": stage is ZeroStage.zero1}
@@ -128,7 +138,15 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
     layout = layout or layout_from_summary(model)
     store, dp, mixed = torch_storage(recipe), par.dp, recipe.has_master
     notes: tuple[str, ...] = ()
-    if engine is Engine.ddp:
+    if engine is Engine.none:
+        if dp > 1:
+            raise ZeroplanError(f"--engine none is one GPU without a data-parallel wrapper, not {dp} GPUs: give --gpus 1, "
+                                "or --engine ddp, fsdp, fsdp2 or deepspeed for data parallelism")
+        states, _ = ddp_states(model.num_params, layout, store, stage, dp)
+        buffers, settings = (), (Setting("wrapper", "none: model(batch).backward(); optimizer.step()",
+                                         "a plain PyTorch training loop"),)
+        moments = ddp_moments(layout, states, store, 0, EngineOptions())
+    elif engine is Engine.ddp:
         states, notes = ddp_states(model.num_params, layout, store, stage, dp)
         buffers, settings = ddp_buffers(model.num_params, store, options), ddp_settings(stage, options)
         moments = ddp_moments(layout, states, store, sum(t.bytes for t in buffers), options)
