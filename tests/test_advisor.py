@@ -434,7 +434,7 @@ def test_engine_branches(engine, num_params, rules, stage, strategy):
         assert change.kind == "gpus" and change.gpus > 8 and change.stage in supported_stages(engine)
         at = replace(advice.scenario, parallelism=Parallelism(gpus=change.gpus, nodes=change.nodes))
         assert evaluate(at, change.stage).fits
-        assert advice.trace[-2].outcome == "skipped" and "DeepSpeed only" in advice.trace[-2].reason
+        assert advice.trace[-2].outcome == "skipped" and "DeepSpeed's offload only" in advice.trace[-2].reason
 
 
 def test_engine_settings_are_the_engines_own():

@@ -16,6 +16,7 @@ from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
     Engine,
+    OffloadDevice,
     Optimizer,
     Parallelism,
     Precision,
@@ -146,3 +147,41 @@ def test_engine_none_in_a_scenario():
     scn = replace(Scenario(model=model, parallelism=Parallelism(gpus=1)), engine=Engine.none)
     est = estimate_memory(scn, stages=(ZeroStage.zero0,))
     assert est.stages[0].gpu_bytes()["buffers"] == 0
+
+
+@pytest.mark.parametrize("engine", ["fsdp", "fsdp2"])
+def test_fsdp_cpu_offload_moves_every_state_to_the_host(engine):
+    knobs = DeepSpeedKnobs(offload_optimizer=OffloadDevice.cpu, offload_param=OffloadDevice.cpu)
+    on_gpu = base(engine, 3, 4, MIXED)
+    off = offloaded(engine, 3, 4, knobs)
+    assert (off.states.parameters, off.states.gradients, off.states.optimizer_states) == (0, 0, 0)
+    assert sum(t.bytes for t in off.cpu_terms) == on_gpu.states.total  # the rank's sharded p + g + k in host memory
+    est, est_gpu = stage_peak(off), stage_peak(on_gpu)
+    assert est.peak_bytes < est_gpu.peak_bytes
+    gathered = [t for t in off.buffers if t.name.startswith("gathered parameters")]
+    assert gathered and gathered == [t for t in on_gpu.buffers if t.name.startswith("gathered parameters")]
+
+
+@pytest.mark.parametrize(("engine", "offload", "words"), [
+    ("fsdp", (OffloadDevice.cpu, OffloadDevice.none), "together"),
+    ("fsdp2", (OffloadDevice.none, OffloadDevice.cpu), "together"),
+    ("fsdp", (OffloadDevice.nvme, OffloadDevice.nvme), "no NVMe offload"),
+    ("ddp", (OffloadDevice.cpu, OffloadDevice.none), "--engine ddp has no offload"),
+    ("none", (OffloadDevice.cpu, OffloadDevice.none), "--engine none has no offload"),
+])
+def test_offload_no_engine_option_does_is_an_error(engine, offload, words):
+    knobs = DeepSpeedKnobs(offload_optimizer=offload[0], offload_param=offload[1])
+    with pytest.raises(ZeroplanError, match=words):
+        offloaded(engine, 0 if engine in ("ddp", "none") else 3, 1 if engine == "none" else 4, knobs)
+
+
+def offloaded(engine, stage, gpus, knobs):
+    from test_engines import CONFIG
+
+    from zeroplan.memory.engines import EngineOptions, engine_stage_base, layout_for
+    from zeroplan.memory.estimate import summarize_model
+    from zeroplan.models.params import count_params
+
+    summary = summarize_model("tiny", count_params(CONFIG), CONFIG.architecture(), DeepSpeedKnobs())
+    return engine_stage_base(engine, summary, layout_for(CONFIG), MIXED, ZeroStage(stage), Parallelism(gpus=gpus),
+                             knobs, EngineOptions())

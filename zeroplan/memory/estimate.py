@@ -220,8 +220,9 @@ def engine_notes(scn: Scenario) -> list[str]:
     notes = [f"engine {scn.engine.value}: PyTorch keeps {store.param} B params + {store.grad} B grads + "
              f"{store.optimizer} B optimizer states per parameter (mixed precision: fp32 params are the master, "
              "no persistent 16-bit copy); figures are the busiest rank's (docs/engines.md)"]
-    if scn.knobs.offload_optimizer is not OffloadDevice.none or scn.knobs.offload_param is not OffloadDevice.none:
-        notes.append(f"offload is modelled for DeepSpeed only: ignored for --engine {scn.engine.value}")
+    if scn.knobs.offload_param is OffloadDevice.cpu:  # anything else was refused (engines.engine_offload)
+        notes.append(f"--engine {scn.engine.value} CPU offload: sharded parameters, gradients and optimizer states "
+                     "in host memory; the optimizer step on the CPU")
     return notes
 
 

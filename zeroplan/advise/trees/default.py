@@ -113,9 +113,10 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
         return None
     if len(ctx.rungs) == 1:
         steps.append(Step(rule="offload.unmodelled", question="Would offload make a stage fit?",
-                          observed=f"--engine {ctx.engine.value}", source="docs/engines.md: CPU offload (FSDP "
-                          "CPUOffload, CPUOffloadPolicy) is not modelled for PyTorch engines", outcome="skipped",
-                          reason="offload is modelled for DeepSpeed only: not offered"))
+                          observed=f"--engine {ctx.engine.value}", source="docs/engines.md: FSDP CPU offload is "
+                          "estimated, not searched", outcome="skipped",
+                          reason="the advisor searches DeepSpeed's offload only: not offered (FSDP CPU offload is "
+                                 "estimated with --offload-optimizer cpu --offload-param cpu)"))
         return None
     for rung in RUNGS[1:] if ctx.policy.consider_nvme else RUNGS[1:3]:
         rule, what = RUNG_RULES[rung]

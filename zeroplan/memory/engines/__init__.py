@@ -20,6 +20,8 @@ from zeroplan.memory.engines.fsdp import (
     STAGING,
     fsdp1_buffers,
     fsdp1_settings,
+    dim0_shard,
+    flat_shard as fsdp1_shard_unit,
     fsdp1_shard,
     fsdp2_buffers,
     fsdp2_settings,
@@ -35,12 +37,13 @@ from zeroplan.memory.setup import (
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
+    OffloadDevice,
     Parallelism,
     ZeroStage,
 )
 from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
-from zeroplan.memory.states import ModelSummary
-from zeroplan.memory.terms import Setting
+from zeroplan.memory.states import ModelStates, ModelSummary
+from zeroplan.memory.terms import Phase, Setting, Term
 
 SUPPORTED = {
     Engine.deepspeed: tuple(ZeroStage),
@@ -67,8 +70,35 @@ def supported_stages(engine: Engine) -> tuple[ZeroStage, ...]:
 
 
 def models_offload(engine: Engine) -> bool:
-    """Offload (optimizer states, parameters to CPU or NVMe) is modelled for DeepSpeed only (docs/engines.md)."""
+    """Whether the advisor searches offload for `engine`: DeepSpeed's rungs only (FSDP's CPU offload is estimated,
+    not offered: docs/engines.md)."""
     return Engine(engine) is Engine.deepspeed
+
+
+OFFLOAD_SOURCE = {Engine.fsdp: "torch/distributed/fsdp/api.py: CPUOffload(offload_params=True)",
+                  Engine.fsdp2: "torch/distributed/fsdp/_fully_shard/_fsdp_api.py: CPUOffloadPolicy"}
+
+
+def engine_offload(engine: Engine, stage: ZeroStage, knobs: DeepSpeedKnobs) -> bool:
+    """True for FSDP/FSDP2 CPU offload (parameters and optimizer both to CPU); ZeroplanError for what no engine
+    option does: DDP and a plain loop have no offload, FSDP has no NVMe and no optimizer-only or parameter-only
+    offload (CPUOffload moves the sharded parameters, their gradients and so the optimizer states together)."""
+    opt, par = knobs.offload_optimizer, knobs.offload_param
+    if (opt, par) == (OffloadDevice.none, OffloadDevice.none):
+        return False
+    flag = f"--offload-optimizer {opt.value} --offload-param {par.value}"
+    if engine in (Engine.ddp, Engine.none):
+        raise ZeroplanError(f"--engine {engine.value} has no offload ({flag}): use --engine fsdp or fsdp2 "
+                            "(CPU offload) or deepspeed")
+    if OffloadDevice.nvme in (opt, par):
+        raise ZeroplanError(f"--engine {engine.value} has no NVMe offload ({flag}): use --engine deepspeed for NVMe")
+    if opt is not par:
+        raise ZeroplanError(f"--engine {engine.value} offloads parameters, gradients and optimizer states together "
+                            f"(CPUOffload / CPUOffloadPolicy), not one of them ({flag}): give --offload-optimizer cpu "
+                            "--offload-param cpu")
+    if stage is ZeroStage.zero0:
+        raise ZeroplanError(f"--engine {engine.value} CPU offload at NO_SHARD is not modelled: use stage 2 or 3")
+    return True
 
 
 # The engine's own name for each stage it supports; FSDP1's comes from its ShardingStrategy table.
@@ -132,12 +162,13 @@ def check_stage(engine: Engine, stage: ZeroStage) -> None:
 def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLayout | None, recipe: Recipe,
                       stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs,
                       options: EngineOptions = EngineOptions()) -> StageBase:
-    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (no offload modelled)."""
+    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (FSDP CPU offload included)."""
     engine = Engine(engine)
     check_stage(engine, stage)
     layout = layout or layout_from_summary(model)
     store, dp, mixed = torch_storage(recipe), par.dp, recipe.has_master
     notes: tuple[str, ...] = ()
+    offload = engine_offload(engine, stage, knobs)
     if engine is Engine.none:
         if dp > 1:
             raise ZeroplanError(f"--engine none is one GPU without a data-parallel wrapper, not {dp} GPUs: give --gpus 1, "
@@ -154,20 +185,47 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         states = sharded_states(fsdp1_shard(layout, stage, dp), store)
         buffers = fsdp1_buffers(layout, stage, dp, store, mixed) + _grad_term(layout, stage, dp, store)
         settings = fsdp1_settings(stage, dp, mixed, layout)
-        moments = fsdp1_moments(layout, states, store, stage, dp, mixed)
     else:
         states = sharded_states(fsdp2_shard(layout, dp), store)
         buffers = fsdp2_buffers(layout, stage, dp, store) + (unsharded_grad(layout, dp, store),)
         settings = fsdp2_settings(stage, mixed, layout)
-        moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING))
+    cpu_terms: tuple[Term, ...] = ()
+    if offload:
+        cpu_terms = (Term("CPU offload: sharded parameters, gradients, optimizer states", states.total,
+                          source=OFFLOAD_SOURCE[engine]),)
+        copy = offload_copy(layout, engine, dp, store, mixed)
+        states = ModelStates(parameters=0, gradients=0, optimizer_states=0, cpu_bytes=states.total)
+        buffers += (Term(OFFLOAD_COPY, copy, Phase.backward, OFFLOAD_SOURCE[engine] + ": the shard copied to the GPU "
+                         "for its all-gather"),) if copy else ()
+        settings += (Setting("cpu_offload", "CPUOffload(offload_params=True)" if engine is Engine.fsdp
+                             else "offload_policy=CPUOffloadPolicy()", OFFLOAD_SOURCE[engine]),)
+        notes += ("CPU offload: the optimizer step runs on the CPU over the sharded fp32 parameters; the GPU holds "
+                  "gathered units, a unit's unsharded gradient and the shard being copied in (docs/engines.md)",)
+    if engine is Engine.fsdp:
+        moments = fsdp1_moments(layout, states, store, stage, dp, mixed, offload, copy if offload else 0)
+    elif engine is Engine.fsdp2:
+        moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING),
+                                offload, copy if offload else 0)
     if not layout.exact_shapes and engine is not Engine.deepspeed:
         notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
                   "ZeroRedundancyOptimizer's partition approximate)",)
     backward, step = phase_totals(states, buffers)
     return StageBase(stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
-                     cpu_terms=(), gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
+                     cpu_terms=cpu_terms, gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
                      step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes,
                      moments=moments, moment_layers=layout.num_blocks)
+
+
+OFFLOAD_COPY = "CPU shard copied to the GPU (CPU offload)"
+
+
+def offload_copy(layout: ModelLayout, engine: Engine, dp: int, store, mixed: bool) -> int:
+    """The largest unit's shard on the GPU while it is gathered: FSDP1 copies the CPU shard in (its _mp_shard,
+    already counted, when mixed), FSDP2 its all-gather input; compute-dtype bytes when mixed, else fp32."""
+    if engine is Engine.fsdp:
+        return 0 if mixed else max(fsdp1_shard_unit(u, dp) for u in layout.unit_numels) * store.param
+    units = [layout.root] + ([layout.block] if layout.num_blocks else [])
+    return max(sum(dim0_shard(s, dp) for s in unit) for unit in units) * (store.compute if mixed else store.param)
 
 
 def _grad_term(layout: ModelLayout, stage: ZeroStage, dp: int, store) -> tuple:

@@ -60,7 +60,7 @@ def ddp_moments(layout: ModelLayout, states: ModelStates, store: Storage, bucket
 
 
 def fsdp1_moments(layout: ModelLayout, states: ModelStates, store: Storage, stage: ZeroStage, dp: int,
-                  mixed: bool) -> tuple[Moment, ...]:
+                  mixed: bool, offloaded: bool = False, offload_copy: int = 0) -> tuple[Moment, ...]:
     """FSDP1 per event. NO_SHARD (or one rank): whole gradients per unit, the low-precision copy as measured."""
     p, o, g_all, c = states.parameters, states.optimizer_states, states.gradients, store.compute
     blocks = layout.num_blocks
@@ -76,8 +76,9 @@ def fsdp1_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
         return _unit_moments(p, o, g_all, blocks, layout.block_numel * store.grad, True, root_grad, copies,
                              _none, _none)
     root_full, block_full = flat_shard(layout.root_numel, dp) * dp, flat_shard(layout.block_numel, dp) * dp
-    block_shard_g = flat_shard(layout.block_numel, dp) * store.grad
-    mp = max(flat_shard(u, dp) for u in layout.unit_numels) * c if mixed else 0
+    # CPU offload: the reduced shards go to the host; a unit's CPU shard is copied in while it is gathered
+    block_shard_g = 0 if offloaded else flat_shard(layout.block_numel, dp) * store.grad
+    mp = (max(flat_shard(u, dp) for u in layout.unit_numels) * c if mixed else 0) + offload_copy
     full = stage is ZeroStage.zero3
 
     def gathered(name, phase, layer):
@@ -101,14 +102,15 @@ def fsdp1_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
 
 
 def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stage: ZeroStage, dp: int,
-                  staging: int) -> tuple[Moment, ...]:
+                  staging: int, offloaded: bool = False, offload_copy: int = 0) -> tuple[Moment, ...]:
     """FSDP2 per event: unsharded units, the kept all-gather output in the forward, the kept reduce-scatter input."""
     p, o, g_all, c = states.parameters, states.optimizer_states, states.gradients, store.compute
     blocks = layout.num_blocks
     root_u = sum(dim0_shard(s, dp) for s in layout.root) * dp * c
     block_u = sum(dim0_shard(s, dp) for s in layout.block) * dp * c
-    block_shard_g = sum(dim0_shard(s, dp) for s in layout.block) * store.grad
+    block_shard_g = 0 if offloaded else sum(dim0_shard(s, dp) for s in layout.block) * store.grad
     keep = stage is ZeroStage.zero2  # reshard_after_forward=False
+    staging += offload_copy  # CPU offload: the all-gather input copied to the GPU
 
     def gathered(name, phase, layer):
         if phase in ("start", "step"):
