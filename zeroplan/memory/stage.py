@@ -22,7 +22,15 @@ from zeroplan.memory.states import (
     nvme_bytes,
 )
 from zeroplan.memory.terms import Phase, Setting, Term
-from zeroplan.memory.timeline import ActivationProfile, Timeline, _activations, build_timeline, peak_of, skeleton_of
+from zeroplan.memory.timeline import (
+    CATEGORIES,
+    ActivationProfile,
+    Timeline,
+    _activations,
+    build_timeline,
+    peak_of,
+    skeleton_of,
+)
 from zeroplan.validate import INPUT_CONFIG, Real, Size
 
 # Per-process overheads outside PyTorch's allocator stats (docs/hardware.md, "Memory outside the model states").
@@ -81,6 +89,7 @@ class StageEstimate:
     profile: ActivationProfile = ActivationProfile()  # the activations by part, for the timeline
     peak_bytes: int = 0  # allocated at the timeline's peak (its largest event)
     peak_index: int = 0  # that event's index in the timeline
+    peak_lines: tuple[int, ...] = (0, 0, 0, 0, 0, 0)  # that event's bytes per memory.timeline.CATEGORIES
     # Derived once at construction (a sweep reads them for every configuration):
     overhead_bytes: int = dc_field(init=False)
     total: int = dc_field(init=False)  # peak per GPU: the timeline's largest event + overhead
@@ -130,11 +139,7 @@ class StageEstimate:
 
     def at_peak(self) -> dict[str, int]:
         """The timeline's categories at the peak (memory.timeline.CATEGORIES); they sum to `peak_bytes`."""
-        moments, layers = skeleton_of(self.base, self.profile)
-        m = moments[self.peak_index]
-        return {"parameters": m.parameters, "gradients": m.grads_accumulated if self.profile.accumulating else m.gradients,
-                "optimizer_states": m.optimizer_states, "buffers": m.buffers,
-                "activations": _activations(m, self.profile, layers), "temporaries": m.temporaries}
+        return dict(zip(CATEGORIES, self.peak_lines))
 
     @property
     def states_at_peak(self) -> int:
@@ -268,8 +273,10 @@ def stage_peak(base: StageBase, activations: int | ActivationProfile = 0, overhe
     moments, layers = skeleton_of(base, prof)
     index, peak, before_step = peak_of(moments, layers, prof)
     sizes = NO_OVERHEAD if overheads is None else overhead_sizes(peak, overheads, base.gpus)
-    total_acts = prof.total_forward
-    return StageEstimate(base, total_acts, before_step, overheads, sizes, usable_bytes, prof, peak, index)
+    m = moments[index]
+    lines = (m.parameters, m.grads_accumulated if prof.accumulating else m.gradients, m.optimizer_states, m.buffers,
+             _activations(m, prof, layers), m.temporaries)
+    return StageEstimate(base, prof.total_forward, before_step, overheads, sizes, usable_bytes, prof, peak, index, lines)
 
 
 def estimate_stage(

@@ -139,17 +139,53 @@ def _static(m: Moment, accumulating: bool) -> int:
 
 
 def peak_of(skeleton: tuple[Moment, ...], num_layers: int, prof: ActivationProfile) -> tuple[int, int, int]:
-    """(index, bytes) of the first event with the most bytes alive, and the most of any event before the step."""
+    """(index, bytes) of the first event with the most bytes alive, and the most of any event before the step.
+
+    Exactly a scan of every event, done over groups (events alike but for how many layers' activations are
+    alive: DeepSpeed's forward and backward layers): with at least one byte per layer the most layers win, with
+    none the earliest does; a sweep evaluates a handful of events instead of two per layer.
+    """
     best, index, before_step = -1, 0, 0
-    for i, m in enumerate(skeleton):
-        total = _static(m, prof.accumulating) + _activations(m, prof, num_layers)
-        if total > best:
-            best, index = total, i
-        if m.phase != "step" and total > before_step:
-            before_step = total
+    for members in _groups(skeleton):
+        if len(members) > 1 and (prof.layers_bytes >= max(num_layers, 1) or prof.layers_bytes == 0):
+            members = (members[-1],) if prof.layers_bytes else (min(members),)  # the group's first largest
+        for i in members:
+            m = skeleton[i]
+            total = _static(m, prof.accumulating) + _activations(m, prof, num_layers)
+            if total > best or (total == best and i < index):
+                best, index = total, i
+            if m.phase != "step" and total > before_step:
+                before_step = total
     return index, best, before_step
 
 
+_GROUPS: dict[int, tuple[tuple[Moment, ...], list[tuple[int, ...]]]] = {}
+
+
+def _groups(skeleton: tuple[Moment, ...]) -> list[tuple[int, ...]]:
+    """Indices of the skeleton's events grouped by everything but `layers`, each group in rising `layers` and order."""
+    cached = _GROUPS.get(id(skeleton))
+    if cached is not None and cached[0] is skeleton:
+        return cached[1]
+    groups: dict[tuple, list[int]] = {}
+    for i, m in enumerate(skeleton):
+        key = (m.phase, _static(m, False), _static(m, True), m.embedding, m.head, m.loss, m.recompute)
+        groups.setdefault(key, []).append(i)
+    ordered = [tuple(sorted(g, key=lambda i: (skeleton[i].layers, -i))) for g in groups.values()]
+    # within a group a later event with as many layers alive is never the first largest: keep rising layers only
+    out = []
+    for g in ordered:
+        kept: list[int] = []
+        for i in g:
+            if kept and skeleton[kept[-1]].layers == skeleton[i].layers:
+                kept[-1] = min(kept[-1], i)
+            else:
+                kept.append(i)
+        out.append(tuple(kept))
+    if len(_GROUPS) > 512:
+        _GROUPS.clear()
+    _GROUPS[id(skeleton)] = (skeleton, out)
+    return out
 def build_timeline(skeleton: tuple[Moment, ...], num_layers: int, prof: ActivationProfile) -> Timeline:
     events = []
     for m in skeleton:
