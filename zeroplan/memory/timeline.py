@@ -64,6 +64,20 @@ class ActivationProfile:
     recompute: int = 0  # what a checkpointed layer's recompute allocates inside its backward
     accumulating: bool = False  # grad_accum > 1: the last micro-step starts with every gradient produced
     num_layers: int = 0  # the model's layers (encoder and decoder); 0 for a bare parameter count
+    layer_prefix: tuple[int, ...] = ()  # bytes of layers 0..k-1 at [k], when each layer's are known
+    held: int = 0  # of layers_bytes, what the checkpointed layers re-read: alive while any layer is
+
+    def layers_alive(self, layers: int, num_layers: int) -> int:
+        """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
+        if len(self.layer_prefix) == num_layers + 1:
+            return self.layer_prefix[layers] + (self.held if layers else 0)
+        return self.layers_bytes * layers // num_layers
+
+    def strictly_rising(self, num_layers: int) -> bool:
+        """Each more layer alive adds at least one byte (so the most layers alive is the unique largest)."""
+        if len(self.layer_prefix) == num_layers + 1:
+            return all(b < a for b, a in zip(self.layer_prefix, self.layer_prefix[1:]))
+        return self.layers_bytes >= max(num_layers, 1)
 
     @property
     def total_forward(self) -> int:
@@ -78,25 +92,25 @@ class ActivationProfile:
 def profile_from(acts, arch, setup) -> ActivationProfile:
     """The profile of an ActivationEstimate: per-part bytes as memory.activations reports them.
 
-    The recompute inside a checkpointed layer's backward is recompute_bytes plus the fp32 loss copy it was
-    netted against (activations counts only what exceeds the copy, freed before the backward starts).
+    Each layer's own bytes where activations lists them (`layer_bytes`: every:N keeps more for the layers it
+    does not checkpoint), the masks the recompute re-reads (`held_bytes`) while any layer is alive. The recompute
+    inside a checkpointed layer's backward is recompute_bytes plus the loss transient it was netted against
+    (activations counts only what exceeds it: it is freed before the backward starts).
     """
     accumulating = setup.grad_accum > 1
     if acts is None:
         return ActivationProfile(accumulating=accumulating)
     if not hasattr(acts, "layers_bytes"):  # an activation model that gives only its total
         return ActivationProfile.lump(acts.total_bytes, accumulating)
-    from zeroplan.memory.activations.terms import FP32_BYTES
-    from zeroplan.memory.activations.traits import traits_of
-
-    e = setup.precision.compute_bytes
-    copy = FP32_BYTES * setup.micro_batch * setup.seq_len * arch.vocab_size
-    copy = copy if traits_of(arch).loss_upcast and e < FP32_BYTES else 0
-    recompute = acts.recompute_bytes + copy if acts.recompute_bytes else 0
+    recompute = acts.recompute_bytes + acts.loss_transient_bytes if acts.recompute_bytes else 0
+    prefix = [0]
+    for b in acts.layer_bytes:
+        prefix.append(prefix[-1] + b)
     return ActivationProfile(layers_bytes=acts.layers_bytes, embedding=acts.embedding_bytes,
                              num_layers=arch.num_layers + arch.num_encoder_layers,
                              head=acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes,
-                             loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating)
+                             loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating,
+                             layer_prefix=tuple(prefix), held=acts.held_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +142,7 @@ class Timeline:
 
 def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
-    layers = prof.layers_bytes * m.layers // num_layers if num_layers else prof.layers_bytes * m.embedding
+    layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
     return (layers + prof.embedding * m.embedding + prof.head * m.head + prof.loss * m.loss
             + prof.recompute * m.recompute)
 
@@ -147,7 +161,7 @@ def peak_of(skeleton: tuple[Moment, ...], num_layers: int, prof: ActivationProfi
     """
     best, index, before_step = -1, 0, 0
     for members in _groups(skeleton):
-        if len(members) > 1 and (prof.layers_bytes >= max(num_layers, 1) or prof.layers_bytes == 0):
+        if len(members) > 1 and (prof.layers_bytes == 0 or prof.strictly_rising(num_layers)):
             members = (members[-1],) if prof.layers_bytes else (min(members),)  # the group's first largest
         for i in members:
             m = skeleton[i]
