@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,6 +39,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
 
 VOCAB, POSITIONS, HIDDEN, LAYERS, HEADS = 1000, 64, 64, 4, 4
 SEQ, BATCH, STEPS = 32, 2, 3
@@ -184,9 +186,9 @@ class Probe:
             self._ddp_buckets = sum(int(x) for x in str(sizes).split(",") if x.strip())
         return self._ddp_buckets
 
-    def snapshot(self) -> dict[str, int]:
+    def snapshot(self, seen: set[int] | None = None) -> dict[str, int]:
         """Bytes per category; a storage reachable from two categories counts once, in the first."""
-        seen: set[int] = set()
+        seen = set() if seen is None else seen
         out = {}
         for key, tensors in (("parameters", self.params()), ("gradients", self.grads()),
                              ("optimizer_states", self.optimizer_states()), ("buffers", self.buffers())):
@@ -215,6 +217,8 @@ class StepTracker(TorchDispatchMode):
         self.probe, self.moment = probe, "start of step"
         self.peak, self.peak_moment, self.peak_bytes, self.param_peak = 0, "", {}, 0
         self.by_moment: dict[str, int] = {}
+        self.made: list = []  # weak references to what the optimizer step's ops return
+        self.step_temporaries, self.step_with_temporaries = 0, 0
 
     def at(self, moment: str) -> None:
         if ACTIVE and ACTIVE[0] is self:
@@ -222,8 +226,13 @@ class StepTracker(TorchDispatchMode):
             self.sample()
 
     def sample(self) -> None:
-        snap = self.probe.snapshot()
+        seen: set[int] = set()
+        snap = self.probe.snapshot(seen)
         total = sum(snap.values())
+        if self.made:  # the optimizer step's temporaries: tensors its ops made, still alive, reachable from none
+            temp = _bytes([t for t in (r() for r in self.made) if t is not None], seen)
+            self.step_temporaries = max(self.step_temporaries, temp)
+            self.step_with_temporaries = max(self.step_with_temporaries, total + temp)
         self.param_peak = max(self.param_peak, snap["parameters"])
         self.by_moment[self.moment] = max(self.by_moment.get(self.moment, 0), total)
         if total > self.peak:
@@ -231,6 +240,8 @@ class StepTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if self.moment == "optimizer step":
+            self.made += [weakref.ref(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         self.sample()
         return out
 
@@ -277,9 +288,9 @@ def build(engine: str, stage: int, precision: str, options: dict, world: int):
         if stage == 1:
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
-            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3, foreach=True)
         else:
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
         return model, wrapped, opt
     if engine == "fsdp":
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -290,7 +301,7 @@ def build(engine: str, stage: int, precision: str, options: dict, world: int):
         mpol = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16) if bf16 else None
         wrapped = FSDP(model, sharding_strategy=strategy, auto_wrap_policy=ModuleWrapPolicy({Block}),
                        mixed_precision=mpol, device_id=torch.device("cpu"), sync_module_states=False)
-        return model, wrapped, torch.optim.AdamW(wrapped.parameters(), lr=1e-3)
+        return model, wrapped, torch.optim.AdamW(wrapped.parameters(), lr=1e-3, foreach=True)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     reshard = stage == 3
@@ -298,7 +309,7 @@ def build(engine: str, stage: int, precision: str, options: dict, world: int):
     for block in model.h:
         fully_shard(block, reshard_after_forward=reshard, mp_policy=mpol)
     fully_shard(model, reshard_after_forward=reshard, mp_policy=mpol)
-    return model, model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return model, model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 
 
 def worker(rank: int, world: int, port: int, jobs: list, out_dir: str) -> None:
@@ -332,7 +343,8 @@ def worker(rank: int, world: int, port: int, jobs: list, out_dir: str) -> None:
         results.append({"name": name, "engine": engine, "stage": stage, "precision": precision, "rank": rank,
                         "after_backward": after_backward, "after_step": after_step, "param_peak": tracker.param_peak,
                         "peak": {"total": tracker.peak, "moment": tracker.peak_moment, "bytes": tracker.peak_bytes},
-                        "by_moment": tracker.by_moment})
+                        "by_moment": tracker.by_moment, "step_temporaries": tracker.step_temporaries,
+                        "step_with_temporaries": tracker.step_with_temporaries})
         del model, wrapped, opt, probe
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
     dist.destroy_process_group()
@@ -394,8 +406,11 @@ def compare(rows: list[dict]) -> list[dict]:
         peaks = [r["param_peak"] for r in ranks]
         from zeroplan.memory.stage import stage_peak
 
-        step = stage_peak(base, 0)  # the timeline without activations: what the tracker measures
+        events = stage_peak(base, 0).timeline.events  # no activations: the tracker counts none
+        held = [e.total - e.by_category()["temporaries"] for e in events]  # the tracker's four categories
+        first = held.index(max(held))
         busiest = max(ranks, key=lambda r: r["peak"]["total"])
+        step_event = events[-1]
         table.append({
             "config": name, "precision": precision, "N": world,
             "states_measured_max": max(measured_states), "states_measured_min": min(measured_states),
@@ -404,8 +419,12 @@ def compare(rows: list[dict]) -> list[dict]:
             "peak_measured": max(peaks), "peak_predicted": pred_peak, "peak_err": max(err(m, pred_peak) for m in peaks),
             "detail": ranks[int(max(range(len(ranks)), key=lambda i: measured_states[i]))]["after_step"],
             "step_peak_measured": busiest["peak"]["total"], "step_peak_moment_measured": busiest["peak"]["moment"],
-            "step_peak_predicted": step.peak_bytes, "step_peak_moment_predicted": step.peak_moment,
-            "step_peak_err": err(busiest["peak"]["total"], step.peak_bytes),
+            "step_peak_predicted": held[first], "step_peak_moment_predicted": events[first].name,
+            "step_peak_err": err(busiest["peak"]["total"], held[first]),
+            "opt_step_measured": max(r["step_with_temporaries"] for r in ranks), "opt_step_predicted": step_event.total,
+            "opt_temp_measured": max(r["step_temporaries"] for r in ranks),
+            "opt_temp_predicted": step_event.by_category()["temporaries"],
+            "opt_step_err": err(max(r["step_with_temporaries"] for r in ranks), step_event.total),
         })
     return table
 
@@ -425,13 +444,15 @@ def markdown(table: list[dict]) -> str:
 
 def step_markdown(table: list[dict]) -> str:
     """The step's peak of parameters + gradients + optimizer states + buffers, busiest rank, and its moment."""
-    head = ("| config | precision | N | step peak measured (busiest rank) | at | predicted (timeline) | at | error |\n"
-            "|---|---|---|---|---|---|---|---|\n")
+    head = ("| config | precision | N | step peak measured (busiest rank) | at | predicted (timeline) | at | error "
+            "| optimizer step with temporaries measured / predicted (temporaries) | error |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
     lines = [
         f"| {t['config']} | {t['precision']} | {t['N']} | {t['step_peak_measured']:,} | {t['step_peak_moment_measured']} "
         f"| {t['step_peak_predicted']:,} | {t['step_peak_moment_predicted']}"
         f"{'' if t['step_peak_moment_measured'] == t['step_peak_moment_predicted'] else ' (differs)'} "
-        f"| {t['step_peak_err']:.2%} |"
+        f"| {t['step_peak_err']:.2%} | {t['opt_step_measured']:,} / {t['opt_step_predicted']:,} "
+        f"({t['opt_temp_measured']:,} / {t['opt_temp_predicted']:,}) | {t['opt_step_err']:.2%} |"
         for t in table
     ]
     return head + "\n".join(lines) + "\n"
@@ -461,7 +482,8 @@ def main() -> None:
     moments = sum(t["step_peak_moment_measured"] == t["step_peak_moment_predicted"] for t in table)
     print(f"max model-state error {max(t['states_err'] for t in table):.2%}, "
           f"max param-peak error {max(t['peak_err'] for t in table):.2%}, "
-          f"max step-peak error {max(t['step_peak_err'] for t in table):.2%}, moments right {moments}/{len(table)}")
+          f"max step-peak error {max(t['step_peak_err'] for t in table):.2%}, moments right {moments}/{len(table)}, "
+          f"max optimizer-step error {max(t['opt_step_err'] for t in table):.2%}")
     if args.markdown:
         Path(args.markdown).write_text(text)
 

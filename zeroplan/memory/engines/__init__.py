@@ -12,6 +12,8 @@ Figures are the busiest rank's. Pure: no I/O. See docs/engines.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.engines.ddp import ddp_buffers, ddp_settings, ddp_states
 from zeroplan.memory.engines.fsdp import (
@@ -38,6 +40,7 @@ from zeroplan.memory.setup import (
     Engine,
     EngineOptions,
     OffloadDevice,
+    Optimizer,
     Parallelism,
     ZeroStage,
 )
@@ -206,6 +209,10 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
     elif engine is Engine.fsdp2:
         moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING),
                                 offload, copy if offload else 0)
+    temp = adamw_foreach_temporary(recipe, states)
+    if temp:
+        buffers += (Term(ADAMW_TEMPORARY, temp, Phase.step, ADAMW_SOURCE),)
+        moments = moments[:-1] + (replace(moments[-1], temporaries=temp),)
     if not layout.exact_shapes and engine is not Engine.deepspeed:
         notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
                   "ZeroRedundancyOptimizer's partition approximate)",)
@@ -217,6 +224,15 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
 
 
 OFFLOAD_COPY = "CPU shard copied to the GPU (CPU offload)"
+ADAMW_TEMPORARY = "AdamW foreach temporary (sqrt of exp_avg_sq)"
+ADAMW_SOURCE = "torch/optim/adam.py: _multi_tensor_adam, exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)"
+
+
+def adamw_foreach_temporary(recipe: Recipe, states: ModelStates) -> int:
+    """torch.optim.AdamW on CUDA defaults to foreach (_default_to_fused_or_foreach), whose step makes one new
+    tensor per parameter, sqrt(exp_avg_sq), the size of one of its two fp32 states: optimizer states / 2 on the
+    GPU. Measured (validation/measure_engines.py, AdamW(foreach=True) on CPU). Other optimizers: none counted."""
+    return states.optimizer_states // 2 if recipe.optimizer is Optimizer.adamw else 0
 
 
 def offload_copy(layout: ModelLayout, engine: Engine, dp: int, store, mixed: bool) -> int:
