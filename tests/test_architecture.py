@@ -139,8 +139,13 @@ SCENARIO = {
     "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
 }
+# The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
+FINETUNE = {"--freeze", "--lora-rank", "--lora-targets", "--lora-dropout", "--dora", "--modules-to-save", "--qlora",
+            "--quant-type", "--double-quant", "--quant-storage", "--load-in-8bit", "--adapter-config",
+            "--optimizer-in-backward"}
+
 FROZEN = {
-    "estimate": SCENARIO | {
+    "estimate": SCENARIO | FINETUNE | {
         "--stage", "-s", "--fp32-grad-accum", "--grad-accum", "--reduce-bucket-size", "--overlap-comm",
         "--no-overlap-comm", "--prefetch-bucket-size", "--max-live-parameters", "--param-persistence-threshold",
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
@@ -149,13 +154,13 @@ FROZEN = {
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
     },
-    "capacity": SCENARIO,
-    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | {
+    "capacity": SCENARIO | FINETUNE,
+    "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {
         "plans", "--grad-accum", "--ignore", "--strict", "--output", "-o", "--force", "--deepspeed-config",
         "--from", "--from-kind", "--html",
     },
     # advise sizes the micro-batch and chooses offload itself: no --micro-batch, --offload-*.
-    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | {
+    "advise": SCENARIO - {"--micro-batch", "--offload-optimizer", "--offload-param"} | FINETUNE | {
         "--global-batch", "--topology", "--policy", "--policy-file", "--set", "--emit-deepspeed", "--force",
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed

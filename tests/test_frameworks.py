@@ -235,7 +235,7 @@ def test_an_accelerate_config_names_no_model(runner, write):
     ({**LF, "finetuning_type": "freeze"}, "finetuning_type: freeze (freeze: only some layers trained;"),
     ({**LF, "stage": "dpo"}, "stage: dpo (DPO (a reference model))"),
     ({**LF, "use_galore": True}, "use_galore: true (the GaLore optimizer)"),
-    ({**LF, "optim": "paged_adamw_32bit"}, "optim: paged_adamw_32bit (paged optimizer states move to CPU memory;"),
+    ({**LF, "optim": "rmsprop_bnb"}, "optim: rmsprop_bnb (an optimizer;"),
     ({**AXOLOTL, "adapter": "lora", "lora_r": 16}, "adapter: lora (an adapter; lora_r 16;"),
     ({**AXOLOTL, "load_in_8bit": True}, "load_in_8bit: true (a quantized base model)"),
     ({**AXOLOTL, "tensor_parallel_size": 2}, "tensor_parallel_size: 2 (tensor parallelism)"),

@@ -51,7 +51,7 @@ REFUSED = {
         ["finetuning_type: lora (LoRA;", "quantization_bit: 4 (a quantized base model, QLoRA)"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__alst__llama3-8b-deepspeed-alst.yaml": ["context_parallel_size: 8"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__jamba__qlora_deepspeed.yaml":
-        ["adapter: qlora (QLoRA; lora_r 8;", "load_in_4bit: true", "optimizer: paged_adamw_8bit (paged optimizer states"],
+        ["adapter: qlora (QLoRA; lora_r 8;", "load_in_4bit: true"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__llama-3__lora-1b-ray.yml": ["adapter: lora (an adapter; lora_r 16;"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__bigstral__bigstral-ds-zero3.yaml": ["unfrozen_parameters: 6 patterns"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral.yml": ["adapter: qlora", "load_in_4bit: true"],

@@ -62,6 +62,7 @@ _ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config")
+_NAME_LISTS = ("freeze", "lora_targets", "modules_to_save")
 
 
 def estimate(
@@ -96,6 +97,19 @@ def estimate(
     cuda_context_gib: float | None = None,
     nccl_gib: float | None = None,
     fragmentation: float | None = None,
+    freeze: str | list[str] | None = None,
+    lora_rank: int | None = None,
+    lora_targets: str | list[str] | None = None,
+    lora_dropout: float | None = None,
+    dora: bool = False,
+    modules_to_save: str | list[str] | None = None,
+    qlora: bool = False,
+    quant_type: str = "nf4",
+    double_quant: bool = False,
+    quant_storage: str = "uint8",
+    load_in_8bit: bool = False,
+    adapter_config: str | Path | None = None,
+    optimizer_in_backward: bool = False,
 ) -> Estimate:
     """Per-GPU memory under each ZeRO stage, or `stage` only: `zeroplan estimate`.
 
@@ -104,7 +118,8 @@ def estimate(
     left at their defaults (an argument equal to its default counts as left, where the CLI counts any typed
     option). Returns Estimate: `.stages` (one StageEstimate per stage: `.total` bytes, `.fits`,
     `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
-    (the config's unknown and duplicate keys, which the CLI prints to stderr).
+    (the config's unknown and duplicate keys, which the CLI prints to stderr). The fine-tuning arguments are the
+    CLI's --freeze, --lora-*, --qlora, ... (docs/finetune.md); name lists may be lists.
     """
     options = dict(locals())
     only = _stage(options.pop("stage"))
@@ -249,6 +264,12 @@ def _option(name: str, value: Any) -> Any:
         return _path_text(value)
     if name == "hardware":
         return "none" if value is None else str(value)
+    if name in _NAME_LISTS and isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if name == "lora_rank":
+        return _count_text(value, option)
+    if name == "adapter_config":
+        return _path_text(value)
     return value
 
 

@@ -60,8 +60,11 @@ class Context:
 
     @property
     def stages(self) -> tuple[ZeroStage, ...]:
-        """The stages the engine runs (zeroplan.engines.supported_stages): the only ones asked about."""
-        return supported_stages(self.engine)
+        """The stages the engine runs (zeroplan.engines.supported_stages) that the fine-tune's base allows (QLoRA's
+        quant_storage at ZeRO-3): the only ones asked about. The advisor never changes what the run trains."""
+        from zeroplan.memory.estimate import refused_stages
+
+        return refused_stages(self.scn, supported_stages(self.engine))[0]
 
     @property
     def rungs(self) -> tuple[tuple[OffloadDevice, OffloadDevice], ...]:

@@ -110,6 +110,8 @@ class Plan(Frozen):
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
     engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    finetune: dict[str, Any] | None = Field(None, description="the fine-tuning mode (docs/finetune.md): lora_rank, "
+                                            "lora_targets, freeze, quant, ... or adapter_config (a peft file)")
 
     @model_validator(mode="after")
     def _check(self) -> Plan:

@@ -117,11 +117,30 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     if problems:
         raise SpecError("; ".join(problems))
     extra = plan.overheads
+    tuning = _plan_tuning(plan, model, base)
     scenario = Scenario(
         model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),
         arch=arch, setup=setup, parallelism=par, knobs=config.knobs, hardware=hardware,
         overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
-        engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine),
+        engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine), tuning=tuning,
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
+    if tuning is not None:
+        from zeroplan.memory.tuned import check_quant_engine
+
+        try:
+            check_quant_engine(tuning, scenario.recipe, plan.engine, config.stage)
+        except ZeroplanError as exc:
+            raise SpecError(f"finetune: {exc}") from None
     return PlannedRun(origin, plan, scenario, config, plan.topology_for(par.nodes, hardware.intra_node_fabric))
+
+
+def _plan_tuning(plan: Plan, model: str | None, base: Path):
+    """The plan's `finetune:` mapping as a Tuning (None: full training); its errors name the key."""
+    from zeroplan.scenario.finetune import plan_tuning
+
+    try:
+        return plan_tuning(plan.finetune, model, base)
+    except ZeroplanError as exc:
+        message = str(exc)
+        raise SpecError(message if message.startswith("finetune") else f"finetune: {message}") from None

@@ -40,6 +40,23 @@ from zeroplan.cli.options import (
     UnitsOpt,
 )
 from zeroplan.errors import UsageError
+from zeroplan.cli.options import (
+    AdapterConfigOpt,
+    DoraOpt,
+    DoubleQuantOpt,
+    FreezeOpt,
+    Int8Opt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    ModulesToSaveOpt,
+    OptimInBwdOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
+)
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
@@ -75,6 +92,19 @@ def advise(
     force: ForceOpt = False,
     html: HtmlOpt = None,
     units: UnitsOpt = Unit.gib,
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""

@@ -26,6 +26,23 @@ from zeroplan.cli.options import (
     SeqLenOpt,
     UnitsOpt,
 )
+from zeroplan.cli.options import (
+    AdapterConfigOpt,
+    DoraOpt,
+    DoubleQuantOpt,
+    FreezeOpt,
+    Int8Opt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    ModulesToSaveOpt,
+    OptimInBwdOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
+)
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
     OffloadDevice,
@@ -50,6 +67,19 @@ def capacity(
     loss: LossOpt = SETUP.loss,
     offload_optimizer: OffloadOptOpt = OffloadDevice.none,
     offload_param: OffloadParamOpt = OffloadDevice.none,
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
 ) -> None:

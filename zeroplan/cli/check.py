@@ -32,6 +32,23 @@ from zeroplan.cli.options import (
     PrecisionOpt,
     SeqLenOpt,
 )
+from zeroplan.cli.options import (
+    AdapterConfigOpt,
+    DoraOpt,
+    DoubleQuantOpt,
+    FreezeOpt,
+    Int8Opt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    ModulesToSaveOpt,
+    OptimInBwdOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
+)
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 
 
@@ -40,6 +57,19 @@ def check(
     plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --output or --html replace an existing file.")] = False,

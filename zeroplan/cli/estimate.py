@@ -47,6 +47,23 @@ from zeroplan.cli.options import (
     UnitsOpt,
     VppOpt,
 )
+from zeroplan.cli.options import (
+    AdapterConfigOpt,
+    DoraOpt,
+    DoubleQuantOpt,
+    FreezeOpt,
+    Int8Opt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    ModulesToSaveOpt,
+    OptimInBwdOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
+)
 from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import (
@@ -90,6 +107,19 @@ def estimate(
     from_file: FromOpt = None,
     from_kind: FromKindOpt = None,
     engine: EngineOpt = Engine.deepspeed,
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     method: Annotated[Method, typer.Option(help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
     buffer_factor: Annotated[float, typer.Option(help="DeepSpeed's additional_buffer_factor (--method deepspeed).")] = 1.5,
     tp: TpOpt = None,

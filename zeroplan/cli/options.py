@@ -103,3 +103,31 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / 
 MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
 SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
 MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]
+
+
+# Fine-tuning modes (docs/finetune.md); none given = full training.
+class QuantType(str, Enum):
+    nf4 = "nf4"
+    fp4 = "fp4"
+
+
+class QuantStorageName(str, Enum):
+    uint8 = "uint8"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+    float32 = "float32"
+
+
+FreezeOpt = Annotated[Optional[str], typer.Option("--freeze", help="Freeze parameters matching these comma-separated globs over Hugging Face names, e.g. 'model.embed_tokens.*,model.layers.0.*'.")]
+LoraRankOpt = Annotated[Optional[str], typer.Option("--lora-rank", help="Train LoRA adapters of rank R on a frozen base.")]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Linears given adapters: comma-separated names (q_proj,v_proj) or all-linear (default: peft's, q_proj,v_proj).")]
+LoraDropoutOpt = Annotated[Optional[float], typer.Option("--lora-dropout", help="lora_dropout (0: peft uses no dropout module).")]
+DoraOpt = Annotated[bool, typer.Option("--dora", help="DoRA: LoRA plus a trainable magnitude vector per adapted linear.")]
+ModulesToSaveOpt = Annotated[Optional[str], typer.Option("--modules-to-save", help="Modules trained in full beside the adapters (peft modules_to_save), comma-separated.")]
+QloraOpt = Annotated[bool, typer.Option("--qlora", help="QLoRA: the frozen base linears in bitsandbytes 4-bit.")]
+QuantTypeOpt = Annotated[QuantType, typer.Option("--quant-type", help="--qlora: bnb_4bit_quant_type.")]
+DoubleQuantOpt = Annotated[bool, typer.Option("--double-quant", help="--qlora: bnb_4bit_use_double_quant (absmax quantized to 8 bits).")]
+QuantStorageOpt = Annotated[QuantStorageName, typer.Option("--quant-storage", help="--qlora: bnb_4bit_quant_storage (ZeRO-3 and FSDP need the compute dtype).")]
+Int8Opt = Annotated[bool, typer.Option("--load-in-8bit", help="The frozen base linears in bitsandbytes LLM.int8 (with --lora-rank).")]
+AdapterConfigOpt = Annotated[Optional[str], typer.Option("--adapter-config", help="A peft adapter_config.json as the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save).")]
+OptimInBwdOpt = Annotated[bool, typer.Option("--optimizer-in-backward", help="The optimizer steps each parameter in backward and frees its gradient (torchtune optimizer_in_bwd; one GPU or --engine fsdp2).")]

@@ -102,8 +102,8 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
 def _refusals(keys: AxolotlKeys, refuse: NotModelled) -> None:
     if keys.adapter:
         rank = f"lora_r {keys.lora_r}; " if keys.lora_r is not None else ""
-        refuse.add("adapter", keys.adapter, f"{'QLoRA' if keys.adapter == 'qlora' else 'an adapter'}; {rank}until the "
-                   "fine-tuning issue lands")  # fmt: skip
+        refuse.add("adapter", keys.adapter, f"{'QLoRA' if keys.adapter == 'qlora' else 'an adapter'}; {rank}not read from "
+                   "the file yet: estimate the run without --from, with --lora-rank, --lora-targets, --qlora (docs/finetune.md)")  # fmt: skip
     for key in ("load_in_4bit", "load_in_8bit"):
         if getattr(keys, key):
             refuse.add(key, True, "a quantized base model")

@@ -104,7 +104,7 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
         default = "" if "finetuning_type" in stated else "LLaMA-Factory's default; "
         what = {"lora": "LoRA", "oft": "OFT", "freeze": "freeze: only some layers trained"}[keys.finetuning_type]
         refuse.add("finetuning_type", keys.finetuning_type, f"{default}{what}{'; ' + lora if lora else ''}; "
-                   "until the fine-tuning issue lands")  # fmt: skip
+                   "not read from the file yet: estimate the run without --from, with --lora-rank, --lora-targets, --qlora (docs/finetune.md)")  # fmt: skip
     if keys.stage not in TRAINED_STAGES:
         refuse.add("stage", keys.stage, STAGE_WORDS.get(keys.stage, "a training stage other than pt or sft"))
     if keys.quantization_bit is not None:
@@ -155,7 +155,7 @@ def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
     keys = validate_keys(LlamaFactoryV1Keys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
     if keys.peft_config:
-        refuse.add("peft_config.name", keys.peft_config.get("name"), "PEFT adapters; until the fine-tuning issue lands")
+        refuse.add("peft_config.name", keys.peft_config.get("name"), "PEFT adapters; not read from the file yet: estimate the run without --from, with --adapter-config (docs/finetune.md)")
     if keys.quant_config:
         refuse.add("quant_config.name", keys.quant_config.get("name"), "a quantized base model")
     if keys.optim_config and keys.optim_config.get("name") not in (None, "adamw"):

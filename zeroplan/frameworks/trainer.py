@@ -14,6 +14,9 @@ OPTIMIZERS = {
                      "adamw_torch_npu_fused", "adamw_anyprecision", "adamw"), Optimizer.adamw),  # fmt: skip
     # bitsandbytes' blockwise 8-bit AdamW (Dettmers et al. 2021), and torchao's 8-bit AdamW
     **dict.fromkeys(("adamw_bnb_8bit", "adamw_8bit", "adamw_torch_8bit"), Optimizer.adamw_8bit),
+    # bitsandbytes' paged AdamW (states in CUDA unified memory, zeroplan.memory.paged)
+    **dict.fromkeys(("paged_adamw_32bit", "paged_adamw"), Optimizer.paged_adamw),
+    "paged_adamw_8bit": Optimizer.paged_adamw_8bit,
     "sgd": Optimizer.sgd,
     "adafactor": Optimizer.adafactor,
     "lion_32bit": Optimizer.lion,
@@ -24,9 +27,9 @@ def optimizer_taken(key: str, name: str, default: bool, refuse: NotModelled) -> 
     """The zeroplan optimizer for an optimizer name; None (and a refusal) for one it does not model."""
     optimizer = OPTIMIZERS.get(name)
     if optimizer is None:
-        what = "paged optimizer states move to CPU memory" if name.startswith("paged_") else "an optimizer"
-        refuse.add(key, name, f"{what}; zeroplan models AdamW (adamw_torch, adamw_torch_fused, ...), 8-bit AdamW "
-                   "(adamw_bnb_8bit, adamw_8bit, adamw_torch_8bit), sgd, adafactor and lion_32bit")  # fmt: skip
+        refuse.add(key, name, "an optimizer; zeroplan models AdamW (adamw_torch, adamw_torch_fused, ...), 8-bit AdamW "
+                   "(adamw_bnb_8bit, adamw_8bit, adamw_torch_8bit), paged_adamw_32bit, paged_adamw_8bit, sgd, "
+                   "adafactor and lion_32bit")  # fmt: skip
         return None
     return Taken(key, name, "optimizer", optimizer, f"--optimizer {optimizer.value}", default)
 

@@ -18,7 +18,7 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_peak
+from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_base, stage_peak
 from zeroplan.memory.states import ModelSummary
 from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
@@ -111,6 +111,7 @@ class Scenario:
     engine: Engine = Engine.deepspeed
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
+    tuning: object | None = None  # zeroplan.memory.finetune.Tuning; None: full training (every parameter trains)
 
     @property
     def usable_bytes(self) -> int | None:
@@ -130,9 +131,23 @@ def activations_for(arch: Architecture | None, setup: TrainingSetup):
     return activation_bytes(arch, setup)
 
 
+def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = None):
+    """`acts` with a fine-tune's changes (zeroplan.memory.activations.tuning); unchanged for full training.
+
+    Adapters are the compute dtype under DeepSpeed, which casts them, and fp32 (peft's autocast_adapter_dtype)
+    under the PyTorch engines."""
+    if acts is None or scn.tuning is None:
+        return acts
+    from zeroplan.memory.activations.tuning import tuned_activations
+
+    setup = setup or scn.setup
+    adapter = setup.precision.compute_bytes if Engine(scn.engine) is Engine.deepspeed else 4
+    return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
+
+
 def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
-    """One micro-step's activations by part for the timeline (memory.timeline), computed unless given."""
-    acts = activations_for(scn.arch, scn.setup) if acts is None else acts
+    """One micro-step's activations by part for the timeline (memory.timeline), computed (and tuned) unless given."""
+    acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn) if acts is None else acts
     return profile_from(acts, scn.arch, scn.setup)
 
 
@@ -142,14 +157,63 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
     computed unless given; a bare byte count is alive through the whole forward and backward)."""
     if activation_bytes is None:
         activation_bytes = activation_profile(scn)
+    recipe = recipe or scn.recipe
+    if scn.tuning is not None or recipe.optimizer.paged:
+        from zeroplan.memory.paged import paged_base
+
+        base = tuned_base(scn, stage, recipe) if scn.tuning is not None else None
+        if base is None and scn.engine is not Engine.deepspeed:
+            from zeroplan.memory.engines import engine_stage_base
+
+            base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism, scn.knobs,
+                                     scn.engine_options)
+        elif base is None:
+            base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
+        return stage_peak(paged_base(base, recipe), activation_bytes, scn.overheads, scn.usable_bytes)
     if scn.engine is not Engine.deepspeed:
         from zeroplan.memory.engines import engine_stage_base
 
-        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe or scn.recipe, stage, scn.parallelism,
+        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism,
                                  scn.knobs, scn.engine_options)
         return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+
+
+def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
+    """The StageBase of a fine-tune (memory.tuned): frozen parameters hold no gradients or optimizer states."""
+    from zeroplan.memory.tuned import (
+        check_optimizer_in_backward,
+        check_quant_engine,
+        deepspeed_tuned_base,
+        engine_tuned_base,
+    )
+
+    check_quant_engine(scn.tuning, recipe, scn.engine, stage)
+    check_optimizer_in_backward(scn.tuning, scn.engine, scn.parallelism.dp, scn.setup.grad_accum)
+    if scn.engine is Engine.deepspeed:
+        return deepspeed_tuned_base(scn.model, scn.tuning, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
+    return engine_tuned_base(scn.engine, scn.model, scn.layout, scn.tuning, recipe, stage, scn.parallelism,
+                             scn.knobs, scn.engine_options)
+
+
+def refused_stages(scn: Scenario, stages: tuple[ZeroStage, ...]) -> tuple[tuple[ZeroStage, ...], tuple[str, ...]]:
+    """The stages a fine-tune's base can run at, and one warning per stage the stacks refuse it at."""
+    if scn.tuning is None:
+        return stages, ()
+    from zeroplan.errors import ZeroplanError
+    from zeroplan.memory.tuned import check_quant_engine
+
+    kept, why = [], []
+    for stage in stages:
+        try:
+            check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
+            kept.append(stage)
+        except ZeroplanError as exc:
+            why.append(f"stage {int(stage)} left out: {exc}")
+    if not kept:
+        raise ZeroplanError(why[0].split(": ", 1)[1])
+    return tuple(kept), tuple(why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +259,10 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)",
     ]
     notes += [f"parameter count: {note}" for note in model.count_notes]
+    if scn.tuning is not None:
+        from zeroplan.memory.tuned import tuning_notes
+
+        notes += tuning_notes(scn.tuning, scn.engine)
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:
@@ -230,7 +298,10 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
     recipe = scn.recipe
-    acts = activations_for(scn.arch, scn.setup)
+    if len(stages) > 1:
+        stages, left_out = refused_stages(scn, stages)
+        warnings = warnings + left_out
+    acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
     prof = activation_profile(scn, acts) if acts is not None else profile_from(None, scn.arch, scn.setup)
     results = tuple(evaluate(scn, stage, activation_bytes=prof, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)

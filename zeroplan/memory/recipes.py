@@ -22,6 +22,8 @@ FP32_GRAD_ACCUM_BYTES = FP32_BYTES  # extra fp32 gradient buffer when grad_accum
 OPTIMIZER_STATES_PER_PARAM = {
     Optimizer.adamw: 2,  # m and v (Loshchilov & Hutter 2019)
     Optimizer.adamw_8bit: 2,  # m and v, quantized to 8 bits (Dettmers et al. 2021)
+    Optimizer.paged_adamw: 2,  # m and v, fp32, paged (bitsandbytes optim/adamw.py PagedAdamW32bit)
+    Optimizer.paged_adamw_8bit: 2,  # m and v, 8-bit, paged (PagedAdamW8bit)
     Optimizer.sgd_momentum: 1,  # momentum buffer
     Optimizer.sgd: 0,  # stateless
     Optimizer.lion: 1,  # one momentum (Chen et al. 2023)
@@ -63,7 +65,7 @@ class Recipe:
 
 
 def _state_element_bytes(precision: Precision, optimizer: Optimizer) -> int:
-    if optimizer is Optimizer.adamw_8bit:
+    if optimizer in (Optimizer.adamw_8bit, Optimizer.paged_adamw_8bit):
         return INT8_BYTES
     return BF16_BYTES if precision is Precision.bf16_true else FP32_BYTES
 

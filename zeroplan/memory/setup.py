@@ -47,6 +47,12 @@ class Precision(str, Enum):
 class Optimizer(str, Enum):
     adamw = "adamw"
     adamw_8bit = "adamw-8bit"
+    paged_adamw = "paged-adamw"  # bitsandbytes PagedAdamW32bit: fp32 m and v in CUDA unified memory
+    paged_adamw_8bit = "paged-adamw-8bit"  # bitsandbytes PagedAdamW8bit
+
+    @property
+    def paged(self) -> bool:
+        return self in (Optimizer.paged_adamw, Optimizer.paged_adamw_8bit)
     sgd_momentum = "sgd-momentum"
     sgd = "sgd"
     lion = "lion"

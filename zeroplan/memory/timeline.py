@@ -247,6 +247,10 @@ def deepspeed_skeleton(base, num_layers: int) -> tuple[Moment, ...]:
 
 def skeleton_of(base, prof: ActivationProfile) -> tuple[tuple[Moment, ...], int]:
     """The base's own moments (PyTorch engines build theirs from the wrapping), else DeepSpeed's for the profile's layers."""
-    if base.moments:
+    step = base.moments[-1] if base.moments else None
+    # A base changed after its moments were built (memory.tuned, memory.paged replace its states) reads by the
+    # phase rule DeepSpeed's skeleton follows: model states throughout, its lines by phase.
+    if step is not None and (step.parameters, step.optimizer_states, step.grads_accumulated) == (
+            base.states.parameters, base.states.optimizer_states, base.states.gradients):
         return base.moments, base.moment_layers
     return deepspeed_skeleton(base, prof.num_layers), prof.num_layers

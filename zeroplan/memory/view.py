@@ -63,6 +63,23 @@ def engine_keys(s: StageEstimate) -> dict:
             "notes": list(s.base.notes)}
 
 
+def model_view(est: Estimate) -> dict:
+    """The model's counts, with num_trainable_params beside num_params (all of them for full training)."""
+    tuning = est.scenario.tuning
+    trainable = tuning.num_trainable if tuning is not None else est.model.num_params
+    return {**as_json(est.model), "num_trainable_params": trainable}
+
+
+def finetune_view(tuning) -> dict | None:
+    """The fine-tuning mode and what it stores; None for full training."""
+    if tuning is None:
+        return None
+    return {"mode": tuning.spec.mode, **as_json(tuning.spec), "num_params_with_adapters": tuning.num_params,
+            "num_trainable_params": tuning.num_trainable, "frozen_float_params": tuning.frozen_float_numel,
+            "quantized_params": tuning.quantized_numel, "packed_weight_bytes": tuning.packed_bytes,
+            "quant_state_bytes": tuning.quant_state_bytes, "adapted_linears": len(tuning.adapted)}
+
+
 def estimate_view(est: Estimate, unit: Unit) -> dict:
     """The estimate as JSON-ready data; bytes are integers, `units` only says how tables display them."""
     recipe = est.recipe
@@ -71,7 +88,8 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "schema_version": SCHEMA_VERSION,
         "zeroplan_version": __version__,
         "units": {"bytes": "B", "display": unit.label, "display_bytes": unit.bytes},
-        "model": as_json(est.model),
+        "model": model_view(est),
+        "finetune": finetune_view(est.scenario.tuning),
         "recipe": {
             "name": recipe.name,
             "precision": recipe.precision.value,

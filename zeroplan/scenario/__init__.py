@@ -88,6 +88,20 @@ class ScenarioArgs:
     engine: Engine = Engine.deepspeed
     from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it
     from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
+    # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.
+    freeze: str | None = None  # comma-separated globs over HF parameter names
+    lora_rank: str | None = None
+    lora_targets: str | None = None  # comma-separated module names, or all-linear
+    lora_dropout: float | None = None
+    dora: bool = False
+    modules_to_save: str | None = None
+    qlora: bool = False
+    quant_type: str = "nf4"
+    double_quant: bool = False
+    quant_storage: str = "uint8"
+    load_in_8bit: bool = False
+    adapter_config: str | None = None  # a peft adapter_config.json
+    optimizer_in_backward: bool = False  # torchtune's optimizer_in_bwd
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 
@@ -215,8 +229,10 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    from zeroplan.scenario.finetune import tuning_of
+
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
-                   engine=args.engine, layout=layout_of(args.model, args.engine))
+                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
     return scn, config, found
 
 

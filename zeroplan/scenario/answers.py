@@ -99,9 +99,17 @@ def capacity(args: ScenarioArgs) -> dict:
     if scn.hardware is None:
         raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
     stages = []
-    for stage in ZeroStage:
+    from zeroplan.memory.estimate import refused_stages
+
+    runnable, _ = refused_stages(scn, tuple(ZeroStage))
+    for stage in runnable:
         fewest = min_gpus(scn, stage)
-        largest = max_model(scn, stage)
+        largest = max_model(scn, stage) if scn.tuning is None else None
+        tuned = {}
+        if scn.tuning is not None:
+            from zeroplan.scenario.finetune import tuned_capacity
+
+            tuned = tuned_capacity(args, scn, stage, scenario)
         stages.append({
             "stage": int(stage),
             "max_micro_batch": max_micro_batch(scn, stage) if scn.arch is not None else None,
@@ -109,9 +117,11 @@ def capacity(args: ScenarioArgs) -> dict:
             "min_nodes": fewest.nodes if fewest else None,
             "max_model_params": largest.num_params if largest else None,
             "max_model_layers": largest.num_layers if largest and scn.arch else None,
+            **tuned,
         })
     return {
-        "model": as_json(scn.model), "hardware": scn.hardware.name,
+        "model": {**as_json(scn.model), "num_trainable_params": scn.tuning.num_trainable if scn.tuning else scn.model.num_params},
+        "finetune": scn.tuning.spec.mode if scn.tuning else None, "hardware": scn.hardware.name,
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
         "setup": as_json(scn.setup),
         "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},

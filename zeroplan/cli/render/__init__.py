@@ -44,7 +44,9 @@ def _fits_text(s: StageEstimate, unit: Unit) -> Text:
 
 def estimate_table(est: Estimate, unit: Unit) -> Table:
     """Stages side by side: model states, activations, buffers, overhead, peak, fit."""
-    title = f"{est.model.name}: {est.model.num_params:,} params on {est.parallelism.gpus} GPU(s)"
+    tuning = est.scenario.tuning
+    trains = f" ({tuning.spec.mode}: {tuning.num_trainable:,} trainable)" if tuning is not None else ""
+    title = f"{est.model.name}: {est.model.num_params:,} params{trains} on {est.parallelism.gpus} GPU(s)"
     if est.hardware:
         title += f" x {est.hardware.name} ({est.hardware.memory_gib:g} GiB)"
     table = Table(title=title, title_justify="left", min_width=len(title))
@@ -246,7 +248,9 @@ def capacity_renderables(data: dict, unit: Unit) -> list:
     title = (f"{data['model']['name']} on {data['hardware']}: {data['gpus']} GPU(s), "
              f"seq {data['setup']['seq_len']}, micro-batch {data['setup']['micro_batch']}")
     table = Table(title=title, title_justify="left")
-    for col in ("stage", "largest micro-batch", "fewest GPUs", "largest model (params)"):
+    tuned = bool(data.get("finetune"))
+    columns = ("largest preset that fits", "largest LoRA rank") if tuned else ("largest model (params)",)
+    for col in ("stage", "largest micro-batch", "fewest GPUs", *columns):
         table.add_column(col, justify="right")
     cap = data["search"]
     for s in data["stages"]:
@@ -254,7 +258,15 @@ def capacity_renderables(data: dict, unit: Unit) -> list:
         mb_text = "n/a (bare count)" if mb is None else "none fits" if mb == 0 else (f">= {mb}" if mb == cap["max_micro_batch"] else str(mb))
         gpus = "more than %d" % cap["max_gpus"] if s["min_gpus"] is None else f"{s['min_gpus']} ({s['min_nodes']} node(s))"
         model = "-" if s["max_model_params"] is None else f"{s['max_model_params'] / 1e9:,.2f} B"
-        table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model)
+        if tuned:
+            model = "-" if s["largest_preset"] is None else f"{s['largest_preset']} ({s['largest_preset_params'] / 1e9:,.2f} B)"
+            extra = ["-" if s["max_lora_rank"] is None else str(s["max_lora_rank"])]
+        else:
+            extra = []
+        table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model, *extra)
+    if tuned:
+        return [table, Text(f"{data['finetune']}: the same mode on every RMSNorm-decoder preset, at micro-batch "
+                            f"{data['setup']['micro_batch']} on {data['gpus']} GPU(s)", style="dim")]
     note = Text("largest model: the same architecture with more or fewer layers (embeddings and width fixed), "
                 f"at micro-batch {data['setup']['micro_batch']} on {data['gpus']} GPU(s)", style="dim")
     return [table, note]

@@ -1,0 +1,168 @@
+"""The fine-tuning options (--freeze, --lora-*, --qlora, --load-in-8bit, --adapter-config) turned into a Tuning.
+
+A peft adapter_config.json gives the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save, as
+peft's LoraConfig writes them: peft src/peft/tuners/lora/config.py); options typed beside it override it.
+Raises ZeroplanError for bad input; never prints or exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zeroplan.errors import SpecError, ZeroplanError
+from zeroplan.memory.finetune import ALL_LINEAR, Finetune, Tuning, tune
+from zeroplan.memory.quant import Quant, QuantStorage
+from zeroplan.readers import parse_json, read_text, require_mapping
+from zeroplan.validate import validated
+
+ADAPTER_KEYS = {"r": "lora_rank", "target_modules": "lora_targets", "lora_dropout": "lora_dropout",
+                "use_dora": "dora", "modules_to_save": "modules_to_save"}
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+
+
+def adapter_config(path: str) -> dict:
+    """The Finetune fields a peft adapter_config.json states (its other keys change no byte)."""
+    origin = str(path)
+    data = require_mapping(parse_json(read_text(Path(path)), origin), origin)
+    if data.get("peft_type", "LORA") != "LORA":
+        raise SpecError(f"{origin}: peft_type {data['peft_type']!r} is not modelled (LORA only)")
+    if isinstance(data.get("target_modules"), str) and data["target_modules"] != ALL_LINEAR:
+        raise SpecError(f"{origin}: target_modules {data['target_modules']!r} is a regex; give the module names as a list")
+    out = {}
+    for key, field in ADAPTER_KEYS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if field in ("lora_targets", "modules_to_save"):
+            value = (value,) if isinstance(value, str) else tuple(value)
+        out[field] = value
+    return out
+
+
+def finetune_of(args) -> Finetune | None:
+    """The Finetune the options ask for; None for full training (no option given)."""
+    fields: dict = adapter_config(args.adapter_config) if args.adapter_config else {}
+    if args.lora_rank is not None:
+        fields["lora_rank"] = _rank(args.lora_rank)
+    for name in ("lora_targets", "modules_to_save", "freeze"):
+        if getattr(args, name):
+            fields[name] = _names(getattr(args, name))
+    if args.lora_dropout is not None:
+        fields["lora_dropout"] = args.lora_dropout
+    if args.dora:
+        fields["dora"] = True
+    if args.optimizer_in_backward:
+        fields["optimizer_in_backward"] = True
+    if args.qlora and args.load_in_8bit:
+        raise ZeroplanError("give --qlora (4-bit base) or --load-in-8bit, not both")
+    storage = QuantStorage(getattr(args.quant_storage, "value", args.quant_storage))
+    if args.qlora:
+        fields.update(quant=Quant(getattr(args.quant_type, "value", args.quant_type)), double_quant=args.double_quant,
+                      quant_storage=storage)
+    elif args.load_in_8bit:
+        fields["quant"] = Quant.int8
+    quant_type = getattr(args.quant_type, "value", args.quant_type)
+    if not args.qlora and (args.double_quant or storage is not QuantStorage.uint8 or quant_type != Quant.nf4.value):
+        raise ZeroplanError("--double-quant, --quant-type and --quant-storage describe a 4-bit base: give --qlora")
+    if not fields:
+        return None
+    try:
+        return validated(Finetune, fields)
+    except ValueError as exc:  # a cross-field rule of Finetune, raised before pydantic wraps it
+        raise ZeroplanError(str(exc)) from None
+
+
+def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -> Tuning | None:
+    """The Tuning a check plan's `finetune:` mapping states (Finetune's field names, and `adapter_config`: a
+    peft adapter_config.json path, relative to `adapter_base`); None without one."""
+    if not fields:
+        return None
+    fields = dict(fields)
+    if "adapter_config" in fields:
+        path = Path(str(fields.pop("adapter_config")))
+        fields = {**adapter_config(str(adapter_base / path if adapter_base and not path.is_absolute() else path)),
+                  **fields}
+    for key in ("freeze", "lora_targets", "modules_to_save"):
+        if isinstance(fields.get(key), str):
+            fields[key] = _names(fields[key])
+    spec = validated(Finetune, fields, "finetune")
+    return _tune(spec, model_ref)
+
+
+def _tune(spec: Finetune, model_ref: str | None) -> Tuning:
+    if not model_ref:
+        raise ZeroplanError("fine-tuning modes need --model (the named parameters an adapter or glob selects)")
+    from zeroplan.models.named import named_parameters
+    from zeroplan.models.presets import load_model
+
+    model = load_model(model_ref)
+    return tune(named_parameters(model), spec, model.architecture().family)
+
+
+def _rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ZeroplanError(f"--lora-rank {text!r} is not an integer") from None
+    if value <= 0:
+        raise ZeroplanError(f"--lora-rank ({value}) must be a positive integer")
+    return value
+
+
+def tuning_of(args, model_ref: str | None) -> Tuning | None:
+    """The Tuning of the run, from the model's named parameters; None for full training."""
+    spec = finetune_of(args)
+    return None if spec is None else _tune(spec, model_ref)
+
+
+__all__ = ["adapter_config", "finetune_of", "plan_tuning", "tuning_of"]
+
+
+MAX_LORA_RANK = 4096  # the rank search's upper end
+
+
+def tuned_capacity(args, scn, stage, build) -> dict:
+    """Capacity answers for a fine-tune at `stage`: the largest LoRA rank that fits (LoRA runs), and the largest
+    model preset that fits with the same mode, GPUs and setup (depth scaling does not apply to an adapter spec)."""
+    from dataclasses import replace
+
+    from zeroplan.memory.capacity import _largest_true, _fits
+    from zeroplan.memory.tuned import check_quant_engine
+    from zeroplan.models.named import named_parameters
+    from zeroplan.models.presets import load_model
+
+    try:
+        check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
+    except ZeroplanError:
+        return {"max_lora_rank": None, "largest_preset": None, "largest_preset_params": None}
+    rank = None
+    spec = scn.tuning.spec
+    if spec.lora_rank:
+        model = load_model(args.model)
+        params, family = named_parameters(model), model.architecture().family
+
+        def ok(r: int) -> bool:
+            return _fits(replace(scn, tuning=tune(params, replace(spec, lora_rank=r), family)), stage)
+
+        rank = max(_largest_true(1, MAX_LORA_RANK, ok), 0) or None
+    best = None
+    for candidate in _tunable_presets():
+        try:
+            other = build(replace(args, model=candidate.name))
+            fits = _fits(other, stage)
+        except ZeroplanError:  # the mode does not apply to it (no such target, family not described)
+            continue
+        if fits and (best is None or other.model.num_params > best[1]):
+            best = (candidate.name, other.model.num_params)
+    return {"max_lora_rank": rank, "largest_preset": best[0] if best else None,
+            "largest_preset_params": best[1] if best else None}
+
+
+def _tunable_presets():
+    from zeroplan.models import families as fam
+    from zeroplan.models.presets import all_models
+
+    return [m for m in all_models() if isinstance(m.config, fam.RMSNormDecoderConfig)]
