@@ -24,6 +24,15 @@ FLOORS = {
 }
 UI = {"typer", "rich", "click"}  # only cli/ prints, parses argv or draws
 NEVER = {"torch", "transformers", "peft", "deepspeed"}  # the core stays free of them (the [hf] extra aside)
+# The zeroplan[hf] extra: only these modules may import torch/transformers, and only HF's torch-free __init__ may
+# import them (inside its functions), so `import zeroplan` and every described family stay torch-free.
+HF_PACKAGE = "zeroplan.models.hf"
+HF_CORE = {HF_PACKAGE, HF_PACKAGE + ".records"}  # the extra's torch-free modules, which the core imports
+
+
+def _in_extra(module: str) -> bool:
+    """One of the extra's modules that may import torch (the package's modules but its torch-free core)."""
+    return module.startswith(HF_PACKAGE + ".") and module not in HF_CORE
 
 
 def _module_name(path: Path) -> str:
@@ -111,8 +120,53 @@ def test_only_the_cli_imports_typer_or_rich():
     assert outside_the_cli(import_graph(), UI) == []
 
 
+def training_stack_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each 'module -> torch...' outside the [hf] extra's torch modules (its __init__ is not one of them)."""
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
+                  if t.split(".")[0] in NEVER and not _in_extra(m))
+
+
+def into_the_extra(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of one of the extra's torch modules from outside its package."""
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
+                  if _in_extra(t) and not m.startswith(HF_PACKAGE))
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
 def test_the_core_imports_no_training_stack():
-    assert sorted(f"{m} -> {t}" for m, ts in import_graph().items() for t in ts if t.split(".")[0] in NEVER) == []
+    assert training_stack_imports(import_graph()) == []
+    assert into_the_extra(import_graph()) == []
+
+
+def test_the_extras_entry_loads_torch_only_inside_its_functions():
+    """zeroplan.models.hf's __init__ is what the core calls: its top-level imports reach no torch module."""
+    top = {m for m in _top_level_imports(ROOT / "models" / "hf" / "__init__.py")
+           if m in import_graph() or not m.startswith("zeroplan.")}  # modules, not the names taken from them
+    assert {m for m in top if m.split(".")[0] in NEVER or _in_extra(m)} == set()
+    assert any(_in_extra(t) for t in import_graph()[HF_PACKAGE])  # it does load them, lazily
+
+
+def test_the_torch_rules_can_fail():
+    bad = {
+        "zeroplan.memory.stage": {"torch"},
+        "zeroplan.models.hf": {"transformers", "zeroplan.models.hf.build"},  # the extra's __init__ is core
+        "zeroplan.models.hf.build": {"torch", "transformers"},
+        "zeroplan.models.hf.records": {"torch"},  # imported by the core: no torch either
+        "zeroplan.scenario": {"zeroplan.models.hf.probe", "zeroplan.models.hf", "zeroplan.models.hf.records"},
+    }
+    assert training_stack_imports(bad) == ["zeroplan.memory.stage -> torch", "zeroplan.models.hf -> transformers",
+                                           "zeroplan.models.hf.records -> torch"]
+    assert into_the_extra(bad) == ["zeroplan.scenario -> zeroplan.models.hf.probe"]
 
 
 def test_the_graph_checks_can_fail():

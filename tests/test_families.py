@@ -161,8 +161,14 @@ def test_bad_model_type_lists_the_supported_ones(data: dict, message: str, stric
     assert [(e["loc"], e["msg"]) for e in caught.value.errors()] == [(("model_type",), message)]
 
 
-def test_bad_model_type_in_hf_config_is_one_spec_error_line() -> None:
-    with pytest.raises(SpecError, match=r"^config\.json: model_type: 'mamba' is not a supported model_type; "):
+def test_bad_model_type_in_hf_config_is_one_spec_error_line(monkeypatch) -> None:
+    """An HF config.json of a type zeroplan does not describe goes to the zeroplan[hf] extra (docs/hf.md);
+    without it, the line names the extra."""
+    from zeroplan.models import hf
+
+    monkeypatch.setattr(hf, "has_extra", lambda: False)
+    with pytest.raises(SpecError, match=r"^config\.json: model_type 'mamba' is not described by zeroplan; "
+                                        r"install zeroplan\[hf\] to count it with transformers$"):
         model_from_data({"model_type": "mamba"}, "config.json", hf_name="m")
 
 

@@ -187,11 +187,12 @@ def count_params(model: str | Path | Mapping[str, Any] | ModelSpec | FamilyConfi
     if isinstance(model, (str, Path)):
         return model_presets.model_facts(str(model))[1]
     from zeroplan.models.families import FamilyConfig, ModelSpec
+    from zeroplan.models.hf import HFModel
     from zeroplan.models.params import count_params as count
 
     if isinstance(model, Mapping):
         model = _model_from_mapping(model)
-    if not isinstance(model, (ModelSpec, FamilyConfig)):
+    if not isinstance(model, (ModelSpec, FamilyConfig, HFModel)):
         raise ZeroplanError(f"count_params takes a preset name, a model file path, a config mapping or a ModelSpec, "
                             f"not {type(model).__name__}")  # fmt: skip
     return count(model)

@@ -126,6 +126,10 @@ def activations_for(arch: Architecture | None, setup: TrainingSetup):
     """The activation breakdown (zeroplan.activations), or None when the architecture is unknown."""
     if arch is None:
         return None
+    if arch.hf_config_json is not None:  # counted by transformers: activations measured, not by formula
+        from zeroplan.memory.measured import measured_activation_bytes
+
+        return measured_activation_bytes(arch, setup)
     from zeroplan.memory.activations import activation_bytes
 
     return activation_bytes(arch, setup)

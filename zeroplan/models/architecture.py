@@ -88,6 +88,9 @@ class Architecture:
                                                         "always)")] = True
     router_groups: Annotated[Count, Field(description="group-limited routing's groups (n_group; DeepSeek-V3 8)")] = 1
     router_topk_groups: Annotated[Count, Field(description="groups kept per token (topk_group; DeepSeek-V3 4)")] = 1
+    hf_config_json: Annotated[Text | None, Field(
+        description="counted by transformers (zeroplan.models.hf): the config.json (sorted JSON) whose activations "
+        "are measured by a meta-device forward instead of zeroplan's formulas; None for a described family")] = None
 
     @property
     def is_moe(self) -> bool:

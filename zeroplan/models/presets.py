@@ -26,6 +26,10 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     from zeroplan.models.families import ModelSpec, missing_required
 
     data = require_mapping(data, origin)
+    if hf_name is not None and _only_transformers_describes(data):
+        from zeroplan.models.hf import count_with_transformers
+
+        return count_with_transformers(data, hf_name, origin)
     if hf_name is not None:
         if (missing := missing_required(data)) is not None:
             raise SpecError(f"{origin}: {'.'.join(missing)}: missing; a Hugging Face config.json states it (the "
@@ -37,6 +41,13 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
         return ModelSpec.model_validate({**body, "config": config})
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc, ModelSpec)) from None
+
+
+def _only_transformers_describes(data: dict) -> bool:
+    """An HF config.json whose model_type (a string) zeroplan has no family for: zeroplan.models.hf counts it."""
+    from zeroplan.models.families import FAMILIES
+
+    return isinstance(data.get("model_type"), str) and data["model_type"] not in FAMILIES
 
 
 def _family_config(data: dict, origin: str, *, strict: bool) -> FamilyConfig:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from zeroplan.models import families as fam
 from zeroplan.models.architecture import ParamCount
+from zeroplan.models.hf.records import HFConfig, HFModel
 from zeroplan.models.params.decoder import decoder_modules
 from zeroplan.models.params.modules import EMBEDDING, Module
 from zeroplan.models.params.t5 import t5_modules
@@ -23,7 +24,9 @@ _INVENTORIES: dict[type[fam.FamilyConfig], Callable[..., list[Module]]] = {fam.T
 
 def module_inventory(model: fam.ModelSpec | fam.FamilyConfig) -> list[Module]:
     """The modules transformers builds for this config, each with its own direct parameter count."""
-    config = model.config if isinstance(model, fam.ModelSpec) else model
+    config = model.config if isinstance(model, fam.ModelSpec | HFModel) else model
+    if isinstance(config, HFConfig):  # counted by transformers: its modules as built
+        return list(config.modules)
     if (decoder := config.decoder()) is not None:
         return decoder_modules(decoder)
     return _INVENTORIES[type(config)](config)
@@ -39,6 +42,9 @@ def count_params(model: fam.ModelSpec | fam.FamilyConfig) -> ParamCount:
     tables plus an untied head; A (active, MoE) = P minus the (E - k) experts a token skips in every MoE layer.
     The per-family formulas are in each family's `decoder()` docstring and docs/models.md.
     """
+    config = model.config if isinstance(model, fam.ModelSpec | HFModel) else model
+    if isinstance(config, HFConfig):
+        return config.counts
     modules = module_inventory(model)
     config = model.config if isinstance(model, fam.ModelSpec) else model
     decoder = config.decoder()

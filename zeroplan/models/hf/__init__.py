@@ -1,0 +1,71 @@
+"""Any model transformers can build: counted on the meta device, its activations measured by one meta forward.
+
+The `zeroplan[hf]` extra (torch and transformers). This `__init__` imports neither: it is what the rest of
+zeroplan calls, and it loads `hf.build` / `hf.probe` (which import torch) only inside its functions, only for
+a config whose model_type zeroplan does not describe. `import zeroplan` and every command on a described
+family stay torch-free (tests/test_architecture.py holds both rules). Offline always: the model is built
+from the config dict through transformers' config classes (AutoConfig.for_model), never from the Hub,
+never with trust_remote_code. Formulas and validation: docs/hf.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+
+from zeroplan.errors import SpecError
+from zeroplan.models.hf.records import HFConfig, HFModel, MeasuredActivations
+
+EXTRA = "zeroplan[hf]"
+MISSING_EXTRA = "model_type {model_type!r} is not described by zeroplan; install " + EXTRA + \
+    " to count it with transformers"
+
+
+def has_extra() -> bool:
+    """torch and transformers are importable (found, not imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+
+
+def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
+    """An HF config.json mapping of a model_type zeroplan does not describe, built and counted by transformers.
+
+    Without the extra: one SpecError line naming it.
+    """
+    if not has_extra():
+        raise SpecError(f"{origin}: " + MISSING_EXTRA.format(model_type=data.get("model_type")))
+    config_json = json.dumps(dict(data), sort_keys=True)
+    if config_json not in _COUNTED:
+        from zeroplan.models.hf.build import describe
+
+        _COUNTED[config_json] = describe(json.loads(config_json), origin)
+    return HFModel(name=name, source=origin, config=_COUNTED[config_json])
+
+
+_COUNTED: dict[str, HFConfig] = {}  # config JSON -> its count: a model is built once per process
+
+
+def count_notes(config_json: str) -> tuple[str, ...]:
+    """What the count of this config rests on, in words (an estimate's assumptions)."""
+    if config_json not in _COUNTED:
+        count_with_transformers(json.loads(config_json), "model", "config")
+    return _COUNTED[config_json].notes
+
+
+def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dtype: str,
+                        flash: bool) -> MeasuredActivations:  # fmt: skip
+    """What a training forward of the model in `config_json` saves, measured on the meta device (cached)."""
+    if not has_extra():
+        raise SpecError(MISSING_EXTRA.format(model_type=json.loads(config_json).get("model_type")))
+    return _measure(config_json, micro_batch, seq_len, dtype, flash)
+
+
+@functools.lru_cache(maxsize=64)
+def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash: bool) -> MeasuredActivations:
+    from zeroplan.models.hf.probe import measure
+
+    return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)
+
+
+__all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations", "count_notes",
+           "count_with_transformers", "has_extra", "measure_activations"]
