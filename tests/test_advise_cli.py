@@ -51,8 +51,12 @@ def test_advise_json_keys(runner):
     assert data["hardware"] == "h100-sxm-80gb" and data["parallelism"] == {"gpus": 8, "nodes": 1, "dp": 8}
 
 
-def test_nothing_fits_is_an_answer_not_an_error(runner):
-    data = advise_json(runner, "--params", "500e9")
+def test_nothing_fits_is_an_answer_not_an_error(runner, tmp_path):
+    # Full ZeRO-3 offload leaves a bare 500B count 2.6 GiB per GPU (DeepSpeed keeps its gradient partitions on
+    # the CPU too), but 9.3 TiB of host memory per node: a site limit on host memory leaves nothing that fits.
+    path = tmp_path / "host.yaml"
+    path.write_text("host_memory_gib_per_node: 2048\n")
+    data = advise_json(runner, "--params", "500e9", "--policy-file", str(path))
     rec = data["recommendation"]
     assert (rec["fits"], rec["stage"], rec["offload_optimizer"], rec["plan"]) == (False, None, None, None)
     assert (rec["change"]["kind"], rec["change"]["stage"], rec["change"]["gpus"]) == ("gpus", 3, 112)
@@ -183,7 +187,9 @@ def test_emit_refuses_to_overwrite_without_force(runner, tmp_path):
 
 def test_emit_when_nothing_fits_writes_nothing(runner, tmp_path):
     path = tmp_path / "ds_config.json"
-    res = invoke(runner, "advise", "--params", "500e9", "--emit-deepspeed", str(path))
+    host = tmp_path / "host.yaml"  # without a host limit full ZeRO-3 offload fits any bare count
+    host.write_text("host_memory_gib_per_node: 2048\n")
+    res = invoke(runner, "advise", "--params", "500e9", "--emit-deepspeed", str(path), "--policy-file", str(host))
     assert_one_line_error(res, "nothing to emit: nothing fits on 8 GPUs; ZeRO-3 fits on 112 GPUs (14 nodes)")
     assert "nothing fits" in res.stdout and not path.exists()
 

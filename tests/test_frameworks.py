@@ -141,6 +141,18 @@ def test_accelerate_fsdp_strategy_is_the_stage(runner, write, fsdp, engine, stag
     assert data["engine"] == engine and [s["stage"] for s in data["stages"]] == [stage]
 
 
+def test_accelerate_fsdp_cpu_offload_is_read_as_offload(runner, write):
+    cfg = {"distributed_type": "FSDP", "fsdp_config": {"fsdp_offload_params": True}}
+    data = estimate(runner, "--from", write("fsdp.yaml", cfg), "--params", "7e9", "--gpus", "8")
+    stage = data["stages"][0]
+    assert (stage["offload_optimizer"], stage["offload_param"]) == ("cpu", "cpu")
+    assert stage["gpu_bytes"]["parameters"] == stage["gpu_bytes"]["optimizer_states"] == 0
+    assert stage["cpu_bytes_per_node"] > 0
+    dp = {"distributed_type": "NO"}
+    data = estimate(runner, "--from", write("one.yaml", dp), "--params", "1e9", "--gpus", "1")
+    assert data["engine"] == "none" and [s["stage"] for s in data["stages"]] == [0]
+
+
 # --- the command line over the file --------------------------------------------------------------------------------
 
 
@@ -230,10 +242,9 @@ def test_an_accelerate_config_names_no_model(runner, write):
     ({**AXOLOTL, "rl": "dpo"}, "rl: dpo (preference or RL training"),
     ({**AXOLOTL, "optimizer": "muon"}, "optimizer: muon (an optimizer;"),
     ({**ACCELERATE, "mixed_precision": "fp8"}, "mixed_precision: fp8 (FP8 training)"),
-    ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP and MULTI_GPU (DDP))"),
+    ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU))"),
     ({"distributed_type": "FSDP", "fsdp_config": {"fsdp_sharding_strategy": "HYBRID_SHARD"}},
      "fsdp_config.fsdp_sharding_strategy: HYBRID_SHARD (hybrid sharding)"),
-    ({"distributed_type": "FSDP", "fsdp_config": {"fsdp_offload_params": True}}, "fsdp_config.fsdp_offload_params: true (FSDP CPU offload"),
     ({**ACCELERATE, "parallelism_config": {"parallelism_config_tp_size": 2}},
      "parallelism_config.parallelism_config_tp_size: 2 (tensor parallelism)"),
 ])  # fmt: skip

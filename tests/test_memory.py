@@ -65,14 +65,19 @@ def test_shards_cover_the_whole_within_one_element_per_rank(num_params, dp):
 def test_offload_moves_states_to_cpu():
     on_gpu = model_state_bytes(10**9, MIXED, ZeroStage.zero3, 8)
     off = model_state_bytes(10**9, MIXED, ZeroStage.zero3, 8, OffloadDevice.cpu, OffloadDevice.cpu)
-    assert (off.parameters, off.optimizer_states) == (0, 0)
-    assert off.gradients == on_gpu.gradients
-    assert off.cpu_bytes == on_gpu.parameters + on_gpu.optimizer_states
+    # ZeRO-3 under optimizer offload keeps its gradient partitions on the CPU too (DeepSpeed 0.19.8 stage3.py:
+    # self.device is the CPU, grad_partitions_flat_buffer lives there)
+    assert (off.parameters, off.gradients, off.optimizer_states) == (0, 0, 0)
+    assert off.cpu_bytes == on_gpu.parameters + on_gpu.gradients + on_gpu.optimizer_states
+    zero2 = model_state_bytes(10**9, MIXED, ZeroStage.zero2, 8, OffloadDevice.cpu)
+    assert zero2.gradients == model_state_bytes(10**9, MIXED, ZeroStage.zero2, 8).gradients  # stages 1-2: on the GPU
 
 
 def test_nvme_offload_leaves_neither_gpu_nor_cpu_copy():
     off = model_state_bytes(10**9, MIXED, ZeroStage.zero3, 8, OffloadDevice.nvme, OffloadDevice.nvme)
-    assert (off.parameters, off.optimizer_states, off.cpu_bytes) == (0, 0, 0)
+    # the gradient partitions stay in (pinned) host memory: stage3.py's self.device is the CPU for any offload_optimizer
+    assert (off.parameters, off.gradients, off.optimizer_states) == (0, 0, 0)
+    assert off.cpu_bytes == shard_numel(10**9, 8) * MIXED.grad_bytes
 
 
 def _names(terms):

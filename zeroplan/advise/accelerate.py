@@ -117,10 +117,13 @@ def accelerate_config(advice: Advice) -> tuple[dict, tuple[str, ...]]:
     if not rec.fits:
         raise ZeroplanError(f"nothing to emit: {rec.summary}" + (f"; {rec.change.description}" if rec.change else ""))
     precision = advice.scenario.setup.precision
-    config: dict = {"compute_environment": "LOCAL_MACHINE",
-                    "distributed_type": "MULTI_GPU" if rec.engine is Engine.ddp else "FSDP",
+    kind = {Engine.ddp: "MULTI_GPU", Engine.none: "NO"}.get(rec.engine, "FSDP")  # NO: Accelerate's one device
+    config: dict = {"compute_environment": "LOCAL_MACHINE", "distributed_type": kind,
                     "mixed_precision": MIXED_PRECISION[precision]}
-    if rec.engine is Engine.ddp:
+    if rec.engine is Engine.none:
+        notes = [f"turn on {rec.checkpointing.value} activation checkpointing in the training script"] if (
+            rec.checkpointing is not Checkpointing.none) else []
+    elif rec.engine is Engine.ddp:
         notes = _ddp_notes(advice)
     else:
         config["fsdp_config"], notes = _fsdp_config(advice)

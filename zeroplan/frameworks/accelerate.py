@@ -100,7 +100,10 @@ def _engine(keys: AccelerateKeys, origin: str, refuse: NotModelled) -> list[Take
     if kind == "MULTI_GPU":
         return [Taken("distributed_type", kind, "engine", Engine.ddp, "--engine ddp"),
                 Taken("distributed_type", kind, "stage", 0, "stage 0 (DDP)")]  # fmt: skip
-    refuse.add("distributed_type", kind, "zeroplan models DEEPSPEED, FSDP and MULTI_GPU (DDP)")
+    if kind == "NO":  # one process, no wrapper
+        return [Taken("distributed_type", kind, "engine", Engine.none, "--engine none"),
+                Taken("distributed_type", kind, "stage", 0, "stage 0 (no wrapper)")]  # fmt: skip
+    refuse.add("distributed_type", kind, "zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU)")
     return []
 
 
@@ -191,8 +194,11 @@ def fsdp_taken(raw: Mapping, prefix: str, origin: str, refuse: NotModelled, vers
     else:
         words = f"{strategy} (ZeRO-{stage} equivalent)" if version == 1 else f"reshard_after_forward={stage == 3} (ZeRO-{stage} equivalent)"
         taken.append(Taken(shown_key, value, "stage", stage, words, strategy_key not in written))
-    if section.offload_params:
-        refuse.add(f"{prefix}.{written['offload_params']}", True, "FSDP CPU offload; offload is modelled for DeepSpeed only")
+    if section.offload_params:  # CPUOffload(offload_params=True): parameters, gradients and optimizer states
+        key = f"{prefix}.{written['offload_params']}"
+        taken += [Taken(key, True, "offload_param", OffloadDevice.cpu, "--offload-param cpu (FSDP CPU offload)"),
+                  Taken(key, True, "offload_optimizer", OffloadDevice.cpu, "--offload-optimizer cpu (the optimizer "
+                        "steps over the CPU shards)")]
     if section.activation_checkpointing:
         taken.append(Taken(f"{prefix}.{written['activation_checkpointing']}", True, "checkpointing", Checkpointing.full,
                            "--checkpointing full"))  # fmt: skip

@@ -20,6 +20,7 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_base, stage_peak
 from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.units import GIB
 
@@ -154,8 +155,16 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
     return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 
 
-def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = None, recipe: Recipe | None = None) -> StageEstimate:
-    """Peak memory of one GPU of `scn` at `stage` (activations computed unless given)."""
+def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
+    """One micro-step's activations by part for the timeline (memory.timeline), computed (and tuned) unless given."""
+    acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn) if acts is None else acts
+    return profile_from(acts, scn.arch, scn.setup)
+
+
+def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
+             recipe: Recipe | None = None) -> StageEstimate:
+    """Peak memory of one GPU of `scn` at `stage`: the largest event of its step's timeline (activations
+    computed unless given; a bare byte count is alive through the whole forward and backward)."""
     if scn.mesh is not None:  # one rank of each pipeline stage, its own activations; the busiest reported
         from zeroplan.memory.mesh import mesh_activation_bytes, mesh_evaluate
 
@@ -163,8 +172,7 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | None = 
                              stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size,
                              scn.overheads, scn.usable_bytes)
     if activation_bytes is None:
-        acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
-        activation_bytes = acts.total_bytes if acts is not None else 0
+        activation_bytes = activation_profile(scn)
     recipe = recipe or scn.recipe
     if scn.tuning is not None or recipe.optimizer.paged:
         from zeroplan.memory.paged import paged_base
@@ -280,7 +288,8 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         notes.append("optimizer offload applies to ZeRO-1/2 (CPU) and ZeRO-3 (CPU or NVMe) only")
     if scn.arch is None:
         notes.append("activations not modelled for a bare parameter count: give --model for them")
-    notes.append("peak = max(backward phase with activations, optimizer step) + overhead")
+    notes.append("peak = the largest event of the step's timeline (each layer's forward and backward, the loss, "
+                 "the optimizer step) + overhead")
     if scn.overheads is None:
         notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
     return notes
@@ -296,8 +305,9 @@ def engine_notes(scn: Scenario) -> list[str]:
     notes = [f"engine {scn.engine.value}: PyTorch keeps {store.param} B params + {store.grad} B grads + "
              f"{store.optimizer} B optimizer states per parameter (mixed precision: fp32 params are the master, "
              "no persistent 16-bit copy); figures are the busiest rank's (docs/engines.md)"]
-    if scn.knobs.offload_optimizer is not OffloadDevice.none or scn.knobs.offload_param is not OffloadDevice.none:
-        notes.append(f"offload is modelled for DeepSpeed only: ignored for --engine {scn.engine.value}")
+    if scn.knobs.offload_param is OffloadDevice.cpu:  # anything else was refused (engines.engine_offload)
+        notes.append(f"--engine {scn.engine.value} CPU offload: sharded parameters, gradients and optimizer states "
+                     "in host memory; the optimizer step on the CPU")
     return notes
 
 
@@ -309,9 +319,12 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
         stages, left_out = refused_stages(scn, stages)
         warnings = warnings + left_out
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
-    acts = activations_for(scn.arch, scn.setup, scn.mesh)
-    act_bytes = acts.total_bytes if acts is not None else 0
-    results = tuple(evaluate(scn, stage, activation_bytes=act_bytes, recipe=recipe) for stage in stages)
+    if scn.mesh is not None:  # one rank of each pipeline stage, its own activations (memory.mesh)
+        acts = activations_for(scn.arch, scn.setup, scn.mesh)
+        results = tuple(evaluate(scn, stage, recipe=recipe) for stage in stages)
+    else:
+        prof = activation_profile(scn, acts) if acts is not None else profile_from(None, scn.arch, scn.setup)
+        results = tuple(evaluate(scn, stage, activation_bytes=prof, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)
     if acts is not None:
         notes += list(acts.assumptions)

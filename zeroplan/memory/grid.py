@@ -15,7 +15,7 @@ from itertools import product
 from typing import NamedTuple
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.estimate import Scenario, activations_for, stage_knobs
+from zeroplan.memory.estimate import Scenario, activation_profile, stage_knobs
 from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
@@ -26,6 +26,7 @@ from zeroplan.memory.setup import (
     spread_gpus,
 )
 from zeroplan.memory.stage import StageEstimate, stage_base, stage_peak
+from zeroplan.memory.timeline import ActivationProfile
 
 OffloadPair = tuple[OffloadDevice, OffloadDevice]  # (offload_optimizer, offload_param)
 
@@ -56,7 +57,9 @@ class GridRow(NamedTuple):
 
 def peak_lines(est: StageEstimate) -> tuple[int, int, int, int, int, bool | None, int | None]:
     """total, model states, activations, buffers, overhead (the lines alive at the peak), fits, headroom."""
-    return (est.total, est.states.total, est.activations_at_peak, est.buffers_at_peak, est.overhead_bytes,
+    lines = est.gpu_bytes()
+    return (est.total, lines["parameters"] + lines["gradients"] + lines["optimizer_states"], lines["activations"],
+            lines["buffers"], est.overhead_bytes,
             est.fits, est.headroom_bytes)
 
 
@@ -86,12 +89,12 @@ def applied_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage, pair: OffloadPair) ->
 
 
 def activation_sizes(scn: Scenario, micro_batches: Sequence[int],
-                     checkpointings: Sequence[Checkpointing]) -> list[tuple[int, str, int]]:
-    """(micro_batch, checkpointing, activation bytes) for every pair, through `estimate.activations_for`."""
+                     checkpointings: Sequence[Checkpointing]) -> list[tuple[int, str, ActivationProfile]]:
+    """(micro_batch, checkpointing, activations by part) for every pair, through `estimate.activation_profile`."""
     sizes = []
     for ckpt, mb in product(checkpointings, micro_batches):
-        acts = activations_for(scn.arch, replace(scn.setup, micro_batch=mb, checkpointing=ckpt))
-        sizes.append((mb, ckpt.value, acts.total_bytes if acts is not None else 0))
+        sizes.append((mb, ckpt.value, activation_profile(replace(scn, setup=replace(scn.setup, micro_batch=mb,
+                                                                                        checkpointing=ckpt)))))
     return sizes
 
 

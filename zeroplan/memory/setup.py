@@ -233,6 +233,7 @@ class Engine(str, Enum):
     fsdp = "fsdp"  # torch.distributed.fsdp.FullyShardedDataParallel (FSDP1, flat parameters)
     fsdp2 = "fsdp2"  # torch.distributed.fsdp.fully_shard (per-parameter DTensor sharding)
     ddp = "ddp"  # DistributedDataParallel, with ZeroRedundancyOptimizer at stage 1
+    none = "none"  # one GPU, no wrapper: a plain PyTorch loop and its optimizer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,15 @@ from zeroplan.memory.states import (
     nvme_bytes,
 )
 from zeroplan.memory.terms import Phase, Setting, Term
+from zeroplan.memory.timeline import (
+    CATEGORIES,
+    ActivationProfile,
+    Timeline,
+    _activations,
+    build_timeline,
+    peak_of,
+    skeleton_of,
+)
 from zeroplan.validate import INPUT_CONFIG, Real, Size
 
 # Per-process overheads outside PyTorch's allocator stats (docs/hardware.md, "Memory outside the model states").
@@ -60,6 +69,8 @@ class StageBase:
     engine: str = "deepspeed"  # zeroplan.spec.Engine value
     settings: tuple[Setting, ...] = ()  # the engine's own terms for this stage (PyTorch engines)
     notes: tuple[str, ...] = ()  # per-stage remarks, e.g. that ranks hold different amounts
+    moments: tuple = ()  # memory.timeline.Moment per event (PyTorch engines); () = DeepSpeed's, built per layer count
+    moment_layers: int = 0  # the layers `moments` runs through
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +81,41 @@ class StageEstimate:
     """
 
     base: StageBase
-    activations: int  # bytes of one micro-step's activations (alive in the backward phase)
-    backward_bytes: int  # allocated at the end of forward / start of backward: base.backward_bytes + activations
+    activations: int  # bytes of one micro-step's activations at the forward's peak (the profile's total)
+    backward_bytes: int  # the most allocated at any event before the optimizer step (forward and backward)
     overheads: Overheads | None  # the per-process overhead inputs; None: not counted
     overhead_sizes: tuple[int, int, int]  # overhead_sizes(): CUDA context, NCCL, fragmentation
     usable_bytes: int | None = None  # GPU capacity as software sees it; None without hardware
+    profile: ActivationProfile = ActivationProfile()  # the activations by part, for the timeline
+    peak_bytes: int = 0  # allocated at the timeline's peak (its largest event)
+    peak_index: int = 0  # that event's index in the timeline
+    peak_lines: tuple[int, ...] = (0, 0, 0, 0, 0, 0)  # that event's bytes per memory.timeline.CATEGORIES
     # Derived once at construction (a sweep reads them for every configuration):
     overhead_bytes: int = dc_field(init=False)
-    total: int = dc_field(init=False)  # peak per GPU: max(backward phase, step phase) + overhead
+    total: int = dc_field(init=False)  # peak per GPU: the timeline's largest event + overhead
 
     def __post_init__(self) -> None:
         context, nccl, fragmentation = self.overhead_sizes
         object.__setattr__(self, "overhead_bytes", context + nccl + fragmentation)
-        object.__setattr__(self, "total", max(self.backward_bytes, self.base.step_bytes) + self.overhead_bytes)
+        object.__setattr__(self, "total", self.peak_bytes + self.overhead_bytes)
+
+    @property
+    def timeline(self) -> Timeline:
+        """The step event by event (memory.timeline); its peak is `peak_bytes`."""
+        moments, layers = skeleton_of(self.base, self.profile)
+        return build_timeline(moments, layers, self.profile)
+
+    @property
+    def peak_moment(self) -> str:
+        """Where the peak falls: 'end of forward', 'backward of layer 0', 'optimizer step'."""
+        return self._peak_moment().name
+
+    def _peak_moment(self):
+        moments, _ = skeleton_of(self.base, self.profile)
+        return moments[self.peak_index]
+
+    def peak_event(self):
+        return self.timeline.peak
 
     @property
     def overhead(self) -> tuple[Term, ...]:
@@ -102,17 +135,27 @@ class StageEstimate:
 
     @property
     def peak_phase(self) -> Phase:
-        return Phase.backward if self.backward_bytes >= self.base.step_bytes else Phase.step
+        return Phase.step if self._peak_moment().phase == "step" else Phase.backward
+
+    def at_peak(self) -> dict[str, int]:
+        """The timeline's categories at the peak (memory.timeline.CATEGORIES); they sum to `peak_bytes`."""
+        return dict(zip(CATEGORIES, self.peak_lines))
+
+    @property
+    def states_at_peak(self) -> int:
+        """Parameters, gradients and optimizer states alive at the peak (gradients not yet produced are not)."""
+        lines = self.at_peak()
+        return lines["parameters"] + lines["gradients"] + lines["optimizer_states"]
 
     @property
     def buffers_at_peak(self) -> int:
-        """Buffers alive at the peak: the always-alive ones plus those of the peak's phase."""
-        always, backward, step = self.base.buffer_bytes
-        return always + (backward if self.backward_bytes >= self.base.step_bytes else step)
+        """Engine buffers and temporaries alive at the peak (gathered parameters, unsharded gradients, buckets)."""
+        lines = self.at_peak()
+        return lines["buffers"] + lines["temporaries"]
 
     @property
     def activations_at_peak(self) -> int:
-        return self.activations if self.backward_bytes >= self.base.step_bytes else 0
+        return self.at_peak()["activations"]
 
     @property
     def cpu_bytes_per_node(self) -> int:
@@ -127,13 +170,14 @@ class StageEstimate:
         return None if self.usable_bytes is None else self.usable_bytes - self.total
 
     def gpu_bytes(self) -> dict[str, int]:
-        """The lines alive at the peak; they sum to `total`."""
+        """The lines alive at the peak (the timeline's peak event, temporaries with the buffers); they sum to `total`."""
+        lines = self.at_peak()
         return {
-            "parameters": self.states.parameters,
-            "gradients": self.states.gradients,
-            "optimizer_states": self.states.optimizer_states,
-            "activations": self.activations_at_peak,
-            "buffers": self.buffers_at_peak,
+            "parameters": lines["parameters"],
+            "gradients": lines["gradients"],
+            "optimizer_states": lines["optimizer_states"],
+            "activations": lines["activations"],
+            "buffers": lines["buffers"] + lines["temporaries"],
             "overhead": self.overhead_bytes,
             "total": self.total,
         }
@@ -218,12 +262,21 @@ def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Paral
     )
 
 
-def stage_peak(base: StageBase, activation_bytes: int = 0, overheads: Overheads | None = None,
+def stage_peak(base: StageBase, activations: int | ActivationProfile = 0, overheads: Overheads | None = None,
                usable_bytes: int | None = None) -> StageEstimate:
-    """`base` with one micro-step's activations (alive in the backward phase only) and the per-process overhead."""
-    backward = base.backward_bytes + activation_bytes
-    sizes = NO_OVERHEAD if overheads is None else overhead_sizes(max(backward, base.step_bytes), overheads, base.gpus)
-    return StageEstimate(base, activation_bytes, backward, overheads, sizes, usable_bytes)
+    """`base` through one step's timeline with its activations, plus the per-process overhead.
+
+    The peak is the timeline's largest event (memory.timeline); a bare activation total is alive from the
+    first forward to the last backward (ActivationProfile.lump).
+    """
+    prof = activations if isinstance(activations, ActivationProfile) else ActivationProfile.lump(activations)
+    moments, layers = skeleton_of(base, prof)
+    index, peak, before_step = peak_of(moments, layers, prof)
+    sizes = NO_OVERHEAD if overheads is None else overhead_sizes(peak, overheads, base.gpus)
+    m = moments[index]
+    lines = (m.parameters, m.grads_accumulated if prof.accumulating else m.gradients, m.optimizer_states, m.buffers,
+             _activations(m, prof, layers), m.temporaries)
+    return StageEstimate(base, prof.total_forward, before_step, overheads, sizes, usable_bytes, prof, peak, index, lines)
 
 
 def estimate_stage(
@@ -233,7 +286,7 @@ def estimate_stage(
     par: Parallelism,
     knobs: DeepSpeedKnobs,
     *,
-    activation_bytes: int = 0,
+    activation_bytes: int | ActivationProfile = 0,
     overheads: Overheads | None = None,
     usable_bytes: int | None = None,
 ) -> StageEstimate:

@@ -48,6 +48,11 @@ def model_state_bytes(
 
     Psi = parameters, N_d = data-parallel degree, (p, g, k) = the recipe's bytes per parameter.
     Offloaded optimizer states (stages 1-3) and parameters (stage 3) move to `cpu_bytes` (NVMe: off both).
+    ZeRO-3 with offload_optimizer (CPU or NVMe) also keeps the gradient partitions on the CPU: DeepSpeed 0.19.8
+    stage3.py sets `self.device = ... if not self.offload_optimizer else OffloadDeviceEnum.cpu` (sdist L333;
+    deepspeedai/DeepSpeed@edaa722 L328) and allocates `grad_partitions_flat_buffer` (gradient_accumulation_dtype,
+    Psi / N_d elements, pinned) on it (sdist L786-801; edaa722 L742-746); `partition_grads` copies each reduced
+    partition there (edaa722 L1886-1930).
     """
     shard = shard_numel(num_params, dp)
     param_numel = shard if stage >= ZeroStage.zero3 else num_params
@@ -55,6 +60,7 @@ def model_state_bytes(
     opt_numel = shard if stage >= ZeroStage.zero1 else num_params
     params = param_numel * recipe.param_bytes
     optim = opt_numel * recipe.optimizer_bytes
+    grads = grad_numel * recipe.grad_bytes
     on_cpu = 0
     if offload_param is not OffloadDevice.none:
         on_cpu += params if offload_param is OffloadDevice.cpu else 0
@@ -62,9 +68,9 @@ def model_state_bytes(
     if offload_optimizer is not OffloadDevice.none:
         on_cpu += optim if offload_optimizer is OffloadDevice.cpu else 0
         optim = 0
-    return ModelStates(
-        parameters=params, gradients=grad_numel * recipe.grad_bytes, optimizer_states=optim, cpu_bytes=on_cpu
-    )
+        if stage is ZeroStage.zero3:  # ZERO3_GRADS_ON_CPU: the gradient partition buffer is on the optimizer's device
+            on_cpu, grads = on_cpu + grads, 0
+    return ModelStates(parameters=params, gradients=grads, optimizer_states=optim, cpu_bytes=on_cpu)
 
 
 NVME_PARAM_BUFFER_COUNT = 5  # offload_param.buffer_count default (offload_config.py)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from zeroplan.memory.estimate import Estimate
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Term
+from zeroplan.memory.timeline import CATEGORIES, Timeline
 from zeroplan.units import Unit
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
@@ -27,6 +28,8 @@ def stage_view(s: StageEstimate) -> dict:
         "model_states_bytes": s.states.total,
         "peak_phase": s.peak_phase.value,
         "phases": {"backward": s.backward_bytes, "step": s.step_bytes},
+        "peak_moment": s.peak_moment,
+        "timeline": timeline_view(s.timeline),
         "buffers": [_term(t) for t in s.buffers],
         "overhead": [_term(t) for t in s.overhead],
         "cpu_bytes_per_node": s.cpu_bytes_per_node,
@@ -37,6 +40,18 @@ def stage_view(s: StageEstimate) -> dict:
         "headroom_bytes": s.headroom_bytes,
         **engine_keys(s),
         **({"notes": list(s.base.notes)} if s.base.engine == "deepspeed" and s.base.notes else {}),
+    }
+
+
+def timeline_view(tl: Timeline) -> dict:
+    """The step event by event (docs/json.md, "timeline"): bytes per category at each event's high-water mark."""
+    return {
+        "categories": list(CATEGORIES),
+        "peak_index": tl.peak_index,
+        "peak_moment": tl.peak.name,
+        "peak_bytes": tl.peak.total,
+        "events": [{"name": e.name, "phase": e.phase, "layer": e.layer, "total": e.total, "bytes": e.by_category()}
+                   for e in tl.events],
     }
 
 

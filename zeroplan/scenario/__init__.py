@@ -277,14 +277,18 @@ def layout_of(model: str | None, engine: Engine):
     return layout_for(load_model(model))
 
 
-def engine_stages(engine: Engine, stage: int | None) -> tuple[ZeroStage, ...]:
-    """The stages to estimate: `stage` (if the engine has it) or every stage the engine maps."""
+def engine_stages(engine: Engine, stage: int | None, offload: bool = False) -> tuple[ZeroStage, ...]:
+    """The stages to estimate: `stage` (if the engine has it) or every stage the engine maps (with CPU offload
+    asked of FSDP, its sharded stages: CPU offload at NO_SHARD is not modelled)."""
     if engine is Engine.deepspeed:  # every stage; the engines package loads only for the PyTorch engines
         return tuple(ZeroStage) if stage is None else (ZeroStage(stage),)
     from zeroplan.memory.engines import check_stage, supported_stages
 
     if stage is None:
-        return supported_stages(engine)
+        stages = supported_stages(engine)
+        if offload and engine is Engine.fsdp:
+            return tuple(s for s in stages if s is not ZeroStage.zero0)
+        return stages
     check_stage(engine, ZeroStage(stage))
     return (ZeroStage(stage),)
 

@@ -12,6 +12,7 @@ from zeroplan.memory.estimate import (
 )
 from zeroplan.memory.setup import (
     DeepSpeedKnobs,
+    OffloadDevice,
     TrainingSetup,
     ZeroStage,
 )
@@ -65,7 +66,8 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
     notes = found.notes if found else ()
     if config is None:
         chosen = stage if stage is not None else (found.stage if found else None)
-        return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=notes)
+        offload = scn.knobs.offload_param is not OffloadDevice.none or scn.knobs.offload_optimizer is not OffloadDevice.none
+        return estimate_memory(scn, stages=engine_stages(scn.engine, chosen, offload), assumptions=notes)
     stages = engine_stages(scn.engine, stage if stage is not None else int(config.stage))
     return estimate_memory(scn, stages=stages, assumptions=notes + config_notes(config, scn.setup),
                            warnings=config_warnings(config))  # fmt: skip

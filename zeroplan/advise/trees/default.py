@@ -113,9 +113,10 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
         return None
     if len(ctx.rungs) == 1:
         steps.append(Step(rule="offload.unmodelled", question="Would offload make a stage fit?",
-                          observed=f"--engine {ctx.engine.value}", source="docs/engines.md: CPU offload (FSDP "
-                          "CPUOffload, CPUOffloadPolicy) is not modelled for PyTorch engines", outcome="skipped",
-                          reason="offload is modelled for DeepSpeed only: not offered"))
+                          observed=f"--engine {ctx.engine.value}", source="docs/engines.md: FSDP CPU offload is "
+                          "estimated, not searched", outcome="skipped",
+                          reason="the advisor searches DeepSpeed's offload only: not offered (FSDP CPU offload is "
+                                 "estimated with --offload-optimizer cpu --offload-param cpu)"))
         return None
     for rung in RUNGS[1:] if ctx.policy.consider_nvme else RUNGS[1:3]:
         rule, what = RUNG_RULES[rung]
@@ -183,6 +184,13 @@ def _engine_hint(ctx: Context) -> str:
 def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
     """The smallest change: the fewest GPUs (whole nodes past one) on which a stage fits without offload."""
     given, best = ctx.scn.parallelism, None
+    question = "Fewest GPUs on which a stage fits without offload?"
+    if ctx.engine is Engine.none:  # one GPU by definition: more GPUs need a data-parallel engine
+        reason = ("--engine none is one GPU without a wrapper: more GPUs need --engine ddp, fsdp, fsdp2 or deepspeed; "
+                  "on one GPU, shorten the sequence or use a larger GPU")
+        return (Step(rule="gpus.min", question=question, observed=None, threshold=given.gpus, unit="gpus",
+                     source="docs/engines.md: --engine none", outcome="none", reason=reason),
+                Change(kind="none", description=reason))
     for ckpt in ctx.levels:
         for stage in _stages(ctx):
             par = min_gpus(candidate(ctx, stage, NO_OFFLOAD, ckpt), stage, limit=ctx.policy.max_gpus,
@@ -191,7 +199,6 @@ def _fewest_gpus(ctx: Context) -> tuple[Step, Change]:
                 best = (stage, par, ckpt)
         if best:
             break
-    question = "Fewest GPUs on which a stage fits without offload?"
     if best is None:
         reason = (f"no stage fits on up to {ctx.policy.max_gpus} GPUs: what each GPU holds whatever their number "
                   "(activations, buffers, overhead) is too much; shorten the sequence or use a larger GPU"

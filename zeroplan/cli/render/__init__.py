@@ -61,12 +61,13 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
     row("parameters", [v["parameters"] for v in views])
     row("gradients", [v["gradients"] for v in views])
     row("optimizer states", [v["optimizer_states"] for v in views])
-    row("= model states", [s.states.total for s in est.stages], style="bold")
+    row("= model states", [v["parameters"] + v["gradients"] + v["optimizer_states"] for v in views], style="bold")
     row("activations", [v["activations"] for v in views])
     row("buffers", [v["buffers"] for v in views])
     row("overhead", [v["overhead"] for v in views])
     row("= peak", [v["total"] for v in views], style="bold")
     table.add_row("peak phase", *[s.peak_phase.value for s in est.stages], style="dim")
+    table.add_row("peak moment", *[s.peak_moment for s in est.stages], style="dim")
     if any(s.cpu_bytes_per_node for s in est.stages):
         row("CPU per node", [s.cpu_bytes_per_node for s in est.stages])
     if any(s.nvme_bytes_per_node for s in est.stages):

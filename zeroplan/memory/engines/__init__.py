@@ -12,13 +12,18 @@ Figures are the busiest rank's. Pure: no I/O. See docs/engines.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.engines.ddp import ddp_buffers, ddp_settings, ddp_states
 from zeroplan.memory.engines.fsdp import (
     FSDP1_STRATEGY,
     PARAM_TERMS,
+    STAGING,
     fsdp1_buffers,
     fsdp1_settings,
+    dim0_shard,
+    flat_shard as fsdp1_shard_unit,
     fsdp1_shard,
     fsdp2_buffers,
     fsdp2_settings,
@@ -27,24 +32,30 @@ from zeroplan.memory.engines.fsdp import (
     unsharded_grad,
 )
 from zeroplan.memory.engines.layout import ModelLayout, layout_for, layout_from_summary
+from zeroplan.memory.engines.schedule import ddp_moments, fsdp1_moments, fsdp2_moments
 from zeroplan.memory.engines.storage import torch_storage
 from zeroplan.memory.recipes import Recipe
 from zeroplan.memory.setup import (
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
+    OffloadDevice,
+    Optimizer,
     Parallelism,
     ZeroStage,
 )
 from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
-from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.states import ModelStates, ModelSummary
+from zeroplan.memory.terms import Phase, Setting, Term
 
 SUPPORTED = {
     Engine.deepspeed: tuple(ZeroStage),
     Engine.ddp: (ZeroStage.zero0, ZeroStage.zero1),
     Engine.fsdp: (ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3),
     Engine.fsdp2: (ZeroStage.zero2, ZeroStage.zero3),
+    Engine.none: (ZeroStage.zero0,),
 }
+_NONE_WHY = "a plain training loop on one GPU shards nothing: use --engine ddp, fsdp, fsdp2 or deepspeed"
 UNSUPPORTED_WHY = {
     (Engine.ddp, 2): "DDP does not shard gradients: use --engine fsdp (SHARD_GRAD_OP) or fsdp2 for stage 2",
     (Engine.ddp, 3): "DDP does not shard parameters: use --engine fsdp (FULL_SHARD) or fsdp2 for stage 3",
@@ -52,6 +63,7 @@ UNSUPPORTED_WHY = {
                       "or stage 2 (SHARD_GRAD_OP)",
     (Engine.fsdp2, 0): "FSDP2 always shards: use --engine ddp for stage 0",
     (Engine.fsdp2, 1): "FSDP2 has no optimizer-only sharding: use --engine ddp (ZeroRedundancyOptimizer) for stage 1",
+    (Engine.none, 1): _NONE_WHY, (Engine.none, 2): _NONE_WHY, (Engine.none, 3): _NONE_WHY,
 }
 
 
@@ -61,8 +73,35 @@ def supported_stages(engine: Engine) -> tuple[ZeroStage, ...]:
 
 
 def models_offload(engine: Engine) -> bool:
-    """Offload (optimizer states, parameters to CPU or NVMe) is modelled for DeepSpeed only (docs/engines.md)."""
+    """Whether the advisor searches offload for `engine`: DeepSpeed's rungs only (FSDP's CPU offload is estimated,
+    not offered: docs/engines.md)."""
     return Engine(engine) is Engine.deepspeed
+
+
+OFFLOAD_SOURCE = {Engine.fsdp: "torch/distributed/fsdp/api.py: CPUOffload(offload_params=True)",
+                  Engine.fsdp2: "torch/distributed/fsdp/_fully_shard/_fsdp_api.py: CPUOffloadPolicy"}
+
+
+def engine_offload(engine: Engine, stage: ZeroStage, knobs: DeepSpeedKnobs) -> bool:
+    """True for FSDP/FSDP2 CPU offload (parameters and optimizer both to CPU); ZeroplanError for what no engine
+    option does: DDP and a plain loop have no offload, FSDP has no NVMe and no optimizer-only or parameter-only
+    offload (CPUOffload moves the sharded parameters, their gradients and so the optimizer states together)."""
+    opt, par = knobs.offload_optimizer, knobs.offload_param
+    if (opt, par) == (OffloadDevice.none, OffloadDevice.none):
+        return False
+    flag = f"--offload-optimizer {opt.value} --offload-param {par.value}"
+    if engine in (Engine.ddp, Engine.none):
+        raise ZeroplanError(f"--engine {engine.value} has no offload ({flag}): use --engine fsdp or fsdp2 "
+                            "(CPU offload) or deepspeed")
+    if OffloadDevice.nvme in (opt, par):
+        raise ZeroplanError(f"--engine {engine.value} has no NVMe offload ({flag}): use --engine deepspeed for NVMe")
+    if opt is not par:
+        raise ZeroplanError(f"--engine {engine.value} offloads parameters, gradients and optimizer states together "
+                            f"(CPUOffload / CPUOffloadPolicy), not one of them ({flag}): give --offload-optimizer cpu "
+                            "--offload-param cpu")
+    if stage is ZeroStage.zero0:
+        raise ZeroplanError(f"--engine {engine.value} CPU offload at NO_SHARD is not modelled: use stage 2 or 3")
+    return True
 
 
 # The engine's own name for each stage it supports; FSDP1's comes from its ShardingStrategy table.
@@ -77,6 +116,8 @@ def strategy_label(engine: Engine, stage: ZeroStage) -> str:
         return f"ZeRO-{int(stage)}"
     if engine is Engine.ddp:
         return _DDP_WORDS[stage]
+    if engine is Engine.none:
+        return "no wrapper"
     if engine is Engine.fsdp:
         return FSDP1_STRATEGY[stage]
     return f"reshard_after_forward={stage is ZeroStage.zero3}"
@@ -88,6 +129,8 @@ def strategy_words(engine: Engine, stage: ZeroStage) -> str:
     label = strategy_label(engine, stage)
     if engine is Engine.deepspeed:
         return label
+    if engine is Engine.none:
+        return "plain PyTorch on one GPU, no wrapper (ZeRO-0 equivalent)"
     if engine is Engine.fsdp2:
         label = f"FSDP2 fully_shard({label})"
     elif engine is Engine.fsdp:
@@ -104,6 +147,8 @@ def strategy_settings(engine: Engine, stage: ZeroStage, options: EngineOptions =
         return {"sharding_strategy": FSDP1_STRATEGY[stage]}
     if engine is Engine.fsdp2:
         return {"reshard_after_forward": stage is ZeroStage.zero3}
+    if engine is Engine.none:
+        return {"wrapper": "none"}
     if engine is Engine.ddp:
         return {"gradient_as_bucket_view": options.gradient_as_bucket_view,
                 "zero_redundancy_optimizer": stage is ZeroStage.zero1}
@@ -120,15 +165,25 @@ def check_stage(engine: Engine, stage: ZeroStage) -> None:
 def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLayout | None, recipe: Recipe,
                       stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs,
                       options: EngineOptions = EngineOptions()) -> StageBase:
-    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (no offload modelled)."""
+    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (FSDP CPU offload included)."""
     engine = Engine(engine)
     check_stage(engine, stage)
     layout = layout or layout_from_summary(model)
     store, dp, mixed = torch_storage(recipe), par.dp, recipe.has_master
     notes: tuple[str, ...] = ()
-    if engine is Engine.ddp:
+    offload = engine_offload(engine, stage, knobs)
+    if engine is Engine.none:
+        if dp > 1:
+            raise ZeroplanError(f"--engine none is one GPU without a data-parallel wrapper, not {dp} GPUs: give --gpus 1, "
+                                "or --engine ddp, fsdp, fsdp2 or deepspeed for data parallelism")
+        states, _ = ddp_states(model.num_params, layout, store, stage, dp)
+        buffers, settings = (), (Setting("wrapper", "none: model(batch).backward(); optimizer.step()",
+                                         "a plain PyTorch training loop"),)
+        moments = ddp_moments(layout, states, store, 0, EngineOptions())
+    elif engine is Engine.ddp:
         states, notes = ddp_states(model.num_params, layout, store, stage, dp)
         buffers, settings = ddp_buffers(model.num_params, store, options), ddp_settings(stage, options)
+        moments = ddp_moments(layout, states, store, sum(t.bytes for t in buffers), options)
     elif engine is Engine.fsdp:
         states = sharded_states(fsdp1_shard(layout, stage, dp), store)
         buffers = fsdp1_buffers(layout, stage, dp, store, mixed) + _grad_term(layout, stage, dp, store)
@@ -137,13 +192,56 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         states = sharded_states(fsdp2_shard(layout, dp), store)
         buffers = fsdp2_buffers(layout, stage, dp, store) + (unsharded_grad(layout, dp, store),)
         settings = fsdp2_settings(stage, mixed, layout)
+    cpu_terms: tuple[Term, ...] = ()
+    if offload:
+        cpu_terms = (Term("CPU offload: sharded parameters, gradients, optimizer states", states.total,
+                          source=OFFLOAD_SOURCE[engine]),)
+        copy = offload_copy(layout, engine, dp, store, mixed)
+        states = ModelStates(parameters=0, gradients=0, optimizer_states=0, cpu_bytes=states.total)
+        buffers += (Term(OFFLOAD_COPY, copy, Phase.backward, OFFLOAD_SOURCE[engine] + ": the shard copied to the GPU "
+                         "for its all-gather"),) if copy else ()
+        settings += (Setting("cpu_offload", "CPUOffload(offload_params=True)" if engine is Engine.fsdp
+                             else "offload_policy=CPUOffloadPolicy()", OFFLOAD_SOURCE[engine]),)
+        notes += ("CPU offload: the optimizer step runs on the CPU over the sharded fp32 parameters; the GPU holds "
+                  "gathered units, a unit's unsharded gradient and the shard being copied in (docs/engines.md)",)
+    if engine is Engine.fsdp:
+        moments = fsdp1_moments(layout, states, store, stage, dp, mixed, offload, copy if offload else 0)
+    elif engine is Engine.fsdp2:
+        moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING),
+                                offload, copy if offload else 0)
+    temp = adamw_foreach_temporary(recipe, states)
+    if temp:
+        buffers += (Term(ADAMW_TEMPORARY, temp, Phase.step, ADAMW_SOURCE),)
+        moments = moments[:-1] + (replace(moments[-1], temporaries=temp),)
     if not layout.exact_shapes and engine is not Engine.deepspeed:
         notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
                   "ZeroRedundancyOptimizer's partition approximate)",)
     backward, step = phase_totals(states, buffers)
     return StageBase(stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
-                     cpu_terms=(), gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
-                     step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes)
+                     cpu_terms=cpu_terms, gpus=par.gpus, gpus_per_node=par.gpus_per_node, backward_bytes=backward,
+                     step_bytes=step, nvme_bytes_per_node=0, engine=engine.value, settings=settings, notes=notes,
+                     moments=moments, moment_layers=layout.num_blocks)
+
+
+OFFLOAD_COPY = "CPU shard copied to the GPU (CPU offload)"
+ADAMW_TEMPORARY = "AdamW foreach temporary (sqrt of exp_avg_sq)"
+ADAMW_SOURCE = "torch/optim/adam.py: _multi_tensor_adam, exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)"
+
+
+def adamw_foreach_temporary(recipe: Recipe, states: ModelStates) -> int:
+    """torch.optim.AdamW on CUDA defaults to foreach (_default_to_fused_or_foreach), whose step makes one new
+    tensor per parameter, sqrt(exp_avg_sq), the size of one of its two fp32 states: optimizer states / 2 on the
+    GPU. Measured (validation/measure_engines.py, AdamW(foreach=True) on CPU). Other optimizers: none counted."""
+    return states.optimizer_states // 2 if recipe.optimizer is Optimizer.adamw else 0
+
+
+def offload_copy(layout: ModelLayout, engine: Engine, dp: int, store, mixed: bool) -> int:
+    """The largest unit's shard on the GPU while it is gathered: FSDP1 copies the CPU shard in (its _mp_shard,
+    already counted, when mixed), FSDP2 its all-gather input; compute-dtype bytes when mixed, else fp32."""
+    if engine is Engine.fsdp:
+        return 0 if mixed else max(fsdp1_shard_unit(u, dp) for u in layout.unit_numels) * store.param
+    units = [layout.root] + ([layout.block] if layout.num_blocks else [])
+    return max(sum(dim0_shard(s, dp) for s in unit) for unit in units) * (store.compute if mixed else store.param)
 
 
 def _grad_term(layout: ModelLayout, stage: ZeroStage, dp: int, store) -> tuple:
