@@ -92,7 +92,8 @@ def test_counts_equal_zeroplans_own(build, name):
 
     data = DESCRIBED[name]
     counted = build.describe(dict(data), name)
-    assert counted.counts == count_params(parse_family_config(dict(data), strict=False))
+    assert replace(counted.counts, notes=()) == replace(count_params(parse_family_config(dict(data), strict=False)),
+                                                       notes=())
     assert sum(m.params * m.count for m in counted.modules if not m.tied) == counted.counts.num_params
 
 

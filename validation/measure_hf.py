@@ -108,10 +108,14 @@ def hf_architecture(model_type: str, kw: dict):
 def counts_row(name: str) -> dict:
     data = config_of(name)
     hf = describe(dict(data), name)
-    row = {"family": name, "hf": asdict(hf.counts)}
+    row = {"family": name, "hf": _numbers(hf.counts)}
     if data["model_type"] in DESCRIBED:
-        row["zeroplan"] = asdict(count_params(parse_family_config(dict(data), strict=False)))
+        row["zeroplan"] = _numbers(count_params(parse_family_config(dict(data), strict=False)))
     return row
+
+
+def _numbers(counts) -> dict:
+    return {k: v for k, v in asdict(counts).items() if k != "notes"}
 
 
 def setup_of(case: ma.Case) -> TrainingSetup:
@@ -186,7 +190,10 @@ def main(argv=None) -> int:
         rows = activation_rows(names, args.quick)
     print(counts_table(counts), "\n", table(rows), sep="\n")
     bad_counts = [c["family"] for c in counts if "zeroplan" in c and c["zeroplan"] != c["hf"]]
-    worst = max(max(abs(err(r["hf"], r["measured"])), abs(err(r["hf"], r["formula"]) or 0)) for r in rows)
+    # The bar: the hf figure within 2% of the real CPU forward everywhere, and of zeroplan's formula for the families
+    # measure_activations.py validates that formula on (CHECKED); for the others the formula gap is reported.
+    worst = max(max(abs(err(r["hf"], r["measured"])),
+                    abs(err(r["hf"], r["formula"]) or 0) if r["family"] in CHECKED else 0) for r in rows)
     print(f"\n{len(rows)} cases; worst error {100 * worst:.3f}%; counts differing: {bad_counts or 'none'}")
     if args.write_docs:
         versions = {"torch": torch.__version__, "transformers": transformers.__version__, "layers": LAYERS}

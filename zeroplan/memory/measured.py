@@ -27,7 +27,7 @@ from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.traits import traits_of
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.hf import count_notes, measure_activations
+from zeroplan.models.hf import measure_activations
 
 DTYPE_NAMES = {2: "bf16", 4: "fp32"}
 
@@ -91,7 +91,7 @@ def _loss(arch: Architecture, setup: TrainingSetup, m) -> tuple[int, int, int, i
 
 
 def _assumptions(arch: Architecture, m, setup: TrainingSetup, ckpt: Checkpointing) -> tuple[str, ...]:
-    notes = [*count_notes(arch.hf_config_json), *m.notes,
+    notes = [*m.notes,
              "dropout masks 1 B per element (CUDA's native_dropout), LayerNorm statistics fp32 (CUDA)",
              f"activations in the compute dtype, {setup.precision.compute_bytes} B per element"]
     if setup.loss is Loss.hf:

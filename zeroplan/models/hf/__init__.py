@@ -45,13 +45,6 @@ def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
 _COUNTED: dict[str, HFConfig] = {}  # config JSON -> its count: a model is built once per process
 
 
-def count_notes(config_json: str) -> tuple[str, ...]:
-    """What the count of this config rests on, in words (an estimate's assumptions)."""
-    if config_json not in _COUNTED:
-        count_with_transformers(json.loads(config_json), "model", "config")
-    return _COUNTED[config_json].notes
-
-
 def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dtype: str,
                         flash: bool) -> MeasuredActivations:  # fmt: skip
     """What a training forward of the model in `config_json` saves, measured on the meta device (cached)."""
@@ -67,5 +60,5 @@ def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash
     return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)
 
 
-__all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations", "count_notes",
+__all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations",
            "count_with_transformers", "has_extra", "measure_activations"]

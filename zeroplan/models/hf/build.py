@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 
 import torch
 import transformers
@@ -202,5 +203,5 @@ def describe(data: dict, origin: str):
     if text is not config:
         notes.append(f"multimodal: {type(model).__name__} as transformers builds it, parts other than the language "
                      "model counted too")
-    return HFConfig(model_type=model_type, counts=counts, modules=tuple(module_records(model, experts)),
-                    arch=arch, notes=tuple(notes))
+    return HFConfig(model_type=model_type, counts=replace(counts, notes=tuple(notes)),
+                    modules=tuple(module_records(model, experts)), arch=arch, notes=tuple(notes))

@@ -27,6 +27,10 @@ class HFConfig:
     def architecture(self) -> Architecture:
         return self.arch
 
+    def decoder(self) -> None:
+        """No block description (zeroplan.models.block): the modules are transformers' as built."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class HFModel:
