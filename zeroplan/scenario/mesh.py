@@ -31,6 +31,8 @@ def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
     if scn.engine is not Engine.deepspeed:
         raise ZeroplanError(f"--engine {scn.engine.value} with a tp/pp/cp/ep mesh: zeroplan models the mesh with "
                             "DeepSpeed's ZeRO so far (--engine deepspeed)")
+    if getattr(scn, "tuning", None) is not None:
+        raise ZeroplanError("fine-tuning (LoRA/QLoRA) on a tp/pp/cp/ep mesh is not modelled yet")
     if scn.arch is None or model is None:
         raise ZeroplanError("a tp/pp/cp/ep mesh needs the model's modules: give --model NAME|PATH, not --params")
     decoder = load_model(model).config.decoder()
