@@ -4,6 +4,7 @@ API (and TP x FSDP2 on a 2-D DeviceMesh), on CPU with gloo, and compare with zer
 Needs a CPU build of PyTorch and transformers; zeroplan itself never imports either.
 
     /work/venv-hf/bin/python validation/measure_tp.py            # every case; writes validation/tp_measured.json
+    /work/venv-hf/bin/python validation/measure_tp.py --table    # the docs/parallelism.md table from the JSON
 
 The model is transformers' LlamaForCausalLM (tiny, fp32, SDPA attention, no dropout), parallelized as torchtitan
 parallelizes Llama (torchtitan/models/llama3/infra/parallelize.py, apply_tp): embed_tokens RowwiseParallel
@@ -35,10 +36,10 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from validation.tp_predicted import BATCH, CONFIG, SEQ, predicted  # noqa: E402
-CASES = [  # (tp, dp): dp > 1 is FSDP2 on the 2-D mesh
-    (1, 1), (2, 1), (4, 1), (2, 2),
+CASES = [  # (tp, dp, sequence parallel): dp > 1 is FSDP2 on the 2-D mesh
+    (1, 1, 0), (2, 1, 0), (4, 1, 0), (2, 2, 0), (2, 1, 1), (4, 1, 1), (2, 2, 1),
 ]
-if os.environ.get("ZP_CASES"):
+if os.environ.get("ZP_CASES"):  # e.g. ZP_CASES=2x1x0,2x2x1
     CASES = [tuple(int(x) for x in c.split("x")) for c in os.environ["ZP_CASES"].split(",")]
 OUT = Path(__file__).with_name("tp_measured.json")
 
@@ -53,22 +54,41 @@ def _nbytes(tensors) -> int:
     return sum(_local(t).numel() * _local(t).element_size() for t in tensors)
 
 
-def _parallelize(model, mesh, tp: int, dp: int):
+def _parallelize(model, mesh, tp: int, dp: int, sp: bool):
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     tp_mesh = mesh["tp"] if dp > 1 else mesh
     if tp > 1:
+        # Sequence parallel as torchtitan's apply_tp: norms SequenceParallel on Shard(1), the attention and MLP
+        # inputs all-gathered (PrepareModuleInput), o/down reduce-scattered back to Shard(1).
+        seq = Shard(1) if sp else Replicate()
         plan = {
-            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
-            "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),
+            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq),
+            "lm_head": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False),
         }
+        if sp:
+            plan["model.norm"] = SequenceParallel(use_local_output=True)
         for i in range(len(model.model.layers)):
             p = f"model.layers.{i}."
             plan |= {p + "self_attn.q_proj": ColwiseParallel(), p + "self_attn.k_proj": ColwiseParallel(),
-                     p + "self_attn.v_proj": ColwiseParallel(), p + "self_attn.o_proj": RowwiseParallel(),
+                     p + "self_attn.v_proj": ColwiseParallel(), p + "self_attn.o_proj": RowwiseParallel(output_layouts=seq),
                      p + "mlp.gate_proj": ColwiseParallel(), p + "mlp.up_proj": ColwiseParallel(),
-                     p + "mlp.down_proj": RowwiseParallel()}
+                     p + "mlp.down_proj": RowwiseParallel(output_layouts=seq)}
+            if sp:
+                plan |= {
+                    p + "input_layernorm": SequenceParallel(use_local_output=True),
+                    p + "post_attention_layernorm": SequenceParallel(use_local_output=True),
+                    p + "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+                    p + "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                }
         parallelize_module(model, tp_mesh, plan)
     if dp > 1:
         from torch.distributed.fsdp import fully_shard
@@ -86,10 +106,13 @@ class Step(torch.nn.Module):
         self.model, self.lm_head = model.model, model.lm_head
 
     def forward(self, ids):
-        return self.lm_head(self.model(input_ids=ids).last_hidden_state)
+        # position ids given: under sequence parallelism the embedding's output holds s/t tokens, and transformers
+        # would number the positions from that
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        return self.lm_head(self.model(input_ids=ids, position_ids=positions).last_hidden_state)
 
 
-def _worker(rank: int, world: int, tp: int, dp: int, port: int, out: str) -> None:
+def _worker(rank: int, world: int, tp: int, dp: int, sp: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -108,7 +131,7 @@ def _worker(rank: int, world: int, tp: int, dp: int, port: int, out: str) -> Non
         model = Step(transformers.LlamaForCausalLM(cfg).to(torch.float32))
         model.model.config._attn_implementation = "sdpa"
         model.train()
-        _parallelize(model, mesh, tp, dp)
+        _parallelize(model, mesh, tp, dp, bool(sp))
         params = {_local(p).untyped_storage().data_ptr() for p in model.parameters()}
         saved: dict[int, torch.Tensor] = {}
 
@@ -151,7 +174,7 @@ def _worker(rank: int, world: int, tp: int, dp: int, port: int, out: str) -> Non
                 g = p.grad
                 print(name, tuple(_local(p).shape), type(g).__name__, getattr(g, "placements", None),
                       tuple(_local(g).shape), flush=True)
-        row = {"rank": rank, "tp": tp, "dp": dp, "parameters": _nbytes(model.parameters()),
+        row = {"rank": rank, "tp": tp, "dp": dp, "sequence_parallel": bool(sp), "parameters": _nbytes(model.parameters()),
                "gradients": _nbytes(p.grad for p in model.parameters() if p.grad is not None),
                "optimizer": _nbytes(state), "activations": acts}
         Path(out, f"{rank}.json").write_text(json.dumps(row))
@@ -159,24 +182,53 @@ def _worker(rank: int, world: int, tp: int, dp: int, port: int, out: str) -> Non
         dist.destroy_process_group()
 
 
-def measure(tp: int, dp: int, port: int) -> list[dict]:
+def measure(tp: int, dp: int, sp: int, port: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_worker, args=(tp * dp, tp, dp, port, out), nprocs=tp * dp, join=True)
+        mp.spawn(_worker, args=(tp * dp, tp, dp, sp, port, out), nprocs=tp * dp, join=True)
         return [json.loads(Path(out, f"{r}.json").read_text()) for r in range(tp * dp)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def main() -> None:
     rows = []
-    for i, (tp, dp) in enumerate(CASES):
-        want = predicted(tp, dp)
-        for got in measure(tp, dp, 29600 + i):
+    for i, (tp, dp, sp) in enumerate(CASES):
+        want = predicted(tp, dp, sp)
+        for got in measure(tp, dp, sp, _free_port()):
             errors = {k: (want[k] - got[k]) / got[k] for k in want}
             rows.append({**got, "zeroplan": want, "error": errors})
-            print(f"tp {tp} dp {dp} rank {got['rank']}: " + ", ".join(
+            print(f"tp {tp} dp {dp} sp {sp} rank {got['rank']}: " + ", ".join(
                 f"{k} {got[k]:,} vs {want[k]:,} ({errors[k]:+.2%})" for k in want), flush=True)
     OUT.write_text(json.dumps({"config": CONFIG, "batch": BATCH, "seq_len": SEQ,
                                "torch": torch.__version__, "rows": rows}, indent=1) + "\n")
 
 
+def table() -> str:
+    """The docs/parallelism.md table from validation/tp_measured.json (one row per case: its ranks agree)."""
+    data = json.loads(OUT.read_text())
+    lines = ["| tp | FSDP2 dp | SP | ranks | parameters | gradients | optimizer | activations | zeroplan's error, worst rank |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    cases: dict[tuple, list[dict]] = {}
+    for row in data["rows"]:
+        cases.setdefault((row["tp"], row["dp"], row["sequence_parallel"]), []).append(row)
+    for (tp, dp, sp), rows in cases.items():
+        first = rows[0]
+        worst = max((abs(r["error"][k]), k) for r in rows for k in r["error"])
+        lines.append(f"| {tp} | {dp} | {'on' if sp else 'off'} | {len(rows)} | " + " | ".join(
+            f"{first[k]:,} (zeroplan {first['zeroplan'][k]:,})" for k in ("parameters", "gradients", "optimizer",
+                                                                          "activations")) +
+            f" | {worst[0]:.2%} ({worst[1]}) |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--table"]:
+        print(table())
+    else:
+        main()

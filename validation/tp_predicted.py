@@ -11,7 +11,7 @@ CONFIG = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_a
 BATCH, SEQ = 2, 128
 
 
-def predicted(tp: int, dp: int) -> dict:
+def predicted(tp: int, dp: int, sp: int = 0) -> dict:
     """zeroplan's figures for one rank of the same run (fp32, AdamW; FSDP2 = ZeRO-3 over dp; TP only = stage 0)."""
     from zeroplan.memory.activations.mesh import rank_activations
     from zeroplan.memory.mesh import share_states, stage_shares
@@ -21,7 +21,7 @@ def predicted(tp: int, dp: int) -> dict:
     from zeroplan.models.mesh import Mesh
 
     config = parse_family_config({"model_type": "llama", **CONFIG}, strict=False)
-    mesh = Mesh(gpus=tp * dp, tp=tp)
+    mesh = Mesh(gpus=tp * dp, tp=tp, sequence_parallel=bool(sp))
     (share,) = stage_shares(config.decoder(), mesh)
     recipe = make_recipe(Precision.fp32, Optimizer.adamw)
     states = share_states(share, mesh, recipe, ZeroStage.zero3 if dp > 1 else ZeroStage.zero0)
