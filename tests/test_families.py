@@ -240,3 +240,34 @@ def test_pure_modules_import_no_io_or_ui_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_lazy_family_table_matches_what_every_class_declares():
+    """families._WHERE (read to import one family's module only) names, for every model_type, the class that
+    declares it in its module, and no class declares a model_type the table lacks."""
+    import importlib
+    import pkgutil
+    from typing import get_args
+
+    from zeroplan.models import families
+    from zeroplan.models.families.base import FamilyConfig
+
+    declared = {}
+    for info in pkgutil.iter_modules(families.__path__):
+        module = importlib.import_module(f"zeroplan.models.families.{info.name}")
+        for cls in vars(module).values():
+            if (isinstance(cls, type) and issubclass(cls, FamilyConfig) and cls.__module__ == module.__name__
+                    and "model_type" in cls.model_fields):  # the shared bases declare none
+                for model_type in get_args(cls.model_fields["model_type"].annotation):
+                    declared[model_type] = (info.name, cls.__name__)
+    assert declared == families._WHERE
+
+
+def test_reading_one_preset_imports_only_its_family():
+    import subprocess
+    import sys
+
+    code = ("import sys; from zeroplan.models.presets import load_model; load_model('llama-3.1-8b'); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('zeroplan.models.families.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["base", "rmsnorm"]

@@ -5,80 +5,56 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from collections.abc import Iterator, Mapping
+from importlib import import_module
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SerializeAsAny, ValidationError, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from zeroplan.frozen import Frozen
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.block import Decoder
 from zeroplan.models.families.base import FamilyConfig
-from zeroplan.models.families.deepseek import DeepseekV2Config, DeepseekV3Config, Glm4MoeConfig
-from zeroplan.models.families.dense import (
-    Gemma3TextConfig,
-    GemmaConfig,
-    Glm4Config,
-    GraniteConfig,
-    Olmo2Config,
-    Olmo3Config,
-    Qwen3Config,
-    SmolLM3Config,
-)
-from zeroplan.models.families.falcon import FalconConfig
-from zeroplan.models.families.gptj import GPTJConfig
-from zeroplan.models.families.layernorm import BloomConfig, GPT2Config, GPTNeoXConfig, OPTConfig
-from zeroplan.models.families.llama4 import Llama4TextConfig
-from zeroplan.models.families.moe import GptOssConfig, GraniteMoeConfig, MoEDecoderConfig
-from zeroplan.models.families.qwen import Qwen2MoeConfig, Qwen3MoeConfig, Qwen3NextConfig
-from zeroplan.models.families.rmsnorm import (
-    Gemma2Config,
-    LlamaConfig,
-    MistralConfig,
-    MixtralConfig,
-    Phi3Config,
-    Qwen2Config,
-    RMSNormDecoderConfig,
-)
-from zeroplan.models.families.t5 import T5Config
 from zeroplan.models.hub import HF_ID_PATTERN
 from zeroplan.validate import Name
 
-_FAMILY_CLASSES = (
-    GPT2Config,
-    GPTNeoXConfig,
-    OPTConfig,
-    BloomConfig,
-    FalconConfig,
-    LlamaConfig,
-    MistralConfig,
-    MixtralConfig,
-    Qwen2Config,
-    Gemma2Config,
-    Phi3Config,
-    T5Config,
-    Qwen2MoeConfig,
-    Qwen3MoeConfig,
-    Qwen3NextConfig,
-    Llama4TextConfig,
-    DeepseekV2Config,
-    DeepseekV3Config,
-    Glm4MoeConfig,
-    GptOssConfig,
-    GraniteMoeConfig,
-    Qwen3Config,
-    GemmaConfig,
-    Gemma3TextConfig,
-    Glm4Config,
-    Olmo2Config,
-    Olmo3Config,
-    GraniteConfig,
-    SmolLM3Config,
-    GPTJConfig,
-)
-
-AnyTextConfig = Annotated[Union[_FAMILY_CLASSES], Field(discriminator="model_type")]  # noqa: UP007
+# model_type -> (module of zeroplan.models.families, config class). A family's module is imported when its
+# model_type is first read: reading one preset does not build all 31 pydantic classes (start-up,
+# docs/benchmarks.md). tests/test_families.py checks this table against what every class declares.
+_WHERE: dict[str, tuple[str, str]] = {
+    "gpt2": ("layernorm", "GPT2Config"),
+    "gpt_neox": ("layernorm", "GPTNeoXConfig"),
+    "opt": ("layernorm", "OPTConfig"),
+    "bloom": ("layernorm", "BloomConfig"),
+    "falcon": ("falcon", "FalconConfig"),
+    "llama": ("rmsnorm", "LlamaConfig"),
+    "mistral": ("rmsnorm", "MistralConfig"),
+    "mixtral": ("rmsnorm", "MixtralConfig"),
+    "qwen2": ("rmsnorm", "Qwen2Config"),
+    "gemma2": ("rmsnorm", "Gemma2Config"),
+    "phi3": ("rmsnorm", "Phi3Config"),
+    "t5": ("t5", "T5Config"),
+    "qwen2_moe": ("qwen", "Qwen2MoeConfig"),
+    "qwen3_moe": ("qwen", "Qwen3MoeConfig"),
+    "qwen3_next": ("qwen", "Qwen3NextConfig"),
+    "llama4_text": ("llama4", "Llama4TextConfig"),
+    "deepseek_v2": ("deepseek", "DeepseekV2Config"),
+    "deepseek_v3": ("deepseek", "DeepseekV3Config"),
+    "kimi_k2": ("deepseek", "DeepseekV3Config"),
+    "glm4_moe": ("deepseek", "Glm4MoeConfig"),
+    "gpt_oss": ("moe", "GptOssConfig"),
+    "granitemoe": ("moe", "GraniteMoeConfig"),
+    "qwen3": ("dense", "Qwen3Config"),
+    "gemma": ("dense", "GemmaConfig"),
+    "gemma3_text": ("dense", "Gemma3TextConfig"),
+    "glm4": ("dense", "Glm4Config"),
+    "olmo2": ("dense", "Olmo2Config"),
+    "olmo3": ("dense", "Olmo3Config"),
+    "granite": ("dense", "GraniteConfig"),
+    "smollm3": ("dense", "SmolLM3Config"),
+    "gptj": ("gptj", "GPTJConfig"),
+}
+TEXT_TYPES = frozenset(_WHERE)  # the language models zeroplan describes
 
 # A multimodal model_type -> the model_type of its language model, where its text_config may leave it out (the
 # outer config class's default text config: Gemma3Config -> Gemma3TextConfig, Llama4Config -> Llama4TextConfig,
@@ -89,58 +65,48 @@ TEXT_MODEL_TYPES: dict[str, str] = {
     "mistral3": "mistral",
     "qwen2_5_vl": "qwen2_5_vl_text",
 }
-_TEXT_TYPES = {t for cls in _FAMILY_CLASSES for t in get_args(cls.model_fields["model_type"].annotation)}
 # The multimodal model_types zeroplan reads: those whose language model is a family here.
-MULTIMODAL_TYPES = tuple(outer for outer, text in TEXT_MODEL_TYPES.items() if text in _TEXT_TYPES)
+MULTIMODAL_TYPES = tuple(outer for outer, text in TEXT_MODEL_TYPES.items() if text in TEXT_TYPES)
+_WHERE |= {outer: ("multimodal", "MultimodalConfig") for outer in MULTIMODAL_TYPES}
 
-
-class MultimodalConfig(FamilyConfig):
-    """A vision-language config (Gemma3Config, Llama4Config, Mistral3Config, ...) read through its `text_config`:
-    the language model is counted as AutoModelForCausalLM builds it from `get_text_config()`; the vision tower and
-    multimodal projector are not counted, and the count's notes say so.
-    """
-
-    REQUIRED: ClassVar[tuple[str, ...]] = ("text_config",)
-
-    model_type: Literal[MULTIMODAL_TYPES]  # type: ignore[valid-type]
-    text_config: AnyTextConfig
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_text_model_type(cls, data: Any) -> Any:
-        # The outer config class builds its default text config when text_config is absent, and a text_config
-        # without model_type is of that default class.
-        if isinstance(data, dict) and data.get("model_type") in TEXT_MODEL_TYPES:
-            text = data.get("text_config", {})
-            if isinstance(text, dict) and "model_type" not in text:
-                data = {**data, "text_config": {**text, "model_type": TEXT_MODEL_TYPES[data["model_type"]]}}
-            text_type = data["text_config"].get("model_type") if isinstance(data.get("text_config"), dict) else None
-            if isinstance(text_type, str) and text_type not in _TEXT_TYPES:
-                raise ValueError(f"text_config.model_type {text_type!r} is not a supported language model; "
-                                 f"supported: {', '.join(sorted(_TEXT_TYPES))}")
-        return data
-
-    def architecture(self) -> Architecture:
-        """The language model's architecture, its family the outer model_type (TEXT_MODEL_TYPES maps it)."""
-        return replace(self.text_config.architecture(), family=self.model_type)
-
-    def decoder(self) -> Decoder | None:
-        text = self.text_config.decoder()
-        if text is None:
-            return None
-        note = (f"{self.model_type}: the language model (text_config, {self.text_config.model_type}) only; the "
-                "vision tower and multimodal projector are not counted")
-        return replace(text, notes=(*text.notes, note))
-
-
-_ALL_CLASSES = (*_FAMILY_CLASSES, MultimodalConfig)
-
-# model_type -> family config class; the HF model_type is the only discriminator.
-FAMILIES: dict[str, type[FamilyConfig]] = {
-    model_type: cls for cls in _ALL_CLASSES for model_type in get_args(cls.model_fields["model_type"].annotation)
+# The classes `from zeroplan.models.families import X` finds, each in its module (loaded on first use).
+_CLASSES = {cls: module for module, cls in _WHERE.values()} | {
+    "RMSNormDecoderConfig": "rmsnorm", "MoEDecoderConfig": "moe",
 }
 
-AnyFamilyConfig = Annotated[Union[_ALL_CLASSES], Field(discriminator="model_type")]  # noqa: UP007
+
+def family_class(model_type: str) -> type[FamilyConfig] | None:
+    """The config class of `model_type`, its module imported now; None for a model_type zeroplan does not describe."""
+    where = _WHERE.get(model_type)
+    if where is None:
+        return None
+    return getattr(import_module(f"zeroplan.models.families.{where[0]}"), where[1])
+
+
+class _Families(Mapping):
+    """model_type -> family config class, each module imported on first lookup (iterating imports nothing)."""
+
+    def __getitem__(self, model_type: str) -> type[FamilyConfig]:
+        cls = family_class(model_type) if isinstance(model_type, str) else None
+        if cls is None:
+            raise KeyError(model_type)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHERE)
+
+    def __len__(self) -> int:
+        return len(_WHERE)
+
+
+# model_type -> family config class; the HF model_type is the only discriminator.
+FAMILIES: Mapping[str, type[FamilyConfig]] = _Families()
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return getattr(import_module(f"zeroplan.models.families.{_CLASSES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ModelSpec(Frozen):
@@ -162,7 +128,13 @@ class ModelSpec(Frozen):
         description="stated figures the exact count does not equal (or round to); the note says why",
     )
     note: str | None = Field(None, description="where reference_params comes from, and any known difference")
-    config: AnyFamilyConfig = Field(description="the family config (a pydantic model per HF model_type)")
+    config: SerializeAsAny[FamilyConfig] = Field(description="the family config (a pydantic model per HF model_type)")
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _family_of(cls, value: Any) -> Any:
+        """A mapping is validated by its model_type's class (parse_family_config); an instance is kept."""
+        return parse_family_config(value, strict=True) if isinstance(value, dict) else value
 
     def architecture(self) -> Architecture:
         return self.config.architecture()
@@ -189,7 +161,7 @@ def missing_required(data: dict) -> tuple[str, ...] | None:
         if key not in data:
             return (key,)
     text = data.get("text_config")
-    if family is MultimodalConfig and isinstance(text, dict):
+    if data["model_type"] in MULTIMODAL_TYPES and isinstance(text, dict):
         inner = missing_required({"model_type": TEXT_MODEL_TYPES[data["model_type"]], **text})
         return ("text_config", *inner) if inner else None
     return None
@@ -213,17 +185,16 @@ def _known_keys(family: type[FamilyConfig], data: dict) -> dict:
     """An HF config.json's keys that `family` reads (a multimodal config's text_config likewise)."""
     known = {key: value for key, value in data.items() if key in family.hf_keys()}
     text = known.get("text_config")
-    if family is MultimodalConfig and isinstance(text, dict):
+    if data["model_type"] in MULTIMODAL_TYPES and isinstance(text, dict):
         text_type = text.get("model_type", TEXT_MODEL_TYPES.get(data["model_type"]))
         text_family = FAMILIES.get(text_type) if isinstance(text_type, str) else None
-        if text_family is not None and text_family is not MultimodalConfig:
+        if text_family is not None and text_type not in MULTIMODAL_TYPES:
             known["text_config"] = _known_keys(text_family, {**text, "model_type": text_type})
     return known
 
 
 __all__ = [
     "FAMILIES",
-    "AnyFamilyConfig",
     "BloomConfig",
     "DeepseekV2Config",
     "DeepseekV3Config",
