@@ -140,7 +140,7 @@ def estimate(
         from zeroplan.cli import views
         from zeroplan.cli.files import html_target, write_report
         from zeroplan.scenario import answers
-        from zeroplan.scenario.megatron import MeshArgs
+        from zeroplan.scenario.parallel import MeshArgs
 
         if html is not None and method is not Method.zeroplan:
             raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")

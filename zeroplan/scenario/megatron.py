@@ -6,38 +6,18 @@ granularity, and nothing else; an option it would not read is an error naming it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from zeroplan.errors import ZeroplanError
-from zeroplan.megatron.mapping import Mesh, megatron_args
+from zeroplan.megatron.mapping import megatron_args
 from zeroplan.megatron.theory import MegatronEstimate, theoretical_memory
 from zeroplan.memory.setup import Checkpointing
 from zeroplan.models.presets import model_facts
 from zeroplan.scenario import ScenarioArgs, setup_from
+from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
 from zeroplan.units import parse_count
 
 # The options --method megatron reads (besides the output's --units and --format and the --tp ... mesh).
 READS = frozenset({"model", "gpus", "stage", "seq_len", "micro_batch", "grad_accum", "checkpointing", "method"})
-MESH_OPTIONS = ("tp", "pp", "cp", "ep", "vpp")
 _RECOMPUTE = {Checkpointing.none: None, Checkpointing.selective: "selective", Checkpointing.full: "full"}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MeshArgs:
-    """--tp --pp --cp --ep --vpp as typed (numbers still text), and --sequence-parallel."""
-
-    tp: str | None = None
-    pp: str | None = None
-    cp: str | None = None
-    ep: str | None = None
-    vpp: str | None = None
-    sequence_parallel: bool = False
-
-    @property
-    def given(self) -> list[str]:
-        """The options that ask for more than data parallelism, as typed."""
-        found = [f"--{name}" for name in MESH_OPTIONS if getattr(self, name) not in (None, "1")]
-        return found + ["--sequence-parallel"] * self.sequence_parallel
 
 
 def megatron_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None,
@@ -56,9 +36,7 @@ def megatron_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None
     if setup.checkpointing not in _RECOMPUTE or setup.checkpoint_every > 1:
         raise ZeroplanError(f"--method megatron: Megatron's formula knows --checkpointing none, selective or full, not "
                             f"{setup.checkpointing_label}")
-    degrees = {name: parse_count(getattr(mesh_args, name), f"--{name}")
-               for name in MESH_OPTIONS if getattr(mesh_args, name) is not None}
-    mesh = Mesh(gpus=parse_count(args.gpus, "--gpus"), sequence_parallel=mesh_args.sequence_parallel, **degrees)
+    mesh = mesh_args.mesh(parse_count(args.gpus, "--gpus"))
     _, _, arch = model_facts(args.model)
     stages = (0, 1) if stage is None else (stage,)
     return tuple(

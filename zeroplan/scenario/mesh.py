@@ -12,15 +12,7 @@ from zeroplan.memory.setup import Engine
 from zeroplan.models.mesh import Mesh, check_mesh
 from zeroplan.models.presets import load_model
 from zeroplan.scenario import ScenarioArgs, engine_stages, scenario_config_and_file
-from zeroplan.scenario.megatron import MESH_OPTIONS, MeshArgs
-from zeroplan.units import parse_count
-
-
-def mesh_from(mesh_args: MeshArgs, gpus: int) -> Mesh:
-    """The Mesh the options give (numbers parsed, each error naming its option)."""
-    degrees = {name: parse_count(getattr(mesh_args, name), f"--{name}")
-               for name in MESH_OPTIONS if getattr(mesh_args, name) is not None}
-    return Mesh(gpus=gpus, sequence_parallel=mesh_args.sequence_parallel, **degrees)
+from zeroplan.scenario.parallel import MeshArgs
 
 
 def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
@@ -48,6 +40,6 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
     scn, config, found = scenario_config_and_file(args)
     if config is not None:
         raise ZeroplanError("--deepspeed-config with --tp/--pp/--cp/--ep: give the mesh in one place")
-    scn = with_mesh(scn, mesh_from(mesh_args, scn.parallelism.gpus), args.model)
+    scn = with_mesh(scn, mesh_args.mesh(scn.parallelism.gpus), args.model)
     chosen = stage if stage is not None else (found.stage if found else None)
     return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=found.notes if found else ())
