@@ -205,7 +205,7 @@ FROZEN = {
         "--sub-group-size", "--hpz-partition-size", "--cuda-context-gib", "--nccl-gib", "--fragmentation",
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
-        "--tp", "--pp", "--cp", "--ep", "--vpp", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
+        "--tp", "--pp", "--cp", "--ep", "--vpp", "--pp-schedule", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
     },
     "capacity": SCENARIO | FINETUNE,

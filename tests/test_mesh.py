@@ -134,3 +134,23 @@ def test_cli_refuses_a_mesh_that_does_not_divide_in_one_line(runner):
     assert result.exit_code != 0
     assert "--gpus 8 is not a multiple of tp x pp x cp = 3 x 1 x 1 = 3" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_virtual_stages_mean_the_interleaved_schedule_unless_told():
+    from zeroplan.models.mesh import Schedule
+    from zeroplan.scenario.parallel import MeshArgs
+
+    assert MeshArgs(pp="2").mesh(8).schedule is Schedule.one_f_one_b
+    assert MeshArgs(pp="2", vpp="2").mesh(8).schedule is Schedule.interleaved
+    assert MeshArgs(pp="2", schedule=Schedule.zbv).mesh(8).schedule is Schedule.zbv
+    assert MeshArgs(pp="2", schedule=Schedule.zbv).given == ["--pp", "--pp-schedule zbv"]
+
+
+def test_megatron_refuses_a_schedule_its_formula_does_not_know(runner):
+    from zeroplan.cli.app import app
+
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpus", "16", "--pp", "2", "--vpp", "2",
+                                 "--pp-schedule", "1f1b", "--method", "megatron"])
+    assert result.exit_code != 0
+    assert result.stderr.strip() == ("error: --pp-schedule 1f1b with --vpp 2: Megatron's formula knows 1f1b, and "
+                                     "interleaved-1f1b with --vpp 2 or more")

@@ -39,6 +39,7 @@ from zeroplan.cli.options import (
     OverlapOpt,
     ParamsOpt,
     PpOpt,
+    PpScheduleOpt,
     PrecisionOpt,
     SeqLenOpt,
     SeqParallelOpt,
@@ -127,6 +128,7 @@ def estimate(
     cp: CpOpt = None,
     ep: EpOpt = None,
     vpp: VppOpt = None,
+    pp_schedule: PpScheduleOpt = None,
     sequence_parallel: SeqParallelOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: FormatOpt = Format.table,
@@ -145,7 +147,8 @@ def estimate(
         if html is not None and method is not Method.zeroplan:
             raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
         report = html_target(html, force)
-        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, sequence_parallel=sequence_parallel)
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+                        sequence_parallel=sequence_parallel)
         if method is Method.megatron:
             from zeroplan.megatron.view import megatron_view
             from zeroplan.scenario.megatron import megatron_estimate

@@ -18,6 +18,7 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
 )
+from zeroplan.models.mesh import Schedule
 from zeroplan.units import Unit
 
 # The defaults every command shows are the inputs' own (memory/setup.py), as ScenarioArgs's and the Python
@@ -73,6 +74,7 @@ PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--m
 CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
 EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
 VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Virtual stages per pipeline rank, interleaved 1F1B (--method megatron).")]
+PpScheduleOpt = Annotated[Optional[Schedule], typer.Option("--pp-schedule", help="Pipeline schedule with --pp (docs/parallelism.md); default 1f1b.")]
 SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
 EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]

@@ -9,9 +9,22 @@ is one line with the numbers. Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.models.architecture import Architecture
+
+
+class Schedule(str, Enum):
+    """The pipeline schedule, as torchtitan names them (`pipeline_parallel_schedule`) and torch.distributed.pipelining
+    implements them (Schedule1F1B, ScheduleInterleaved1F1B, ScheduleGPipe, ScheduleInterleavedZeroBubble,
+    ScheduleZBVZeroBubble); Megatron-LM runs 1F1B, interleaved when given virtual stages."""
+
+    one_f_one_b = "1f1b"
+    interleaved = "interleaved-1f1b"
+    gpipe = "gpipe"
+    interleaved_zero_bubble = "interleaved-zb"
+    zbv = "zbv"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +39,7 @@ class Mesh:
     etp: int | None = None  # None: the tensor-parallel size, Megatron's default
     vpp: int | None = None  # virtual stages per pipeline rank; None or 1: no interleaving
     sequence_parallel: bool = False
+    schedule: Schedule = Schedule.one_f_one_b
 
     @property
     def dp(self) -> int:
@@ -41,6 +55,7 @@ class Mesh:
         parts = f"tp {self.tp} x pp {self.pp} x cp {self.cp} x dp {self.dp} = {self.gpus} GPUs"
         extra = [f"ep {self.ep}"] * (self.ep > 1) + [f"vpp {self.vpp}"] * bool(self.vpp and self.vpp > 1)
         extra += ["sequence parallel"] * (self.sequence_parallel and self.tp > 1)
+        extra += [f"schedule {self.schedule.value}"] * (self.pp > 1 and self.schedule is not Schedule.one_f_one_b)
         return parts + (f" ({', '.join(extra)})" if extra else "")
 
 

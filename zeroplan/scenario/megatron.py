@@ -12,6 +12,7 @@ from zeroplan.megatron.theory import MegatronEstimate, theoretical_memory
 from zeroplan.memory.setup import Checkpointing
 from zeroplan.models.presets import model_facts
 from zeroplan.scenario import ScenarioArgs, setup_from
+from zeroplan.models.mesh import Schedule
 from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
 from zeroplan.units import parse_count
 
@@ -23,7 +24,7 @@ _RECOMPUTE = {Checkpointing.none: None, Checkpointing.selective: "selective", Ch
 def megatron_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None,
                       ignored: frozenset[str] = frozenset({"units", "fmt"})) -> tuple[MegatronEstimate, ...]:
     """Megatron's figures without and with its distributed optimizer (`--stage 0` / `--stage 1`), or the one asked."""
-    unread = sorted(args.given - READS - ignored - set(MESH_OPTIONS) - {"sequence_parallel"})
+    unread = sorted(args.given - READS - ignored - set(MESH_OPTIONS) - {"sequence_parallel", "pp_schedule"})
     if unread:
         names = ", ".join("--" + name.replace("_", "-") for name in unread)
         raise ZeroplanError(f"--method megatron reproduces Megatron-LM's formula, which does not read {names}")
@@ -37,6 +38,10 @@ def megatron_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None
         raise ZeroplanError(f"--method megatron: Megatron's formula knows --checkpointing none, selective or full, not "
                             f"{setup.checkpointing_label}")
     mesh = mesh_args.mesh(parse_count(args.gpus, "--gpus"))
+    interleaved = bool(mesh.vpp and mesh.vpp > 1)
+    if mesh.schedule not in (Schedule.one_f_one_b, Schedule.interleaved) or (mesh.schedule is Schedule.interleaved) != interleaved:
+        raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}{f' with --vpp {mesh.vpp}' if mesh.vpp else ''}: "
+                            "Megatron's formula knows 1f1b, and interleaved-1f1b with --vpp 2 or more")
     _, _, arch = model_facts(args.model)
     stages = (0, 1) if stage is None else (stage,)
     return tuple(

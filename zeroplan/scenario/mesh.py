@@ -9,7 +9,7 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.memory.estimate import Estimate, Scenario, estimate_memory
 from zeroplan.memory.mesh import MeshModel, stage_shares
 from zeroplan.memory.setup import Engine
-from zeroplan.models.mesh import Mesh, check_mesh
+from zeroplan.models.mesh import Mesh, Schedule, check_mesh
 from zeroplan.models.presets import load_model
 from zeroplan.scenario import ScenarioArgs, engine_stages, scenario_config_and_file
 from zeroplan.scenario.parallel import MeshArgs
@@ -20,6 +20,9 @@ def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
     if mesh.vpp and mesh.vpp > 1:
         raise ZeroplanError(f"--vpp {mesh.vpp}: zeroplan's own model has no interleaved schedule yet; "
                             "--method megatron computes Megatron-LM's formula for it")
+    if mesh.schedule is not Schedule.one_f_one_b:
+        raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: zeroplan's own model has the 1F1B schedule only "
+                            "so far (--pp-schedule 1f1b)")
     if scn.engine is not Engine.deepspeed:
         raise ZeroplanError(f"--engine {scn.engine.value} with a tp/pp/cp/ep mesh: zeroplan models the mesh with "
                             "DeepSpeed's ZeRO so far (--engine deepspeed)")

@@ -1,11 +1,11 @@
-"""The mesh options as typed: --tp --pp --cp --ep --vpp and --sequence-parallel, shared by zeroplan's own mesh model
+"""The mesh options as typed: --tp --pp --cp --ep --vpp, --pp-schedule and --sequence-parallel, shared by zeroplan's own mesh model
 (scenario/mesh.py) and --method megatron (scenario/megatron.py); light, so every estimate can read them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.models.mesh import Mesh
+from zeroplan.models.mesh import Mesh, Schedule
 from zeroplan.units import parse_count
 
 MESH_OPTIONS = ("tp", "pp", "cp", "ep", "vpp")
@@ -21,15 +21,21 @@ class MeshArgs:
     ep: str | None = None
     vpp: str | None = None
     sequence_parallel: bool = False
+    schedule: Schedule | None = None
 
     @property
     def given(self) -> list[str]:
         """The options that ask for more than data parallelism, as typed."""
         found = [f"--{name}" for name in MESH_OPTIONS if getattr(self, name) not in (None, "1")]
+        if self.schedule not in (None, Schedule.one_f_one_b):
+            found.append(f"--pp-schedule {self.schedule.value}")
         return found + ["--sequence-parallel"] * self.sequence_parallel
 
     def mesh(self, gpus: int) -> Mesh:
         """The Mesh these options give over `gpus` (numbers parsed, each error naming its option)."""
         degrees = {name: parse_count(getattr(self, name), f"--{name}")
                    for name in MESH_OPTIONS if getattr(self, name) is not None}
-        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, **degrees)
+        schedule = self.schedule
+        if schedule is None:  # virtual stages mean interleaving, as Megatron reads --virtual-pipeline-model-parallel-size
+            schedule = Schedule.interleaved if degrees.get("vpp", 1) > 1 else Schedule.one_f_one_b
+        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, schedule=schedule, **degrees)
