@@ -1,0 +1,51 @@
+"""The pipeline bubble per schedule, in micro-batch times, and how many stage boundaries a micro-batch crosses.
+
+Sources: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+Megatron-LM" (arXiv:2104.04473) section 2.2: GPipe and 1F1B idle (p - 1) micro-batch times per step, bubble
+fraction (p - 1) / m; interleaved with v model chunks per rank, (p - 1) / (v m), at v times the point-to-point
+traffic. Qi et al. 2023, "Zero Bubble Pipeline Parallelism" (arXiv:2401.10241) and its authors' repository
+(sail-sg/zero-bubble-pipeline-parallelism README, "Comparison assuming T_F=T_B=T_W"): ZB-V, two chunks per rank
+in a V, bubble 0 at 1F1B's activation memory and twice its pipeline traffic. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.models.mesh import Mesh, Schedule
+
+ZBV_CHUNKS = 2  # ZB-V puts exactly two model chunks on each rank (sail-sg/zero-bubble-pipeline-parallelism README)
+
+
+def chunks_per_rank(mesh: Mesh) -> int:
+    """Model chunks on each pipeline rank: v for interleaved 1F1B, 2 for ZB-V, else 1."""
+    if mesh.schedule is Schedule.zbv:
+        return ZBV_CHUNKS
+    if mesh.schedule is Schedule.interleaved:
+        return mesh.vpp or 1
+    return 1
+
+
+def bubble_micro_batches(mesh: Mesh) -> float:
+    """Idle time per optimizer step, in micro-batch (forward + backward) times of one stage.
+
+    1F1B, GPipe: p - 1; interleaved 1F1B: (p - 1) / v (arXiv:2104.04473 2.2); ZB-V: 0 with T_F = T_B = T_W
+    (arXiv:2401.10241). The interleaved zero-bubble schedule has no stated bubble: refused.
+    """
+    p = mesh.pp
+    if p == 1:
+        return 0.0
+    if mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
+        return float(p - 1)
+    if mesh.schedule is Schedule.interleaved:
+        return (p - 1) / chunks_per_rank(mesh)
+    if mesh.schedule is Schedule.zbv:
+        return 0.0
+    raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: the zero-bubble paper (arXiv:2401.10241) states no "
+                        "bubble for the interleaved zero-bubble schedule; zeroplan times 1f1b, gpipe, "
+                        "interleaved-1f1b and zbv")
+
+
+def boundaries_per_micro_batch(mesh: Mesh) -> int:
+    """Stage boundaries one rank sends across per micro-batch and direction: one per model chunk it holds (the
+    last rank's last chunk sends nothing; the busiest rank is counted)."""
+    return chunks_per_rank(mesh) if mesh.pp > 1 else 0
