@@ -137,3 +137,38 @@ def test_cache_is_reused_and_results_agree() -> None:
     first = mesh_step(lay, SETUP, ZeroStage.zero3, KNOBS)
     assert lay.cache
     assert mesh_step(lay, SETUP, ZeroStage.zero3, KNOBS) == first
+
+
+def test_cli_throughput_on_a_mesh_states_the_mesh_and_every_term(runner) -> None:
+    import json
+
+    from zeroplan.cli.app import app
+
+    args = ["throughput", "-m", "llama-3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--grad-accum", "16",
+            "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["mesh"] | {"description": None} == {"tp": 8, "pp": 4, "cp": 1, "ep": 1, "dp": 2, "vpp": None,
+                                                     "schedule": "1f1b", "sequence_parallel": False,
+                                                     "description": None}
+    row = data["stages"][1]
+    assert set(row["terms"]) == {"tp", "cp", "ep", "p2p", "bubble", "zero"}
+    lay = layout("llama-3.1-70b", gpus=64, tp=8, pp=4)
+    want = mesh_step(lay, TrainingSetup(seq_len=2048, grad_accum=16), ZeroStage.zero1, KNOBS)
+    assert row["step_time_s"] == pytest.approx(want.step_time_s)
+    assert row["terms"]["bubble"]["seconds"] == pytest.approx(want.bubble_s)
+    assert any(a.startswith("TP: 2 all-reduces") for a in data["assumptions"])
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--tp", "3"], "num_attention_heads (64) is not a multiple of --tp 3"),
+    (["--pp", "4", "--vpp", "2", "--pp-schedule", "interleaved-zb"], "states no bubble"),
+    (["--tp", "2", "--sweep", "auto"], "data-parallel only"),
+])
+def test_cli_throughput_mesh_refusals_are_one_line(runner, extra, message) -> None:
+    from zeroplan.cli.app import app
+
+    result = runner.invoke(app, ["throughput", "-m", "llama-3.1-70b", "--gpus", "48", *extra])
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -1,16 +1,16 @@
-"""`zeroplan throughput`: step time, MFU and communication overhead per ZeRO stage."""
-
-
-
+"""`zeroplan throughput`: step time, MFU and communication overhead per ZeRO stage, on a tp x pp x cp x dp (x ep)
+mesh when --tp and the rest are given."""
 
 from dataclasses import dataclass
 
-from zeroplan.cli.common import run, scenario_args, show
+from zeroplan.cli.common import print_warning, run, scenario_args, show
 from zeroplan.cli.options import (
     PARALLELISM,
     SETUP,
     AttentionOpt,
     CheckpointingOpt,
+    CpOpt,
+    EpOpt,
     Format,
     FormatOpt,
     GpusOpt,
@@ -29,10 +29,15 @@ from zeroplan.cli.options import (
     OptimizerOpt,
     OverlapOpt,
     ParamsOpt,
+    PpOpt,
+    PpScheduleOpt,
     PrecisionOpt,
     SeqLenOpt,
+    SeqParallelOpt,
     SweepOpt,
     TopologyOpt,
+    TpOpt,
+    VppOpt,
 )
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
@@ -69,15 +74,35 @@ def throughput(
     mfu: MfuOpt = None,
     sweep: SweepOpt = None,
     max_micro_batch: MaxMicroOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    cp: CpOpt = None,
+    ep: EpOpt = None,
+    vpp: VppOpt = None,
+    pp_schedule: PpScheduleOpt = None,
+    sequence_parallel: SeqParallelOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Per stage: step time, tokens/s per GPU, MFU and overhead over ZeRO-0; --sweep over global batch."""
+    """Per stage: step time, tokens/s per GPU, MFU and overhead over ZeRO-0; --sweep over global batch; with --tp
+    --pp --cp --ep, on that mesh (docs/throughput.md, "Mesh")."""
     args = scenario_args(locals())
     opts = ThroughputArgs(topology=topology, mfu=mfu, sweep=sweep, max_micro_batch=max_micro_batch)
 
     def go() -> None:
         from zeroplan.cli.render import advice as render_advice
+        from zeroplan.scenario.parallel import MeshArgs
 
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+                        sequence_parallel=sequence_parallel)
+        if mesh.given:
+            from zeroplan.cli.render.mesh_throughput import mesh_throughput_renderables
+            from zeroplan.scenario.mesh_throughput import mesh_throughput_report
+
+            found = mesh_throughput_report(args, mesh, opts.topology, opts.mfu, sweep=opts.sweep)
+            for warning in found["warnings"]:
+                print_warning(warning)
+            show(lambda: found, lambda: mesh_throughput_renderables(found), fmt)
+            return
         result = throughput_report(args, opts)
         show(lambda: result, lambda: render_advice.throughput_renderables(result), fmt)
 
