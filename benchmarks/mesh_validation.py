@@ -87,11 +87,11 @@ def _narayanan(size: str, heads: int, hidden: int, layers: int, t: int, p: int, 
 
 
 def _llama3(gpus: int, cp: int, seq: int, per_dp: int, mfu_pct: float) -> MeshCase:
-    mesh = Mesh(gpus=gpus, tp=8, pp=16, cp=cp, vpp=2, schedule=Schedule.interleaved)
+    mesh = Mesh(gpus=gpus, tp=8, pp=16, cp=cp, vpp=2, schedule=Schedule.interleaved, sequence_parallel=True)
     return MeshCase(
         f"Llama 3 405B, {gpus:,} H100, tp8 cp{cp} pp16 d{mesh.dp}, seq {seq:,}", LLAMA3, llama405b_128(), H100, mesh,
         TrainingSetup(seq_len=seq, micro_batch=1, grad_accum=per_dp), ZeroStage.zero1, mfu_pct, "MFU %",
-        f"126 layers as 128 on 16 even stages; micro-batch 1 x {per_dp} (batch size/DP); interleaved v = 2; no "
+        f"126 layers as 128 on 16 even stages; micro-batch 1 x {per_dp} (batch size/DP); interleaved v = 2; sequence parallel; no "
         "recompute; FSDP w/o reshard as ZeRO-1; their CP all-gathers K/V, ring modelled",
         mfu_params=count_params(load_model("llama-3.1-405b")))
 
