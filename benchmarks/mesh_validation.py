@@ -12,7 +12,14 @@ from functools import cached_property
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.mesh import MeshModel, stage_shares
-from zeroplan.memory.setup import Checkpointing, DeepSpeedKnobs, Parallelism, Precision, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import (
+    Checkpointing,
+    DeepSpeedKnobs,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
 from zeroplan.models.mesh import Mesh, Schedule
 from zeroplan.models.params import count_params
 from zeroplan.models.presets import load_model, model_from_data

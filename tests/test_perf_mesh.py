@@ -10,7 +10,13 @@ import pytest
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.mesh import MeshModel, stage_shares
-from zeroplan.memory.setup import Checkpointing, DeepSpeedKnobs, Parallelism, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import (
+    Checkpointing,
+    DeepSpeedKnobs,
+    Parallelism,
+    TrainingSetup,
+    ZeroStage,
+)
 from zeroplan.models.mesh import Mesh, Schedule
 from zeroplan.models.params import count_params
 from zeroplan.models.presets import load_model
@@ -30,7 +36,7 @@ def _spec(name: str):
 
 
 def layout(name: str = "llama-3.1-8b", nodes: int | None = None, **degrees):
-    spec, arch, params, decoder = _spec(name)
+    _, arch, params, decoder = _spec(name)
     mesh = Mesh(**degrees)
     par = Parallelism(gpus=mesh.gpus, nodes=nodes or max(1, mesh.gpus // H100.gpus_per_node))
     return mesh_layout(MeshModel(mesh, stage_shares(decoder, mesh)), arch, params, H100, par)

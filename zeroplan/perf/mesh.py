@@ -19,12 +19,26 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import HardwareSpec, Topology
 from zeroplan.memory.activations.checkpointing import op_sac_recomputed_params
 from zeroplan.memory.mesh import MeshModel, StageShare
-from zeroplan.memory.setup import Attention, Checkpointing, DeepSpeedKnobs, Parallelism, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import (
+    Attention,
+    Checkpointing,
+    DeepSpeedKnobs,
+    Parallelism,
+    TrainingSetup,
+    ZeroStage,
+)
 from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.models.mesh import Mesh
 from zeroplan.perf.collectives import default_topology
-from zeroplan.perf.flops import ATTN_FWD_FLOPS, BWD_PER_FWD, CAUSAL_FRACTION, FWD_FLOPS_PER_PARAM, TFLOPS, \
-    model_flops_per_token, peak_tflops
+from zeroplan.perf.flops import (
+    ATTN_FWD_FLOPS,
+    BWD_PER_FWD,
+    CAUSAL_FRACTION,
+    FWD_FLOPS_PER_PARAM,
+    TFLOPS,
+    model_flops_per_token,
+    peak_tflops,
+)
 from zeroplan.perf.mesh_comm import StageCost, stage_cost, wrapped_share
 from zeroplan.perf.pipeline import bubble_micro_batches
 from zeroplan.perf.placement import Group, mesh_groups
@@ -120,8 +134,8 @@ def mesh_layout(model: MeshModel, arch: Architecture, params: ParamCount, hw: Ha
     groups = mesh_groups(mesh, hw, par.gpus_per_node, topology)
     warnings = ()
     if groups["tp"].spans_nodes:
-        warnings = (f"tensor parallel {mesh.tp} spans nodes ({par.gpus_per_node} GPUs per node): its per-layer "
-                    "all-reduces cross the NICs; keep tp within a node",)
+        warnings = ((f"tensor parallel {mesh.tp} spans nodes ({par.gpus_per_node} GPUs per node): its per-layer "
+                     "all-reduces cross the NICs; keep tp within a node"),)
     works = _distinct([_stage_work(s, arch, mesh) for s in model.shares])
     return MeshLayout(mesh=mesh, arch=arch, params=params, hw=hw, topology=topology,
                       gpus_per_node=par.gpus_per_node, groups=groups, stages=works, warnings=warnings)

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 from zeroplan.memory.activations.checkpointing import checkpointed_layers
 from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
-from zeroplan.perf.collectives import GB_PER_S, NIC_EFFICIENCY, US, Collective, Link, ring_factor
+from zeroplan.perf.collectives import (
+    GB_PER_S,
+    NIC_EFFICIENCY,
+    US,
+    Collective,
+    Link,
+    ring_factor,
+)
 from zeroplan.perf.flops import ATTN_FWD_FLOPS, CAUSAL_FRACTION
 from zeroplan.perf.pipeline import boundaries_per_micro_batch
 from zeroplan.perf.placement import ranks_per_node

@@ -11,10 +11,10 @@ def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[s
     """One line per assumption that applied to `layout` and `setup`."""
     mesh, groups = layout.mesh, layout.groups
     notes = [
-        f"mesh {mesh.describe()}; ranks in Megatron-LM's order tp-cp-ep-dp-pp (tp fastest); a group inside a node "
-        "runs on its fabric, one spanning nodes at 0.92 x NIC per GPU x its ranks per node",
-        f"compute at {efficiency:.0%} of dense peak on every rank whatever the split (smaller GEMMs under TP are not "
-        "slowed); FLOPs as perf/flops.py counts them on the rank's share (/tp, /cp, its pipeline stage's layers)",
+        (f"mesh {mesh.describe()}; ranks in Megatron-LM's order tp-cp-ep-dp-pp (tp fastest); a group inside a node "
+         "runs on its fabric, one spanning nodes at 0.92 x NIC per GPU x its ranks per node"),
+        (f"compute at {efficiency:.0%} of dense peak on every rank whatever the split (smaller GEMMs under TP are "
+         "not slowed); FLOPs as perf/flops.py counts them on the rank's share (/tp, /cp, its pipeline stage's layers)"),
         f"{setup.grad_accum} micro-batches per pipeline per step (--grad-accum); the slowest stage sets the pace",
     ]
     if mesh.tp > 1:

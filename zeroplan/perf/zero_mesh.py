@@ -11,7 +11,13 @@ import math
 from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
 from zeroplan.perf.collectives import node_link
 from zeroplan.perf.placement import Group
-from zeroplan.perf.schedule import CommContext, CommTerm, allgather_buckets, offload_terms, stage_terms
+from zeroplan.perf.schedule import (
+    CommContext,
+    CommTerm,
+    allgather_buckets,
+    offload_terms,
+    stage_terms,
+)
 
 
 def _context(layout, group: Group, num_params: int, layers: int, stage: ZeroStage, knobs: DeepSpeedKnobs,
