@@ -117,11 +117,13 @@ def _stage_work(share: StageShare, arch: Architecture, mesh: Mesh) -> StageWork:
 
 def _distinct(works: list[StageWork]) -> tuple[StageWork, ...]:
     """One StageWork per distinct stage, `count` saying how many stages are alike."""
-    found: dict[tuple, StageWork] = {}
+    first: dict[tuple, StageWork] = {}
+    counts: dict[tuple, int] = {}
     for w in works:
         key = (w.layers, w.moe_layers, w.matmul_params, w.dense, w.experts)
-        found[key] = replace(found[key], count=found[key].count + 1) if key in found else w
-    return tuple(found.values())
+        first.setdefault(key, w)
+        counts[key] = counts.get(key, 0) + 1
+    return tuple(w if counts[k] == 1 else replace(w, count=counts[k]) for k, w in first.items())
 
 
 def mesh_layout(model: MeshModel, arch: Architecture, params: ParamCount, hw: HardwareSpec, par: Parallelism,

@@ -85,8 +85,13 @@ def tp_cost(layout, w, setup: TrainingSetup, share: float) -> tuple[float, float
     return latencies * link.alpha_us * US + wire / (link.busbw_gbps * GB_PER_S), wire
 
 
-def _send_s(num_bytes: float, link: Link) -> float:
-    return link.alpha_us * US + num_bytes / (link.busbw_gbps * GB_PER_S)
+def _send_s(num_bytes: float, link: Link, hw) -> float:
+    """One rank's send to its ring or pipeline neighbour: alpha + bytes / B, B at most one NIC (x 0.92) when the
+    group spans nodes (the send that crosses a node boundary leaves through one GPU's NIC)."""
+    rate = link.busbw_gbps
+    if link.label.startswith("multinode"):
+        rate = min(rate, NIC_EFFICIENCY * hw.nic_gbps_per_gpu)
+    return link.alpha_us * US + num_bytes / (rate * GB_PER_S)
 
 
 def cp_cost(layout, w, setup: TrainingSetup, per_s: float, share: float) -> tuple[float, float, float]:
@@ -103,7 +108,7 @@ def cp_cost(layout, w, setup: TrainingSetup, per_s: float, share: float) -> tupl
     causal = CAUSAL_FRACTION if setup.attention is Attention.flash else 1.0
     attn_s = tokens * ATTN_FWD_FLOPS * (arch.num_attention_heads // mesh.tp) * arch.head_dim * setup.seq_len \
         * causal / per_s / mesh.cp
-    send_s = _send_s(block, link)
+    send_s = _send_s(block, link, layout.hw)
     redo = share if setup.checkpointing is Checkpointing.full else float(setup.checkpointing is Checkpointing.selective)
     fwd_passes = 1 + redo
     steps = (mesh.cp - 1) * w.layers
@@ -141,7 +146,7 @@ def p2p_cost(layout, setup: TrainingSetup) -> tuple[float, float]:
         return 0.0, 0.0
     size = setup.tokens_per_micro_step / mesh.cp * layout.arch.hidden_size * setup.precision.compute_bytes
     size /= mesh.tp if mesh.sequence_parallel else 1
-    return sends * _send_s(size, layout.groups["pp"].link), sends * size
+    return sends * _send_s(size, layout.groups["pp"].link, layout.hw), sends * size
 
 
 def stage_cost(layout, w, setup: TrainingSetup, forward_s: float, backward_s: float, per_s: float) -> StageCost:

@@ -24,6 +24,8 @@ def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[s
                      f"{groups['tp'].link.label}; exposed, as Megatron without --tp-comm-overlap")
     if mesh.pp > 1:
         notes.append(_pipeline_note(mesh))
+        notes.append("ZeRO-2/3 with pipeline stages: DeepSpeed's PipelineEngine runs ZeRO-1 at most; stages 2-3 are "
+                     "timed with their per-micro-batch collectives, as FSDP with pipelining (torchtitan) runs them")
     if mesh.cp > 1:
         notes.append("CP: ring attention, cp - 1 K/V block sends per layer forward (K/V and dK/dV backward), each "
                      "hidden under one block of attention compute; what exceeds it is exposed")

@@ -63,12 +63,13 @@ def mesh_groups(mesh: Mesh, hw: HardwareSpec, gpus_per_node: int, topology: Topo
     and the pipeline neighbour (stride tp x cp x dp), placed in the order tp-cp-ep-dp-pp."""
     dense = mesh.dp * mesh.cp
     experts = max(1, dense // mesh.ep)
+    etp = mesh.etp or mesh.tp  # Megatron's expert grid: etp (tp by default) fastest, then ep, then expert dp
     shape = {
         "tp": (mesh.tp, 1),
         "cp": (mesh.cp, mesh.tp),
-        "ep": (mesh.ep, mesh.tp),  # Megatron's expert grid: etp (= tp by default) fastest, then ep
+        "ep": (mesh.ep, etp),
         "dp": (dense, mesh.tp),  # cp then dp are adjacent, so dp x cp ranks are tp apart
-        "expert dp": (experts, mesh.tp * mesh.ep),
+        "expert dp": (experts, etp * mesh.ep),
     }
     groups = {name: Group(name, n, stride, group_link(hw, n, stride, gpus_per_node, topology))
               for name, (n, stride) in shape.items()}
