@@ -171,6 +171,8 @@ def test_cli_throughput_on_a_mesh_states_the_mesh_and_every_term(runner) -> None
     (["--tp", "3"], "num_attention_heads (64) is not a multiple of --tp 3"),
     (["--pp", "4", "--vpp", "2", "--pp-schedule", "interleaved-zb"], "states no bubble"),
     (["--tp", "2", "--sweep", "auto"], "data-parallel only"),
+    (["--pp", "4", "--vpp", "2", "--pp-schedule", "1f1b"], "virtual stages run only in interleaved-1f1b"),
+    (["--pp", "4", "--vpp", "4", "--pp-schedule", "zbv"], "exactly 2 chunks per rank"),
 ])
 def test_cli_throughput_mesh_refusals_are_one_line(runner, extra, message) -> None:
     from zeroplan.cli.app import app
@@ -178,3 +180,11 @@ def test_cli_throughput_mesh_refusals_are_one_line(runner, extra, message) -> No
     result = runner.invoke(app, ["throughput", "-m", "llama-3.1-70b", "--gpus", "48", *extra])
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_warns_when_tp_spans_nodes(runner) -> None:
+    from zeroplan.cli.app import app
+
+    result = runner.invoke(app, ["throughput", "-m", "llama-3.1-8b", "--gpus", "16", "--nodes", "4", "--tp", "8"])
+    assert result.exit_code == 0
+    assert "tensor parallel 8 spans nodes (4 GPUs per node)" in result.stderr
