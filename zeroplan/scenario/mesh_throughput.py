@@ -25,9 +25,9 @@ def mesh_model(scn, mesh: Mesh, model: str | None) -> MeshModel:
     """`scn`'s model laid out on `mesh`: the memory model's stage shares (they depend on tp, pp, ep only, so the
     schedule and virtual stages are checked here and not passed to the memory model, which refuses them)."""
     vpp = mesh.vpp or 1
-    if vpp > 1 and mesh.schedule not in (Schedule.interleaved, Schedule.zbv):
-        raise ZeroplanError(f"--vpp {vpp} with --pp-schedule {mesh.schedule.value}: virtual stages run only in "
-                            "interleaved-1f1b (or zbv, with 2)")
+    if vpp > 1 and mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
+        raise ZeroplanError(f"--vpp {vpp} with --pp-schedule {mesh.schedule.value}: virtual stages run only in the "
+                            "interleaved schedules (interleaved-1f1b, interleaved-zb; zbv with 2)")
     if mesh.schedule is Schedule.zbv and vpp not in (1, ZBV_CHUNKS):
         raise ZeroplanError(f"--vpp {vpp} with --pp-schedule zbv: ZB-V places exactly {ZBV_CHUNKS} chunks per rank")
     if scn.arch is not None:
