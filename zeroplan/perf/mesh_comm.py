@@ -9,8 +9,10 @@ Sources (docs/throughput.md, "Mesh", has each formula):
   --tp-comm-overlap (Transformer Engine userbuffers), off by default.
 - CP: ring attention (Liu et al. 2023, arXiv:2310.01889): cp - 1 steps per layer, each passing one K/V block to
   the next rank while the attention core of the current block runs; the backward passes K/V and dK/dV
-  (Megatron-LM's context parallelism through Transformer Engine, docs/source/api-guide/context_parallel.rst).
-- EP: Megatron-core's MoE token dispatcher (megatron/core/transformer/moe/token_dispatcher.py, all-to-all):
+  (Megatron-LM's context parallelism through Transformer Engine,
+  NVIDIA/Megatron-LM@1df56dc:docs/source/api-guide/context_parallel.rst).
+- EP: Megatron-core's MoE token dispatcher (NVIDIA/Megatron-LM@bed33f8:megatron/core/transformer/moe/token_dispatcher.py,
+  all-to-all):
   dispatch and combine, each all-to-all of the routed tokens (T k h), forward and backward.
 - PP: Narayanan et al. 2021 (arXiv:2104.04473) section 4.1: one b x s x h tensor per stage boundary forward, its
   gradient backward; with sequence parallelism the sent tensor is the 1/t sequence shard.

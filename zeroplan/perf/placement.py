@@ -1,6 +1,6 @@
 """Where each group of a tp x cp x ep x dp x pp mesh sits, and the link its collectives run on.
 
-Ranks are laid out in Megatron-LM's order, tp fastest, then cp, ep, dp, pp (megatron/core/parallel_state.py,
+Ranks are laid out in Megatron-LM's order, tp fastest, then cp, ep, dp, pp (NVIDIA/Megatron-LM@934c826:megatron/core/parallel_state.py,
 `initialize_model_parallel(order="tp-cp-ep-dp-pp")`): a group whose ranks are `stride` apart, n of them, stays in
 one node when stride x n <= GPUs per node, and otherwise puts max(1, GPUs per node / stride) of its ranks on each
 node. In a node a group runs on the node's fabric; across nodes its ring crosses the NICs with the rail rule of
