@@ -1,0 +1,51 @@
+"""zeroplan's side of validation/measure_pp.py: the model and batch it measures, and zeroplan's figures for one
+pipeline rank.
+
+Torch-free, so tests/test_pp_measured.py checks the committed measurements against the current zeroplan.
+"""
+
+from __future__ import annotations
+
+CONFIG = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=8, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=16, vocab_size=256, tie_word_embeddings=False,
+              max_position_embeddings=512, attention_dropout=0.0)
+MICRO_BATCH, SEQ = 2, 64
+
+
+def _inputs():
+    from zeroplan.memory.setup import Attention, Precision, TrainingSetup
+    from zeroplan.models.families import parse_family_config
+
+    config = parse_family_config({"model_type": "llama", **CONFIG}, strict=False)
+
+    def setup(m: int) -> TrainingSetup:
+        return TrainingSetup(precision=Precision.fp32, seq_len=SEQ, micro_batch=MICRO_BATCH,
+                             attention=Attention.flash, grad_accum=m)
+    return config, setup
+
+
+def predicted(pp: int, m: int, rank: int) -> dict:
+    """zeroplan's figures for pipeline rank `rank` of a 1F1B run (fp32, AdamW, no data parallelism): its stage's
+    parameter and gradient bytes, its activations (the stage's micro-batches in flight) and that count."""
+    from zeroplan.memory.activations.mesh import in_flight, stage_activations
+    from zeroplan.memory.mesh import share_states, stage_shares
+    from zeroplan.memory.recipes import make_recipe
+    from zeroplan.memory.setup import Optimizer, Precision, ZeroStage
+    from zeroplan.models.mesh import Mesh
+
+    config, setup = _inputs()
+    mesh = Mesh(gpus=pp, pp=pp)
+    share = stage_shares(config.decoder(), mesh)[rank]
+    states = share_states(share, mesh, make_recipe(Precision.fp32, Optimizer.adamw), ZeroStage.zero0)
+    acts, _ = stage_activations(config.architecture(), setup(m), mesh)
+    return {"parameters": states.parameters, "gradients": states.gradients,
+            "activations": acts[rank].total_bytes, "in_flight": in_flight(mesh, m)[rank]}
+
+
+def one_micro_batch(pp: int, rank: int) -> int:
+    """zeroplan's activations of one micro-batch on pipeline rank `rank` (its stage with one micro-batch in flight)."""
+    from zeroplan.memory.activations.mesh import stage_activations
+    from zeroplan.models.mesh import Mesh
+
+    config, setup = _inputs()
+    return stage_activations(config.architecture(), setup(1), Mesh(gpus=pp, pp=pp))[0][rank].total_bytes
