@@ -97,6 +97,8 @@ def render(runs: list[dict], results: dict[str, dict]) -> str:
          f"zeroplan can express {len(expressed)} of them; the other {len(runs) - len(expressed)} are listed below with "
          "what zeroplan lacks, or what the source leaves unstated. Regenerate with `python validation/field_runs.py` (`--check` fails when this page is stale)."),
         "",
+        "Parallel layouts have no published run here; they are measured on CPU with PyTorch's own APIs instead: tensor parallelism, the pipeline schedules and context parallelism in [parallelism.md](parallelism.md#validated-pipeline-and-context-parallelism).",
+        "",
         "## What is compared",
         "",
         "A counter sees only part of what zeroplan's peak holds, so each run is compared with that part:",

@@ -330,10 +330,28 @@ def main() -> None:
                                "torch": torch.__version__, "rows": rows}, indent=1) + "\n")
 
 
+def table() -> str:
+    """The docs/parallelism.md table from validation/pp_measured.json: one row per case, its ranks in order."""
+    data = json.loads(OUT.read_text())
+    lines = ["| pp | m | schedule | in flight at the peak, rank 0..pp-1 (chunk, micro-batch pairs) | the schedule's "
+             "action list | peak saved bytes per rank | / one micro-batch of the rank | zeroplan, worst rank |",
+             "|---|---|---|---|---|---|---|---|"]
+    cases: dict[tuple, list[dict]] = {}
+    for row in data["rows"]:
+        cases.setdefault((row["pp"], row["micro_batches"], row["schedule"]), []).append(row)
+    for (pp, m, name), rows in cases.items():
+        ratio = [r["activations"] / sum(r["one_micro_batch_by_stage"].values()) for r in rows]
+        worst = max((abs(r["zeroplan"]["activations"] - r["activations"]) / r["activations"] for r in rows
+                     if "zeroplan" in r), default=None)
+        peaks = ", ".join(f"{r['activations']:,}" for r in rows)
+        lines.append(f"| {pp} | {m} | {name} | {', '.join(str(r['in_flight']) for r in rows)} | "
+                     f"{', '.join(str(r['order_in_flight']) for r in rows)} | {peaks} | "
+                     f"{', '.join(f'{x:.2f}' for x in ratio)} | {'' if worst is None else f'{worst:.2%}'} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--table"]:
-        from validation.pp_table import table
-
         print(table())
     else:
         main()
