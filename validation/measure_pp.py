@@ -12,22 +12,28 @@ norm and the head on the last (torchtitan splits Llama the same way: torchtitan/
 pipeline_module_split). Each stage is a PipelineStage; one process per pipeline rank, gloo. Schedules: GPipe and
 1F1B (one stage per rank), Interleaved1F1B and InterleavedZeroBubble (two stages per rank, rank r holding stages r
 and r + pp, the "loop" placement), ZBVZeroBubble (two stages per rank, r and 2 pp - 1 - r, the "v" placement).
-step() is called as torchtitan calls it (torchtitan/train.py, forward_backward_step): the inputs on the rank of the
+step() is called as torchtitan calls it (torchtitan/train.py, Trainer.forward_backward_step): the inputs on the rank of the
 first stage, the labels on the rank of the last, return_outputs=False. The loss is transformers' shifted
 cross-entropy (logits[:, :-1] against ids[:, 1:]), computed per micro-batch by the schedule.
 
-Each case runs one step untracked (it allocates the pipeline's receive buffers and settles the schedule), then one
-tracked step, then AdamW's step. Measured per rank:
+Each case runs three steps with the hooks on (step 0 settles the schedule: shape inference, receive buffers; steps
+1 and 2 are measured, each beside whatever the steps before left referenced), then AdamW's step. Per rank:
   parameters, gradients, optimizer   local bytes of the rank's stage modules' parameters, .grad, exp_avg + exp_avg_sq
-  activations   the PEAK over the tracked step of live saved-activation bytes: every tensor autograd saves is seen
-                by a saved_tensors_hooks pack hook, which returns a small box holding it; a weakref finalizer on the
-                box fires when autograd releases the saved tensor (after that node's backward, or after the weight
-                pass of a zero-bubble schedule). Live bytes are the unique storages (untyped_storage data pointers)
-                with at least one live box, parameters excluded, plus the logits the last stage returns (held by
-                the stage for its backward, as validation/measure_tp.py adds them), released with the tensor.
-  in_flight     at that peak, the (stage, micro-batch) pairs with live saved tensors: forwards on a stage run in
-                micro-batch order, so a forward pre-hook numbers them
-  one_micro_batch   the most bytes one (stage, micro-batch) pair held
+  activations   the PEAK over step 2 of its own live saved-activation bytes: every tensor autograd saves is seen by
+                a saved_tensors_hooks pack hook, which returns a small box holding it; a weakref finalizer on the
+                box fires when autograd lets the saved tensor go. Live bytes are the unique storages
+                (untyped_storage data pointers) with at least one live box, parameters excluded, plus the logits the
+                last stage returns (held by the stage for its backward; validation/measure_tp.py adds them too),
+                released with the tensor. activations_by_step: steps 1 and 2.
+  in_flight     at that peak, the (stage, micro-batch) pairs of the step with live saved tensors (at_peak: each with
+                the share of that pair's most bytes it still held); forwards on a stage run in micro-batch order,
+                so a forward pre-hook numbers them. other_bytes: this step's bytes of pairs with no saved tensor
+                left (the last stage's previous logits); earlier_steps_bytes: tensors of steps before, still live
+  order_in_flight   the most pairs the schedule's own action list (pipeline_order) has opened (F) and not closed
+                (B, or W after I); the single-stage schedules run their own loop, not the list
+  one_micro_batch_by_stage   the most bytes one (stage, micro-batch) pair held
+  live_after_step   saved bytes still referenced after the last step returned and gc.collect()
+  with_earlier_steps_by_step   the peak of everything live, earlier steps' tensors included
   outputs_held  at the peak, the bytes of the non-last stages' outputs the stage keeps for its backward
                 (PipelineStage.fwd_cache), not saved by autograd, so not in `activations`
   recv_buffers  the receive buffers PipelineStage allocates once per micro-batch (activations from the previous
@@ -55,7 +61,7 @@ from validation.pp_predicted import CONFIG, MICRO_BATCH, SEQ, predicted  # noqa:
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved-1f1b", "interleaved-zb", "zbv")  # zeroplan's Schedule values
 PPS, MICRO_BATCHES = (2, 4), (4, 8)
-if os.environ.get("ZP_CASES"):  # e.g. ZP_CASES=2x4x1f1b,4x8x zbv
+if os.environ.get("ZP_CASES"):  # e.g. ZP_CASES=2x4x1f1b,4x8xzbv
     CASES = [(int(p), int(m), s) for p, m, s in (c.split("x", 2) for c in os.environ["ZP_CASES"].split(","))]
 else:
     CASES = [(pp, m, s) for pp in PPS for m in MICRO_BATCHES for s in SCHEDULES]
