@@ -56,3 +56,19 @@ def test_full_backward_schedules_hold_what_their_action_lists_say(row):
         assert row["in_flight"] == row["micro_batches"]
     else:
         assert row["in_flight"] == row["order_in_flight"]
+
+
+INTERLEAVED_FIRST = [r for r in ROWS if r["schedule"] == "interleaved-1f1b" and r["rank"] == 0]
+
+
+@pytest.mark.parametrize("row", INTERLEAVED_FIRST, ids=[_id(r) for r in INTERLEAVED_FIRST])
+def test_interleaved_first_rank_holds_korthikanti_factor(row):
+    """Korthikanti et al. 2022 section 4.2.3 (and Megatron's estimator): the interleaved schedule's first rank keeps
+    p (1 + (p - 1) / (p v)) micro-batches of its layers, once there are at least 2p micro-batches; with m = p,
+    torch's schedule keeps p (its warm-up is capped by m)."""
+    from zeroplan.megatron.korthikanti import layers_in_flight
+
+    pp, m = row["pp"], row["micro_batches"]
+    held = row["activations"] / sum(row["one_micro_batch_by_stage"].values())
+    want = layers_in_flight(pp, pp, chunks=2) if m >= 2 * pp else pp
+    assert abs(held - want) / want < 0.01
