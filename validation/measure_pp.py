@@ -339,7 +339,7 @@ def main() -> None:
 def table() -> str:
     """The docs/parallelism.md table from validation/pp_measured.json: one row per case, its ranks in order."""
     data = json.loads(OUT.read_text())
-    lines = ["| pp | m | schedule | in flight at the peak, rank 0..pp-1 (chunk, micro-batch pairs) | the schedule's "
+    lines = ["| pp | m | schedule | in flight at the peak, ranks 0; 1; ... (chunk, micro-batch pairs) | the schedule's "
              "action list | peak saved bytes per rank | / one micro-batch of the rank | zeroplan, worst rank |",
              "|---|---|---|---|---|---|---|---|"]
     cases: dict[tuple, list[dict]] = {}
@@ -349,10 +349,10 @@ def table() -> str:
         ratio = [r["activations"] / sum(r["one_micro_batch_by_stage"].values()) for r in rows]
         worst = max((abs(r["zeroplan"]["activations"] - r["activations"]) / r["activations"] for r in rows
                      if "zeroplan" in r), default=None)
-        peaks = ", ".join(f"{r['activations']:,}" for r in rows)
-        lines.append(f"| {pp} | {m} | {name} | {', '.join(str(r['in_flight']) for r in rows)} | "
-                     f"{', '.join(str(r['order_in_flight']) for r in rows)} | {peaks} | "
-                     f"{', '.join(f'{x:.2f}' for x in ratio)} | {'' if worst is None else f'{worst:.2%}'} |")
+        peaks = "; ".join(f"{r['activations']:,}" for r in rows)
+        lines.append(f"| {pp} | {m} | {name} | {'; '.join(str(r['in_flight']) for r in rows)} | "
+                     f"{'; '.join(str(r['order_in_flight']) for r in rows)} | {peaks} | "
+                     f"{'; '.join(f'{x:.2f}' for x in ratio)} | {'' if worst is None else f'{worst:.2%}'} |")
     return "\n".join(lines)
 
 
