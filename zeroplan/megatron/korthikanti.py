@@ -16,7 +16,7 @@ Pipeline (section 4.2.3): 1F1B's first stage keeps p micro-batches of L/p layers
 the interleaved schedule with m model chunks per stage keeps L (1 + (p - 1) / (p m)). Section 4.3 adds the
 embedding dropout's mask, s b h p / t, and when p = 1 the final norm, output layer and fp32 loss, 4 s b h / t
 (1 + v / h). zeroplan/megatron/theory.py (Megatron-LM's own estimator) takes the "tensor + sequence + selective"
-row for MLP widths other than 4h and adds 8 s b p bytes of token ids; tests/test_korthikanti.py pins both.
+row for MLP widths other than 4h and adds 8 s b p / t bytes of token ids; tests/test_korthikanti.py pins both.
 Pure: no I/O.
 """
 
