@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.pp_predicted import predicted
+from validation.pp_predicted import predicted, rank_states
 
 DATA = json.loads((Path(__file__).parent.parent / "validation" / "pp_measured.json").read_text())
 ROWS = DATA["rows"]
@@ -72,3 +72,11 @@ def test_interleaved_first_rank_holds_korthikanti_factor(row):
     held = row["activations"] / sum(row["one_micro_batch_by_stage"].values())
     want = layers_in_flight(pp, pp, chunks=2) if m >= 2 * pp else pp
     assert abs(held - want) / want < 0.01
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[_id(r) for r in ROWS])
+def test_every_rank_states_exact(row):
+    """Every schedule's ranks, two-chunk placements included: parameters, gradients and AdamW states are zeroplan's
+    stage shares of the rank's stages, to the byte."""
+    got = {k: row[k] for k in ("parameters", "gradients", "optimizer")}
+    assert got == rank_states(row["pp"], row["stages"])

@@ -49,3 +49,20 @@ def one_micro_batch(pp: int, rank: int) -> int:
 
     config, setup = _inputs()
     return stage_activations(config.architecture(), setup(1), Mesh(gpus=pp, pp=pp))[0][rank].total_bytes
+
+
+def rank_states(pp: int, stages: list[int]) -> dict:
+    """zeroplan's parameter, gradient and AdamW bytes (fp32, no data parallelism) for a pipeline rank holding
+    `stages` of len(stages) x pp equal stages (one: 1F1B, GPipe; two: the interleaved and V placements)."""
+    from zeroplan.memory.mesh import share_states, stage_shares
+    from zeroplan.memory.recipes import make_recipe
+    from zeroplan.memory.setup import Optimizer, Precision, ZeroStage
+    from zeroplan.models.mesh import Mesh
+
+    config, _ = _inputs()
+    mesh = Mesh(gpus=pp * len(stages), pp=pp * len(stages))
+    shares = stage_shares(config.decoder(), mesh)
+    found = [share_states(shares[i], mesh, make_recipe(Precision.fp32, Optimizer.adamw), ZeroStage.zero0)
+             for i in stages]
+    return {"parameters": sum(s.parameters for s in found), "gradients": sum(s.gradients for s in found),
+            "optimizer": sum(s.optimizer_states for s in found)}
