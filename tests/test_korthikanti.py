@@ -2,6 +2,7 @@
 and how Megatron-LM's estimator (zeroplan.megatron.theory) relates to them."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,21 @@ def test_megatron_estimator_is_the_paper_plus_token_ids(setup):
                                                                        setup.heads, t)
     output = 2 * (s * b * setup.vocab / t + s * b * setup.hidden) if p == 1 else 0
     assert without == pytest.approx((paper + ids + s * b * setup.hidden * p + output) * 1.05, rel=1e-12)
+
+
+TABLE_ROWS = (Row.tp, Row.tp_sp, Row.tp_selective, Row.tp_sp_selective, Row.full)
+
+
+def setups_table() -> str:
+    """Each Table 3 setup's first-stage activations (GiB) under the Table 2 rows, as docs/megatron.md shows them."""
+    lines = ["| setup | " + " | ".join(r.value for r in TABLE_ROWS) + " | TP + SP + selective / baseline |",
+             "|---|" + "---:|" * (len(TABLE_ROWS) + 1)]
+    for s in SETUPS:
+        gib = [first_stage_activation_bytes(r, s) / 2**30 for r in TABLE_ROWS]
+        lines.append(f"| {s.name} | " + " | ".join(f"{g:.1f}" for g in gib) + f" | {gib[3] / gib[0]:.1%} |")
+    return "\n".join(lines)
+
+
+def test_docs_table_is_what_the_formulas_give():
+    docs = (Path(__file__).parent.parent / "docs" / "megatron.md").read_text()
+    assert setups_table() in docs

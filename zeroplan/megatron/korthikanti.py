@@ -114,3 +114,4 @@ def reduction_over_baseline(setup: Setup) -> float:
     "reduces activation memory by 5x")."""
     args = (setup.seq_len, setup.micro_batch, setup.hidden, setup.heads, setup.tp)
     return layer_activation_bytes(Row.tp, *args) / layer_activation_bytes(Row.tp_sp_selective, *args)
+
