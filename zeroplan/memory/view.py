@@ -122,11 +122,12 @@ def mesh_keys(est: Estimate) -> dict:
     model = est.scenario.mesh
     if model is None:
         return {}
-    from zeroplan.memory.mesh import shard_groups
+    from zeroplan.memory.mesh import rank_summaries, shard_groups
 
     m = model.mesh
     dense, expert = shard_groups(m)
     return {"mesh": {"tp": m.tp, "pp": m.pp, "cp": m.cp, "dp": m.dp, "ep": m.ep, "gpus": m.gpus,
                      "sequence_parallel": m.sequence_parallel and m.tp > 1, "zero_group": dense,
                      "expert_zero_group": expert, "describe": m.describe(),
-                     "stages": [as_json(s) for s in model.shares]}}
+                     "stages": [as_json(s) for s in model.shares], "vpp": m.vpp, "schedule": m.schedule.value,
+                     "ranks": rank_summaries(model, est.scenario.arch, est.scenario.setup)}}
