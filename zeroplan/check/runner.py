@@ -131,15 +131,16 @@ def _invalid(path: str, message: str) -> PlanResult:
 
 def check_run(run: PlannedRun, ignore: Iterable[str] = ()) -> PlanResult:
     """The rules over one resolved plan, with the memory estimate of its stage and its fabric as evidence."""
-    memory = evaluate(run.scenario, run.config.stage)
-    evidence = {"memory": memory, "throughput": fabric_evidence(run)}
+    memory = None if run.mesh_problems else evaluate(run.scenario, run.config.stage)
+    evidence = {"memory": memory, "throughput": fabric_evidence(run), "mesh": run.mesh_problems}
     findings = run_checks(run.config, run.context, evidence=evidence, ignore={*ignore, *run.plan.ignore})
     return PlanResult(run.origin, findings, run, memory)
 
 
 def fabric_evidence(run: PlannedRun) -> FabricEvidence:
     """The plan's topology, and ZeRO-3's predicted overhead over ZeRO-0 where it matters and can be modelled."""
-    if run.topology is Topology.nvlink or run.config.stage is not ZeroStage.zero3:
+    # the throughput model is data-parallel only: on a mesh, the fabric rules see the topology alone
+    if run.topology is Topology.nvlink or run.config.stage is not ZeroStage.zero3 or run.mesh is not None:
         return FabricEvidence(run.topology)
     return FabricEvidence(run.topology, zero3_overhead_pct(run))
 

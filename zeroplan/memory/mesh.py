@@ -87,7 +87,13 @@ class StageShare:
 
 def _own(m: Module, mesh: Mesh, dec: Decoder) -> int:
     shapes = m.shapes or ((m.params,),)
-    return sum(tensor_numel(m, s, mesh.tp, mesh.ep, dec.hidden, dec.vocab) for s in shapes)
+    tp = 1 if _whole_embedding(m, mesh, dec) else mesh.tp
+    return sum(tensor_numel(m, s, tp, mesh.ep, dec.hidden, dec.vocab) for s in shapes)
+
+
+def _whole_embedding(m: Module, mesh: Mesh, dec: Decoder) -> bool:
+    """The token table kept whole on every tensor-parallel rank (DeepSpeed AutoTP replaces linears only)."""
+    return not mesh.vocab_parallel_embedding and m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed)
 
 
 def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
@@ -117,7 +123,8 @@ def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
                 if not (m.tied and head_rank(mesh) == 0):
                     mods.append(m._replace(tied=False))
         own = [(m, _own(m, mesh, dec)) for m in mods]
-        table = [(m, n) for m, n in own if m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed) and mesh.tp > 1]
+        table = [(m, n) for m, n in own if m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed) and mesh.tp > 1
+                 and mesh.vocab_parallel_embedding]
         shares.append(StageShare(
             index=s, first_layer=chunks[0][0], last_layer=chunks[-1][1], chunks=chunks,
             dense=sum(n for m, n in own if m.kind != EXPERTS_KIND),
@@ -183,8 +190,10 @@ class MeshModel:
             notes.append(f"experts: {self.mesh.ep}-way expert parallel, sharded over their own data-parallel group "
                          f"of dp x cp / ep = {expert} ranks; experts split by tp too (Megatron's expert-tensor size)")
         if self.mesh.tp > 1:
+            vocab = ("embedding and head vocab-parallel" if self.mesh.vocab_parallel_embedding else
+                     "the head's weight split, the token embedding whole (DeepSpeed AutoTP replaces linears only)")
             notes.append(f"tensor parallel {self.mesh.tp}: column linears split out-features, row linears "
-                         "in-features (their biases whole), embedding and head vocab-parallel; norms, qk-norms, "
+                         f"in-features (their biases whole), {vocab}; norms, qk-norms, "
                          "routers, position tables and unsplit linears replicated (docs/parallelism.md)")
         if self.mesh.pp > 1:
             first, last = self.shares[0].chunks[0]

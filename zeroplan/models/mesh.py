@@ -40,6 +40,11 @@ class Mesh:
     vpp: int | None = None  # virtual stages per pipeline rank; None or 1: no interleaving
     sequence_parallel: bool = False
     schedule: Schedule = None  # None: interleaved-1f1b with vpp > 1, else 1f1b (Megatron's reading of its vpp)
+    # The token embedding split on the vocabulary (Megatron, torchtitan); DeepSpeed AutoTP replaces linears only and
+    # keeps it whole. The logits and loss vocab-parallel (loss_parallel, vocab_parallel_cross_entropy); AutoTP's
+    # head all-reduces whole logits unless tensor_parallel.vocab_parallel_lm_head.
+    vocab_parallel_embedding: bool = True
+    vocab_parallel_logits: bool = True
 
     def __post_init__(self) -> None:
         if self.schedule is None:

@@ -80,7 +80,7 @@ def _check(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> None:
     if setup.checkpointing in (Checkpointing.selective_op,) or setup.checkpoint_every > 1:
         raise ZeroplanError(f"--checkpointing {setup.checkpointing_label} on a tp/pp/cp mesh is not modelled yet; "
                             "give none, selective or full")
-    if setup.loss is not Loss.hf and mesh.tp > 1:
+    if setup.loss is not Loss.hf and mesh.tp > 1 and mesh.vocab_parallel_logits:
         raise ZeroplanError(f"--loss {setup.loss.value} with --tp {mesh.tp}: the vocab-parallel loss is modelled "
                             "for --loss hf only")
     if arch.num_encoder_layers:
@@ -115,10 +115,11 @@ def rank_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
         each = tuple(b * ratio_num // ratio_den for b in base.layer_bytes)
         recompute = -(-base.recompute_bytes // t)  # the selective core: a/t heads
     labels = INDEX_BYTES * setup.micro_batch * (setup.seq_len // mesh.cp)
-    logits = -(-base.logits_bytes // t)
-    loss = -(-(base.loss_bytes - labels) // t) + labels
-    transient = -(-base.loss_transient_bytes // t)
-    softcap = -(-base.logit_softcap_bytes // t)
+    v = t if mesh.vocab_parallel_logits else 1  # AutoTP without vocab_parallel_lm_head: whole logits on every rank
+    logits = -(-base.logits_bytes // v)
+    loss = -(-(base.loss_bytes - labels) // v) + labels
+    transient = -(-base.loss_transient_bytes // v)
+    softcap = -(-base.logit_softcap_bytes // v)
     final = base.final_norm_bytes
     if t > 1:  # --loss hf (checked): the head saves its input
         b, s_local, e = setup.micro_batch, setup.seq_len // mesh.cp, setup.precision.compute_bytes
@@ -170,7 +171,8 @@ def _notes(mesh: Mesh, stack: str, m: int, i: int, unknown: tuple[str, ...]) -> 
                         + ("whole (PyTorch/torchtitan SequenceParallel, zeroplan's default)" if stack == PYTORCH
                            else f"/ {mesh.tp} (Megatron-LM)") if sp else "norms, projection inputs and dropout "
                         "masks whole (no sequence parallelism)")
-                     + f"; vocab-parallel logits and loss / {mesh.tp}")
+                     + (f"; vocab-parallel logits and loss / {mesh.tp}" if mesh.vocab_parallel_logits else
+                        "; logits and loss whole on every rank (DeepSpeed AutoTP's head all-reduces them)"))
     if mesh.cp > 1:
         notes.append(f"context parallel {mesh.cp}: each rank holds seq-len / {mesh.cp} tokens of every sequence")
     if mesh.pp > 1:

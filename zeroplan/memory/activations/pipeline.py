@@ -30,6 +30,7 @@ from __future__ import annotations
 from zeroplan.errors import ZeroplanError
 from zeroplan.models.mesh import Mesh, Schedule
 
+
 def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
     """The global stage indices rank `rank` holds: r, r + pp, ... (looped), or r and 2 pp - 1 - r (zbv's V)."""
     if mesh.schedule is Schedule.zbv:
