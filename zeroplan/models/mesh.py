@@ -98,7 +98,7 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
     if not arch.is_moe and mesh.ep > 1:
         found.append(f"--ep {mesh.ep} divides experts, and {arch.family} has none")
     expert_parallel = (mesh.etp or mesh.tp) * mesh.ep * mesh.pp
-    if mesh.gpus % expert_parallel:
+    if mesh.gpus % expert_parallel and expert_parallel != mesh.tp * mesh.pp:  # else the line above says it
         found.append(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
                      f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
     return found
