@@ -12,7 +12,14 @@ import pytest
 from zeroplan.memory.engines import engine_stage_base
 from zeroplan.memory.mesh import tensor_parallel_layout
 from zeroplan.memory.recipes import make_recipe
-from zeroplan.memory.setup import DeepSpeedKnobs, Engine, Optimizer, Parallelism, Precision, ZeroStage
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    Optimizer,
+    Parallelism,
+    Precision,
+    ZeroStage,
+)
 from zeroplan.models.families import parse_family_config
 from zeroplan.models.mesh import Mesh
 from zeroplan.models.params import module_inventory

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.memory.activations.pipeline import chunks_in_flight, head_in_flight, head_rank, rank_stages
+from zeroplan.memory.activations.pipeline import (
+    chunks_in_flight,
+    head_in_flight,
+    head_rank,
+    rank_stages,
+)
 from zeroplan.models.mesh import Mesh, Schedule
 
 TABLE = json.loads((Path(__file__).parent.parent / "validation" / "pp_schedules.json").read_text())["rows"]

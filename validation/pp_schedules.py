@@ -81,6 +81,11 @@ def alive(actions: list, frees: str) -> tuple[int, dict[int, int]]:
     return peak, per
 
 
+def _row(schedule: str, pp: int, vpp: int, m: int, rank: int, peak: int, stages: list[int], per: dict) -> dict:
+    return {"schedule": schedule, "pp": pp, "vpp": vpp, "m": m, "rank": rank, "peak": peak, "stages": stages,
+            "chunk_peaks": [per.get(s, 0) for s in stages]}
+
+
 def rows() -> list[dict]:
     found = []
     for pp in PPS:
@@ -88,8 +93,7 @@ def rows() -> list[dict]:
             for name, order in (("gpipe", _single(S.ScheduleGPipe, pp, m)), ("1f1b", _one_f_one_b(pp, m))):
                 for rank, actions in order.items():
                     peak, per = alive(actions, "B")
-                    found.append(dict(schedule=name, pp=pp, vpp=1, m=m, rank=rank, peak=peak,
-                                      stages=[rank], chunk_peaks=[per.get(rank, 0)]))
+                    found.append(_row(name, pp, 1, m, rank, peak, [rank], per))
             for vpp in VPPS:
                 for name, cls, frees in (("interleaved-1f1b", S.ScheduleInterleaved1F1B, "B"),
                                          ("interleaved-zb", S.ScheduleInterleavedZeroBubble, "W")):
@@ -99,14 +103,12 @@ def rows() -> list[dict]:
                     for rank, actions in order.items():
                         peak, per = alive(actions, frees)
                         stages = [rank + k * pp for k in range(vpp)]
-                        found.append(dict(schedule=name, pp=pp, vpp=vpp, m=m, rank=rank, peak=peak, stages=stages,
-                                          chunk_peaks=[per.get(s, 0) for s in stages]))
+                        found.append(_row(name, pp, vpp, m, rank, peak, stages, per))
             order = _multi(S.ScheduleZBVZeroBubble, pp, 2, m, rounds_rule=False)
             for rank, actions in order.items():
                 peak, per = alive(actions, "W")
                 stages = [rank, 2 * pp - 1 - rank]  # the V: chunk 0 going down, chunk 1 coming back
-                found.append(dict(schedule="zbv", pp=pp, vpp=2, m=m, rank=rank, peak=peak, stages=stages,
-                                  chunk_peaks=[per.get(s, 0) for s in stages]))
+                found.append(_row("zbv", pp, 2, m, rank, peak, stages, per))
     return found
 
 

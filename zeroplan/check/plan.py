@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, PositiveInt, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PositiveInt,
+    model_validator,
+)
 
 from zeroplan.deepspeed.batch import BATCH_KEYS
 from zeroplan.deepspeed.reader import DeepSpeedConfig

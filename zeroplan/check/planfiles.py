@@ -13,19 +13,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zeroplan.check.findings import RunContext
-from zeroplan.check.plan import Plan, PlanMesh, assumed_fields, merge_setup, settle_precision
+from zeroplan.check.plan import (
+    Plan,
+    PlanMesh,
+    assumed_fields,
+    merge_setup,
+    settle_precision,
+)
 from zeroplan.check.rules import check_rule_ids
+from zeroplan.deepspeed.parallel import config_mesh
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
 from zeroplan.errors import SpecError, ZeroplanError
-from zeroplan.deepspeed.parallel import config_mesh
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
 from zeroplan.memory.setup import DeepSpeedKnobs
-from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.models.hub import is_hub_id
+from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
 from zeroplan.registry import looks_like_path
 from zeroplan.scenario import layout_of, resolve_model
@@ -131,7 +137,7 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     check_stage(plan.engine, config.stage)
     problems = tuple(mesh_problems(mesh, arch)) if mesh is not None and arch is not None else ()
     if mesh is not None and not problems:
-        from zeroplan.scenario.mesh import with_mesh
+        from zeroplan.scenario.meshed import with_mesh
 
         scenario = with_mesh(scenario, mesh, model)
     if tuning is not None:

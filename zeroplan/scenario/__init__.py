@@ -237,7 +237,7 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
     if mesh is not None:
-        from zeroplan.scenario.mesh import with_mesh
+        from zeroplan.scenario.meshed import with_mesh
 
         scn = with_mesh(scn, mesh, args.model)
     return scn, config, found
