@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
+from zeroplan.memory.activations.mesh import ZERO_BUBBLE_CAVEAT
 from zeroplan.memory.estimate import Estimate, estimate_memory
+from zeroplan.models.mesh import Schedule
 from zeroplan.scenario import ScenarioArgs, engine_stages, scenario_config_and_file
 from zeroplan.scenario.meshed import with_mesh
 from zeroplan.scenario.parallel import MeshArgs
@@ -17,4 +19,9 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
         raise ZeroplanError("--deepspeed-config with --tp/--pp/--cp/--ep: give the mesh in one place")
     scn = with_mesh(scn, mesh_args.mesh(scn.parallelism.gpus), args.model)
     chosen = stage if stage is not None else (found.stage if found else None)
-    return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=found.notes if found else ())
+    warnings = ()
+    if scn.mesh.mesh.pp > 1 and scn.mesh.mesh.schedule in (Schedule.interleaved_zero_bubble, Schedule.zbv):
+        warnings = (f"--pp-schedule {scn.mesh.mesh.schedule.value}: activations follow the schedule's action list; "
+                    f"{ZERO_BUBBLE_CAVEAT}",)
+    return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=found.notes if found else (),
+                           warnings=warnings)
