@@ -92,3 +92,28 @@ def test_what_a_config_states_beyond_autotp_is_refused(tmp_path, ds, words):
 
     with pytest.raises(ZeroplanError, match=words.replace("(", r"\(").replace(")", r"\)")):
         load_plan(_plan(tmp_path, None, ds={"train_micro_batch_size_per_gpu": 1, **ds}))
+
+
+def test_autotp_logits_are_whole_unless_the_head_is_vocab_parallel():
+    from zeroplan.memory.activations.mesh import rank_activations
+    from zeroplan.memory.setup import TrainingSetup
+    from zeroplan.models.mesh import Mesh
+    from zeroplan.models.presets import model_facts
+
+    arch, setup = model_facts("llama-3.1-8b")[2], TrainingSetup(seq_len=2048)
+    one = rank_activations(arch, setup, Mesh(gpus=1))[0]
+    autotp = rank_activations(arch, setup, Mesh(gpus=2, tp=2, vocab_parallel_embedding=False,
+                                                 vocab_parallel_logits=False))[0]
+    vocab = rank_activations(arch, setup, Mesh(gpus=2, tp=2, vocab_parallel_embedding=False))[0]
+    assert autotp.logits_bytes == one.logits_bytes
+    assert vocab.logits_bytes == -(-one.logits_bytes // 2)
+
+
+def test_a_plan_batch_on_a_mesh_counts_data_parallel_ranks(tmp_path):
+    from zeroplan.errors import ZeroplanError
+
+    path = _plan(tmp_path, {"tp": 2, "pp": 2})
+    path.write_text(path.read_text().replace("  gradient_accumulation_steps: 8", "  gradient_accumulation_steps: 8\n"
+                                             "  train_micro_batch_size_per_gpu: 1\n  train_batch_size: 64"))
+    with pytest.raises(ZeroplanError, match=r"x data-parallel ranks \(2\) = 16"):
+        load_plan(path)

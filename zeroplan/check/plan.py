@@ -161,15 +161,16 @@ class Plan(Frozen):
     def _check_batch(self) -> None:
         """A train_batch_size no whole micro-batch and accumulation reach is an error whatever the config says."""
         t, dp = self.training, self.data_parallel
+        ranks = "data-parallel ranks" if self.mesh else "gpus"
         total = t.train_batch_size
         micro, gas = self.batch()
         if total is None or micro * gas * dp == total:
             return
         if {MICRO, GAS} <= t.model_fields_set:
             raise ValueError(f"train_batch_size ({total}) != train_micro_batch_size_per_gpu ({micro}) x "
-                             f"gradient_accumulation_steps ({gas}) x gpus ({dp}) = {micro * gas * dp}")  # fmt: skip
+                             f"gradient_accumulation_steps ({gas}) x {ranks} ({dp}) = {micro * gas * dp}")  # fmt: skip
         key, known = (GAS, gas) if GAS in t.model_fields_set else (MICRO, micro)
-        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x gpus ({known} x {dp} = {known * dp})")
+        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x {ranks} ({known} x {dp} = {known * dp})")
 
     def parallelism(self, gpus_per_node: int | None, hardware: str) -> Parallelism:
         """The GPUs spread over nodes by the rule every command uses (memory.setup.spread_gpus)."""
