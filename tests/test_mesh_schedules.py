@@ -125,6 +125,8 @@ def test_cli_lists_every_rank_in_json(runner, schedule):
     result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpus", "8", "--pp", "4", "--pp-schedule",
                                  schedule, *vpp, "--grad-accum", "8", "--stage", "1", "-f", "json"])
     assert result.exit_code == 0, result.output
-    ranks = json.loads(result.stdout)["mesh"]["ranks"]
+    data = json.loads(result.stdout)
+    ranks = data["mesh"]["ranks"]
     mesh = Mesh(gpus=8, pp=4, vpp=2 if vpp else None, schedule=Schedule(schedule))
     assert [r["in_flight"] for r in ranks] == [chunks_in_flight(mesh, 8, r) for r in range(4)]
+    assert max(r["peak_bytes"]["1"] for r in ranks) == data["stages"][0]["gpu_bytes"]["total"]  # the busiest rank

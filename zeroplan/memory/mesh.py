@@ -252,13 +252,19 @@ def mesh_evaluate(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe,
                   knobs: DeepSpeedKnobs, hidden: int, overheads=None, usable_bytes: int | None = None):
     """The StageEstimate of the busiest rank: over the pipeline stages, the largest peak of its model states,
     buffers and that stage's activations (`stage_acts`, one per pipeline stage)."""
+    return max(rank_estimates(model, stage_acts, recipe, stage, par, knobs, hidden, overheads, usable_bytes),
+               key=lambda e: e.total)
+
+
+def rank_estimates(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe, stage: ZeroStage, par,
+                   knobs: DeepSpeedKnobs, hidden: int, overheads=None, usable_bytes: int | None = None) -> list:
+    """The StageEstimate of one rank of every pipeline stage (mesh_evaluate reports the largest)."""
     from zeroplan.memory.stage import stage_peak
 
     if model.layout is not None:  # FSDP2 over dp of the (dp, tp) mesh: one stage (with_mesh refuses pp > 1)
-        return stage_peak(fsdp2_base(model, recipe, stage, par, knobs), stage_acts[0], overheads, usable_bytes)
-    found = [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
-             for share, acts in zip(model.shares, stage_acts, strict=True)]
-    return max(found, key=lambda e: e.total)
+        return [stage_peak(fsdp2_base(model, recipe, stage, par, knobs), stage_acts[0], overheads, usable_bytes)]
+    return [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
+            for share, acts in zip(model.shares, stage_acts, strict=True)]
 
 
 def mesh_activations(model: MeshModel, arch, setup):
