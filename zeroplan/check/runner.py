@@ -183,7 +183,7 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     check_ignore_ids(ignore)
     applied, found = from_framework(args)
     model_of(applied, found, DeepSpeedKnobs())  # the file's model, or the error that names its key
-    deepspeed_source(applied, found)  # a config asking for tensor or sequence parallelism is refused
+    deepspeed_source(applied, found)  # its AutoTP mesh, or what is refused, is read by resolve_plan below
     # The file's values, its tool's defaults too: the Trainer passes those to DeepSpeed as well, and refuses a config
     # that states another (transformers' HfTrainerDeepSpeedConfig), so a plan that states them finds the same clash.
     stated = applied.given | found.updates.keys()
