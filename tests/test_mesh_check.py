@@ -117,3 +117,38 @@ def test_a_plan_batch_on_a_mesh_counts_data_parallel_ranks(tmp_path):
                                              "  train_micro_batch_size_per_gpu: 1\n  train_batch_size: 64"))
     with pytest.raises(ZeroplanError, match=r"x data-parallel ranks \(2\) = 16"):
         load_plan(path)
+
+
+ACCELERATE_TP = {"distributed_type": "FSDP", "num_processes": 8, "mixed_precision": "bf16",
+                 "fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": True},
+                 "parallelism_config": {"parallelism_config_dp_shard_size": 4, "parallelism_config_tp_size": 2}}
+
+
+@pytest.mark.parametrize("command", ["estimate", "check"])
+def test_accelerate_tp_size_is_fsdp2_on_a_tensor_parallel_mesh(runner, tmp_path, command):
+    import yaml
+
+    from zeroplan.cli.app import app
+
+    path = tmp_path / "acc.yaml"
+    path.write_text(yaml.safe_dump(ACCELERATE_TP))
+    result = runner.invoke(app, [command, "--from", str(path), "--model", "llama-3.1-8b", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    if command == "estimate":
+        data = json.loads(result.stdout)
+        assert data["engine"] == "fsdp2" and data["mesh"]["describe"] == "tp 2 x pp 1 x cp 1 x dp 4 = 8 GPUs"
+        assert any("Hugging Face's tp_plan" in a for a in data["assumptions"])
+
+
+def test_accelerate_tp_size_under_the_check_is_the_mesh(tmp_path):
+    import yaml
+
+    from zeroplan.check.runner import check_from_file
+    from zeroplan.scenario import ScenarioArgs
+
+    path = tmp_path / "acc.yaml"
+    path.write_text(yaml.safe_dump(ACCELERATE_TP))
+    report = check_from_file(ScenarioArgs(from_file=str(path), model="llama-3.1-8b"))
+    (result,) = report.results
+    assert result.run.mesh.tp == 2 and not result.run.mesh.vocab_parallel_embedding
+    assert result.run.scenario.mesh is not None and result.memory is not None

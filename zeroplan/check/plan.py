@@ -84,10 +84,14 @@ class PlanMesh(Frozen):
     vpp: Count | None = None
     sequence_parallel: bool = False
     pp_schedule: Schedule | None = None
+    # false: the token embedding whole and the logits gathered on every rank (Hugging Face's tp_plan, as
+    # Accelerate's ParallelismConfig applies it); true: vocab-parallel (Megatron, torchtitan)
+    vocab_parallel: bool = True
 
     def mesh(self, gpus: int) -> Mesh:
         return Mesh(gpus=gpus, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, vpp=self.vpp,
-                    sequence_parallel=self.sequence_parallel, schedule=self.pp_schedule)
+                    sequence_parallel=self.sequence_parallel, schedule=self.pp_schedule,
+                    vocab_parallel_embedding=self.vocab_parallel, vocab_parallel_logits=self.vocab_parallel)
 
 
 class Training(Frozen):

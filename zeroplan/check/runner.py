@@ -194,6 +194,8 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     data = {"model": applied.model, "params": applied.params, "largest_layer": applied.largest_layer,
             "hardware": applied.hardware, "gpus": applied.gpus, "nodes": applied.nodes, "training": training,
             "deepspeed": deepspeed, "engine": applied.engine}  # fmt: skip
+    if (tp := found.run.get("tp")) is not None:  # Accelerate's parallelism_config tp_size: Hugging Face's tp_plan
+        data["mesh"] = {"tp": tp.value, "vocab_parallel": False}
     origin = found.run.origin
     plan = plan_from_data({k: v for k, v in data.items() if v is not None}, origin)
     return CheckReport((check_run(resolve_plan(plan, origin, Path(".")), ignore),), strict)

@@ -191,7 +191,7 @@ class MeshModel:
                          f"of dp x cp / ep = {expert} ranks; experts split by tp too (Megatron's expert-tensor size)")
         if self.mesh.tp > 1:
             vocab = ("embedding and head vocab-parallel" if self.mesh.vocab_parallel_embedding else
-                     "the head's weight split, the token embedding whole (DeepSpeed AutoTP replaces linears only)")
+                     "the head's weight split, the token embedding whole (DeepSpeed AutoTP, Hugging Face's tp_plan)")
             notes.append(f"tensor parallel {self.mesh.tp}: column linears split out-features, row linears "
                          f"in-features (their biases whole), {vocab}; norms, qk-norms, "
                          "routers, position tables and unsplit linears replicated (docs/parallelism.md)")

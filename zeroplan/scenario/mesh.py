@@ -15,8 +15,9 @@ from zeroplan.scenario.parallel import MeshArgs
 def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = None) -> Estimate:
     """answers.estimate on a mesh: the busiest rank of every requested ZeRO stage."""
     scn, config, found = scenario_config_and_file(args)
-    if config is not None:
-        raise ZeroplanError("--deepspeed-config with --tp/--pp/--cp/--ep: give the mesh in one place")
+    if config is not None or scn.mesh is not None:
+        raise ZeroplanError("--tp/--pp/--cp/--ep with a --deepspeed-config or a --from file's mesh: give the mesh "
+                            "in one place")
     scn = with_mesh(scn, mesh_args.mesh(scn.parallelism.gpus), args.model)
     chosen = stage if stage is not None else (found.stage if found else None)
     warnings = ()
