@@ -33,13 +33,22 @@ def test_fsdp2_on_the_tensor_parallel_shards_is_the_measured_bytes(row):
     config = parse_family_config({"model_type": "llama", **MEASURED["config"]}, strict=False)
     mesh = Mesh(gpus=row["tp"] * row["dp"], tp=row["tp"])
     dec = config.decoder()
-    layout = tensor_parallel_layout(module_inventory(config), config.architecture().num_layers, mesh, dec.hidden,
-                                    dec.vocab)
+    layout = tensor_parallel_layout(module_inventory(config), config.architecture().num_layers, mesh, dec)
     base = engine_stage_base(Engine.fsdp2, None, layout, make_recipe(Precision.fp32, Optimizer.adamw),
                              ZeroStage.zero3, Parallelism(gpus=row["dp"]), DeepSpeedKnobs())
     for name, ours in (("parameters", base.states.parameters), ("gradients", base.states.gradients),
                        ("optimizer", base.states.optimizer_states)):
         assert ours == row[name], (name, ours, row[name])  # exact: FSDP2 pads dim 0 of each local shard
+
+
+def test_fsdp2_with_hugging_faces_tp_plan_keeps_the_embedding_whole():
+    from zeroplan.models.presets import load_model
+
+    spec = load_model("llama-3.1-8b")
+    dec, inventory = spec.config.decoder(), module_inventory(spec.config)
+    torch_style = tensor_parallel_layout(inventory, 32, Mesh(gpus=8, tp=2), dec)
+    hf = tensor_parallel_layout(inventory, 32, Mesh(gpus=8, tp=2, vocab_parallel_embedding=False), dec)
+    assert hf.root_numel - torch_style.root_numel == 128_256 * 4096 // 2
 
 
 def test_cli_estimates_fsdp2_with_tp(runner):

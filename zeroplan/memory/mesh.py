@@ -161,14 +161,15 @@ def busiest(shares: tuple[StageShare, ...], mesh: Mesh, recipe: Recipe, stage: Z
     return max(shares, key=lambda s: (share_states(s, mesh, recipe, stage, knobs).total, -s.index))
 
 
-def tensor_parallel_layout(modules: list[Module], num_layers: int, mesh: Mesh, hidden: int, vocab: int):
+def tensor_parallel_layout(modules: list[Module], num_layers: int, mesh: Mesh, dec: Decoder):
     """The FSDP2 wrapping layout (memory.engines.layout) of one tensor-parallel rank's local shards: what
     fully_shard over the dp dimension of a (dp, tp) DeviceMesh shards (torchtitan's 2-D mesh)."""
     from zeroplan.memory.engines.layout import layout_from_modules
 
     local = []
     for m in modules:
-        shapes = tuple(local_shape(m, s, mesh.tp, mesh.ep, hidden, vocab) for s in m.shapes)
+        tp = 1 if _whole_embedding(m, mesh, dec) else mesh.tp
+        shapes = tuple(local_shape(m, s, tp, mesh.ep, dec.hidden, dec.vocab) for s in m.shapes)
         local.append(m._replace(shapes=shapes, params=sum(prod(s) for s in shapes)) if shapes else m)
     return layout_from_modules(local, num_layers)
 

@@ -31,8 +31,7 @@ def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
         from zeroplan.models.params import module_inventory
 
         spec = load_model(model)
-        layout = tensor_parallel_layout(module_inventory(spec.config), scn.arch.num_layers, mesh, decoder.hidden,
-                                        decoder.vocab)
+        layout = tensor_parallel_layout(module_inventory(spec.config), scn.arch.num_layers, mesh, decoder)
     return replace(scn, mesh=MeshModel(mesh, stage_shares(decoder, mesh), layout), layout=layout or scn.layout)
 
 
