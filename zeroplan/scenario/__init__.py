@@ -236,25 +236,11 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
-    mesh = _file_mesh(found, mesh, par.gpus)
-    if mesh is not None:
-        from zeroplan.scenario.meshed import with_mesh
+    if mesh is not None or (found is not None and found.run.get("tp") is not None):  # imported only for a mesh
+        from zeroplan.scenario.meshed import file_mesh, with_mesh
 
-        scn = with_mesh(scn, mesh, args.model)
+        scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)
     return scn, config, found
-
-
-def _file_mesh(found: FromFile | None, mesh, gpus: int):
-    """An Accelerate file's parallelism_config tp_size as a tensor-parallel mesh (Hugging Face's tp_plan: the
-    embedding whole, the logits gathered), unless its DeepSpeed config gives one too; `mesh` otherwise."""
-    taken = found.run.get("tp") if found is not None else None
-    if taken is None:
-        return mesh
-    if mesh is not None:
-        raise SpecError(f"{found.run.origin}: {taken.key} and a DeepSpeed config's autotp_size both give a mesh")
-    from zeroplan.models.mesh import Mesh
-
-    return Mesh(gpus=gpus, tp=int(taken.value), vocab_parallel_embedding=False, vocab_parallel_logits=False)
 
 
 def model_of(args: ScenarioArgs, found: FromFile | None,

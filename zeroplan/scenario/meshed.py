@@ -48,3 +48,15 @@ def _check_engine(engine: Engine, mesh: Mesh) -> None:
         return
     raise ZeroplanError(f"--engine {engine.value} with a tp/pp/cp/ep mesh: zeroplan models the mesh with DeepSpeed's "
                         "ZeRO, and FSDP2 on a (dp, tp) mesh (--engine deepspeed or fsdp2)")
+
+
+def file_mesh(found, mesh: Mesh | None, gpus: int) -> Mesh | None:
+    """An Accelerate file's parallelism_config tp_size as a tensor-parallel mesh (Hugging Face's tp_plan: the
+    embedding whole, the logits gathered), unless its DeepSpeed config gives one too; `mesh` otherwise."""
+    taken = found.run.get("tp") if found is not None else None
+    if taken is None:
+        return mesh
+    if mesh is not None:
+        raise ZeroplanError(f"{found.run.origin}: {taken.key} and a DeepSpeed config's autotp_size both give a mesh")
+    return Mesh(gpus=gpus, tp=int(taken.value), vocab_parallel_embedding=False, vocab_parallel_logits=False)
+
