@@ -190,9 +190,12 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     if "attn_implementation" in training:
         training["attn_implementation"] = _ATTN_IMPLEMENTATION[training["attn_implementation"]]
     deepspeed = applied.deepspeed_config or found.deepspeed or _stage_only(found.stage or 0, applied)
+    from zeroplan.scenario.finetune import finetune_fields
+
     data = {"model": applied.model, "params": applied.params, "largest_layer": applied.largest_layer,
             "hardware": applied.hardware, "gpus": applied.gpus, "nodes": applied.nodes, "training": training,
-            "deepspeed": deepspeed, "engine": applied.engine}  # fmt: skip
+            "deepspeed": deepspeed, "engine": applied.engine,
+            "finetune": finetune_fields(applied, applied.model)}  # the file's fine-tuning mode, its rules resolved  # fmt: skip
     origin = found.run.origin
     plan = plan_from_data({k: v for k, v in data.items() if v is not None}, origin)
     return CheckReport((check_run(resolve_plan(plan, origin, Path(".")), ignore),), strict)
