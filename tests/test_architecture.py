@@ -230,7 +230,7 @@ FROZEN = {
         "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
         "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
         "--offload-param", "--units", "--format", "-f",
-    },
+    } | FINETUNE,
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }
