@@ -7,6 +7,7 @@ the named parameters (zeroplan.models.named, checked against transformers by val
 """
 
 import json
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -240,3 +241,66 @@ def test_adamw_foreach_temporary_is_sized_on_the_trainable_states(engine):
     est = evaluate(scn, ZeroStage.zero0 if engine == "ddp" else ZeroStage.zero3)
     temp = next(t.bytes for t in est.base.buffers if t.name.startswith("AdamW foreach"))
     assert temp == est.base.states.optimizer_states // 2
+
+
+# --- bitsandbytes' kernels per GPU (zeroplan.hardware.kernels) -------------------------------------------------
+
+
+def test_every_preset_states_its_gpu_arch():
+    from zeroplan.hardware.presets import all_hardware
+
+    assert {hw.name: hw.gpu_arch for hw in all_hardware()} == {
+        "a100-pcie-80gb": "sm80", "a100-sxm-40gb": "sm80", "a100-sxm-80gb": "sm80", "b200-180gb": "sm100",
+        "h100-nvl-94gb": "sm90", "h100-pcie-80gb": "sm90", "h100-sxm-80gb": "sm90", "h200-141gb": "sm90",
+        "l4-24gb": "sm89", "l40s-48gb": "sm89", "mi300x-192gb": "gfx942", "rtx4090-24gb": "sm89",
+        "v100-sxm-32gb": "sm70"}  # fmt: skip
+
+
+def _hardware(tmp_path, arch):
+    from zeroplan.hardware.presets import load_hardware
+
+    text = Path("configs/hardware/v100-sxm-32gb.yaml").read_text(encoding="utf-8").replace("name: v100-sxm-32gb",
+                                                                                           "name: custom")
+    lines = [line for line in text.splitlines() if not line.startswith("gpu_arch")]
+    if arch:
+        lines.append(f"gpu_arch: {arch}")
+    path = tmp_path / "custom.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path), load_hardware(str(path))
+
+
+@pytest.mark.parametrize(("arch", "flag", "words"), [
+    ("sm52", "--qlora", "--hardware custom (compute capability 5.2): bitsandbytes runs on NVIDIA compute capability 6.0+ only"),
+    ("sm52", "--load-in-8bit", "so LLM.int8 (--load-in-8bit) does not run there"),
+    ("sm70", "--load-in-8bit", "--load-in-8bit on --hardware custom (compute capability 7.0): bitsandbytes' LLM.int8 requires compute capability 7.5+"),
+])  # fmt: skip
+def test_a_quantized_base_where_bitsandbytes_does_not_run_is_refused_in_one_line(runner, tmp_path, arch, flag, words):
+    path, _ = _hardware(tmp_path, arch)
+    res = runner.invoke(app, ["estimate", "-m", LLAMA, "-g", "1", "--hardware", path, flag, "--lora-rank", "8", "-s", "2"])
+    assert res.exit_code == 1 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("arch", "quant", "words"), [
+    (None, "nf4", "support unknown (the profile states no gpu_arch); assumed to run"),
+    ("gfx942", "int8", "(gfx942): a ROCm wheel target"),
+    ("gfx906", "nf4", "(gfx906): not among the ROCm wheels' targets; support unknown"),
+    ("sm70", "nf4", "(compute capability 7.0): supported"),
+    ("sm89", "int8", "(compute capability 8.9): supported"),
+])  # fmt: skip
+def test_where_bitsandbytes_runs_or_is_unknown_the_assumptions_say_so(tmp_path, arch, quant, words):
+    from zeroplan.hardware.kernels import check_bnb_kernels
+
+    _, hw = _hardware(tmp_path, arch)
+    notes = check_bnb_kernels(hw, quant)
+    assert any(words in note for note in notes)
+    assert any("sm75 and up" in note for note in notes) == (arch == "sm70")
+
+
+def test_a_plan_with_a_quantized_base_on_such_a_gpu_is_refused(runner, tmp_path):
+    path, _ = _hardware(tmp_path, "sm70")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"model": LLAMA, "hardware": path, "gpus": 1, "deepspeed": {"zero_optimization": {"stage": 2}},
+                                    "finetune": {"lora_rank": 8, "quant": "int8"}}), encoding="utf-8")  # fmt: skip
+    res = runner.invoke(app, ["check", str(plan), "-f", "json"])
+    findings = [f for p in json.loads(res.stdout)["plans"] for f in p["findings"]]
+    assert res.exit_code == 1 and any("LLM.int8 requires compute capability 7.5+" in f["message"] for f in findings)

@@ -236,7 +236,7 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
-                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
+                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw))
     return scn, config, found
 
 

@@ -138,10 +138,16 @@ def _rank(text: str) -> int:
     return value
 
 
-def tuning_of(args, model_ref: str | None) -> Tuning | None:
-    """The Tuning of the run, from the model's named parameters; None for full training."""
+def tuning_of(args, model_ref: str | None, hardware=None) -> Tuning | None:
+    """The Tuning of the run, from the model's named parameters; None for full training. A quantized base on
+    `hardware` where bitsandbytes is known not to run it is refused (zeroplan.hardware.kernels)."""
     spec = finetune_of(args, model_ref)
-    return None if spec is None else _tune(spec, model_ref)
+    if spec is None:
+        return None
+    from zeroplan.hardware.kernels import check_bnb_kernels
+
+    check_bnb_kernels(hardware, spec.quant.value)
+    return _tune(spec, model_ref)
 
 
 def finetune_fields(args, model_ref: str | None) -> dict | None:
