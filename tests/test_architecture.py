@@ -222,7 +222,7 @@ FROZEN = {
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
-        "--topology", "--mfu", "--sweep", "--max-micro-batch",
+        "--topology", "--mfu", "--sweep", "--max-micro-batch", *FINETUNE,
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--pp-schedule", "--sequence-parallel",  # the mesh (docs/throughput.md "Mesh")
     },
     # The grid's axes replace --gpus/--nodes/--micro-batch; --checkpointing and --offload-* take comma lists here.

@@ -104,3 +104,21 @@ def test_a_frozen_prefix_runs_no_backward():
     tuning = tuning_of(half)
     _, backward = hardware_flops_per_micro_step(count_params(SPEC), SPEC.architecture(), SETUP, tuning)
     assert backward - 2 * EMBEDDING * half["tokens"] == pytest.approx(half["backward_flops"], rel=0.003)
+
+
+def test_the_throughput_command_takes_the_fine_tuning_options(runner):
+    from zeroplan.cli.app import app
+
+    def run(*extra):
+        res = runner.invoke(app, ["throughput", "-m", "llama-3.1-8b", "-g", "1", "--micro-batch", "4",
+                                  "--checkpointing", "none", "-f", "json", *extra])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    full, lora = run(), run("--lora-rank", "16", "--lora-targets", "all-linear", "--sweep", "8,16")
+    assert full["finetune"] is None and lora["finetune"]["mode"] == "LoRA"
+    assert lora["stages"][0]["tokens_per_s_per_gpu"] == pytest.approx(
+        _throughput(_llama(lora_rank="16", lora_targets="all-linear")).tokens_per_s_per_gpu)
+    assert lora["stages"][0]["tokens_per_s_per_gpu"] > 1.3 * full["stages"][0]["tokens_per_s_per_gpu"]
+    assert any(a.startswith("fine-tune FLOPs per token") for a in lora["assumptions"])
+    assert len(lora["sweep"]["points"]) == 2
