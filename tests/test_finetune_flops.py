@@ -122,3 +122,19 @@ def test_the_throughput_command_takes_the_fine_tuning_options(runner):
     assert lora["stages"][0]["tokens_per_s_per_gpu"] > 1.3 * full["stages"][0]["tokens_per_s_per_gpu"]
     assert any(a.startswith("fine-tune FLOPs per token") for a in lora["assumptions"])
     assert len(lora["sweep"]["points"]) == 2
+
+
+@pytest.mark.parametrize("stage", [ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3])
+def test_a_fine_tune_reduces_its_trainable_gradients_and_zero3_still_gathers_every_parameter(stage):
+    """DeepSpeed's ZeRO-1/2 flat groups hold requires_grad parameters only (stage_1_and_2.py); ZeRO-3 partitions and
+    gathers every parameter (stage3.py), frozen ones too (docs/finetune.md "Model states per stage and engine")."""
+    scn = scenario(ScenarioArgs(model="llama-3.1-8b", gpus="8", lora_rank="16", lora_targets="all-linear"))
+    t = estimate_throughput(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism, stage,
+                            scn.knobs, tuning=scn.tuning)
+    payload = {term.name: term.payload_bytes for term in t.terms}
+    grads = payload["gradient all-reduce" if stage is ZeroStage.zero0 else "gradient reduce-scatter"]
+    assert grads == scn.tuning.num_trainable * 2  # bf16 communication
+    if stage is ZeroStage.zero2:
+        assert payload["parameter all-gather after the step"] == scn.tuning.num_trainable * 2
+    if stage is ZeroStage.zero3:
+        assert payload["forward parameter all-gather"] == scn.model.num_params * 2

@@ -246,8 +246,9 @@ def tuned_flops_notes(tuning) -> tuple[str, ...]:
         return ()
     notes = ["fine-tune FLOPs per token: frozen weights 4 (forward, activation gradient; no weight gradient), "
              "trainable ones and adapters 6; MFU counts these, not 6N (docs/throughput.md 1.1)",
-             "gradient collectives are sized as for full training (every parameter): an overestimate of their "
-             "time under a fine-tune, whose gradients are the trainable tensors' only"]
+             "gradient reductions, ZeRO-1/2's post-step all-gather and optimizer offload's gradient copies carry the "
+             "trainable parameters only; ZeRO-3's gathers every parameter, in the compute dtype (a 4-bit base's "
+             "packed weights would move fewer bytes: not modelled)"]
     if tuning.spec.dora:
         notes.append("DoRA: B A built from an identity per adapted linear each forward (its norm, elementwise, uncounted)"
                      + ("; the base output recomputed on the dropped-out input" if tuning.spec.lora_dropout else ""))

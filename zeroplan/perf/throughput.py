@@ -142,7 +142,8 @@ def _step(
     if tuning is not None:  # a 4-bit base's dequantization, memory-bound, on the compute stream
         dequant = dequant_seconds(tuning, setup, arch, hw.hbm_bandwidth_tbps)
         forward_s, backward_s = forward_s + dequant[0], backward_s + dequant[1]
-    ctx = comm_context(params, arch, hw, par, stage, knobs, topology, elem_bytes)
+    ctx = comm_context(params, arch, hw, par, stage, knobs, topology, elem_bytes,
+                       None if tuning is None else tuning.num_trainable)  # a fine-tune reduces its trainable gradients
     terms = stage_terms(stage, ctx) + offload_terms(stage, ctx)
     compute_s = setup.grad_accum * (forward_s + backward_s)
     return compute_s + exposed_per_step(terms, forward_s, backward_s, setup.grad_accum), compute_s, terms, ctx
