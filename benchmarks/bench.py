@@ -60,6 +60,8 @@ LLM_ANALYSIS_LLAMA2_7B = {
 # The benchmark grid: 4 stages x 71 GPU counts x 64 micro-batches x 3 checkpointing x every valid offload pair.
 GRID_GPU_COUNTS = "1-8,16-512:8"
 GRID_MICRO_BATCHES = "1-64"
+# The same grid over a fine-tune (docs/finetune.md): LoRA bases (memory.tuned) and tuned activations of a preset.
+GRID_FINETUNE = {"model": "llama-3.1-8b", "lora_rank": "16", "lora_targets": "all-linear"}
 
 
 def clean_env() -> dict[str, str]:
@@ -157,13 +159,15 @@ def time_commands(runs: int, peers_python: str, count: bool = False) -> dict[str
     return results
 
 
-def time_grid(repeats: int) -> dict:
-    """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process."""
+def time_grid(repeats: int, **options: str) -> dict:
+    """Median (and best) wall and CPU seconds of sweep_grid over the benchmark grid, in this process (`options`:
+    ScenarioArgs fields for another scenario than the bare 9e9 count)."""
     from zeroplan.cli.sweep import GridArgs, grid_axes
     from zeroplan.memory.grid import offload_pairs, sweep_grid
     from zeroplan.scenario import ScenarioArgs, scenario
 
-    scn = scenario(ScenarioArgs(params="9e9", largest_layer="917504000", hardware="h100-sxm-80gb"))
+    options = options or {"params": "9e9", "largest_layer": "917504000"}
+    scn = scenario(ScenarioArgs(hardware="h100-sxm-80gb", **options))
     axes = grid_axes(GridArgs(gpu_counts=GRID_GPU_COUNTS, micro_batches=GRID_MICRO_BATCHES))
     offloads = offload_pairs(axes.offload_optimizers, axes.offload_params)
     walls, cpus, count = [], [], 0
@@ -226,6 +230,13 @@ def targets(results: dict[str, dict], grid: dict) -> list[str]:
                  f"(best {min(grid['wall']):.3f} s): 100,000 in {GRID_MIN_CONFIGS / n * wall:.2f} s "
                  f"(budget < {GRID_TARGET_S} s on one core, >= {GRID_MIN_CONFIGS:,} configurations): "
                  f"{verdict(n >= GRID_MIN_CONFIGS and GRID_MIN_CONFIGS / n * wall < GRID_TARGET_S)}")
+    if "finetune" in grid:
+        tuned = grid["finetune"]
+        wall, cpu = statistics.median(tuned["wall"]), statistics.median(tuned["cpu"])
+        lines.append(f"- grid under LoRA ({', '.join(f'{k} {v}' for k, v in GRID_FINETUNE.items())}): "
+                     f"{tuned['configs']:,} configurations in {wall:.3f} s wall / {cpu:.3f} s CPU: 100,000 in "
+                     f"{GRID_MIN_CONFIGS / tuned['configs'] * wall:.2f} s: "
+                     f"{verdict(GRID_MIN_CONFIGS / tuned['configs'] * wall < GRID_TARGET_S)}")
     estimate, deepspeed = median(results, ESTIMATE), median(results, "DeepSpeed estimate_zero3_..._all_cold (python -c)")
     if deepspeed is not None and estimate:
         ratio = deepspeed / estimate
@@ -248,6 +259,7 @@ def main() -> None:
     before = os.getloadavg()[0]
     results = time_commands(args.runs, args.peers_python, args.instructions)
     grid = time_grid(args.grid_repeats)
+    grid["finetune"] = time_grid(args.grid_repeats, **GRID_FINETUNE)
     print(report(results, grid, args.runs, (before, os.getloadavg()[0])))
 
 

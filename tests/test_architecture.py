@@ -222,7 +222,7 @@ FROZEN = {
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
-        "--topology", "--mfu", "--sweep", "--max-micro-batch",
+        "--topology", "--mfu", "--sweep", "--max-micro-batch", *FINETUNE,
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--pp-schedule", "--sequence-parallel",  # the mesh (docs/throughput.md "Mesh")
     },
     # The grid's axes replace --gpus/--nodes/--micro-batch; --checkpointing and --offload-* take comma lists here.
@@ -230,7 +230,7 @@ FROZEN = {
         "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
         "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
         "--offload-param", "--units", "--format", "-f",
-    },
+    } | FINETUNE,
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }

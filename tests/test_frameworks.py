@@ -231,13 +231,14 @@ def test_an_accelerate_config_names_no_model(runner, write):
 
 
 @pytest.mark.parametrize(("data", "words"), [
-    ({k: v for k, v in LF.items() if k != "finetuning_type"}, "finetuning_type: lora (LLaMA-Factory's default; LoRA;"),
-    ({**LF, "finetuning_type": "freeze"}, "finetuning_type: freeze (freeze: only some layers trained;"),
+    ({**LF, "finetuning_type": "oft"}, "finetuning_type: oft (OFT adapters)"),
+    ({**LF, "finetuning_type": "lora", "quantization_bit": 4, "quantization_method": "hqq"},
+     "quantization_method: hqq (a quantized base other than bitsandbytes)"),
     ({**LF, "stage": "dpo"}, "stage: dpo (DPO (a reference model))"),
     ({**LF, "use_galore": True}, "use_galore: true (the GaLore optimizer)"),
     ({**LF, "optim": "rmsprop_bnb"}, "optim: rmsprop_bnb (an optimizer;"),
-    ({**AXOLOTL, "adapter": "lora", "lora_r": 16}, "adapter: lora (an adapter; lora_r 16;"),
-    ({**AXOLOTL, "load_in_8bit": True}, "load_in_8bit: true (a quantized base model)"),
+    ({**AXOLOTL, "adapter": "lora", "lora_r": 16}, "adapter: lora (without lora_target_modules or lora_target_linear"),
+    ({**AXOLOTL, "load_in_8bit": True}, "load_in_8bit: true (an 8-bit base without adapter lora)"),
     ({**AXOLOTL, "tensor_parallel_size": 2}, "tensor_parallel_size: 2 (tensor parallelism)"),
     ({**AXOLOTL, "rl": "dpo"}, "rl: dpo (preference or RL training"),
     ({**AXOLOTL, "optimizer": "muon"}, "optimizer: muon (an optimizer;"),
@@ -300,8 +301,9 @@ def test_the_readers_are_pure_functions_of_the_mapping():
 
     run = read_llamafactory(LF, "sft.yaml")
     assert run.get("micro_batch").value == "2" and run.get("model").value == "meta-llama/Llama-3.1-8B"
-    with pytest.raises(SpecError, match="finetuning_type: lora"):
-        read_llamafactory({**LF, "finetuning_type": "lora"}, "sft.yaml")
+    assert read_llamafactory({**LF, "finetuning_type": "lora"}, "sft.yaml").get("lora_rank").value == "8"
+    with pytest.raises(SpecError, match="finetuning_type: oft"):
+        read_llamafactory({**LF, "finetuning_type": "oft"}, "sft.yaml")
 
 
 # --- check and advise ------------------------------------------------------------------------------------------------

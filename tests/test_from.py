@@ -40,29 +40,46 @@ READ = {
     "llamafactory/hiyouga__LLaMA-Factory__examples__v1__train_full__train_full_deepspeed.yaml": ["--params", "0.6e9"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__gpt-oss__gpt-oss-20b-fft-deepspeed-zero3.yaml": ["--params", "20.9e9"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__llama-2__fft_optimized.yml": ["--model", "llama-2-7b"],  # NousResearch's copy
+    # fine-tunes: their adapters and freeze rules name modules, so the model is given (a preset of the family)
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_lora__qwen3_lora_sft_ds3.yaml": ["--model", "qwen3-8b"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__train_qlora__qwen3_lora_sft_otfq.yaml": ["--model", "qwen3-8b"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__jamba__qlora_deepspeed.yaml": ["--model", "llama-3.1-8b"],  # Jamba: not described
+    "axolotl/axolotl-ai-cloud__axolotl__examples__llama-3__lora-1b-ray.yml": ["--model", "llama-3.1-8b"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral.yml": ["--model", "mixtral-8x7b"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__llama-2__lora.yml": ["--model", "llama-2-7b"],
 }  # fmt: skip
 REFUSED = {
     "accelerate/huggingface__trl__examples__accelerate_configs__alst_ulysses_4gpu.yaml":
         ["parallelism_config.parallelism_config_sp_size: 2 (sequence parallelism)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__fp8__llama3_fp8_deepspeed_sft.yaml": ["fp8: true (FP8 training)"],
-    "llamafactory/hiyouga__LLaMA-Factory__examples__train_lora__qwen3_lora_sft_ds3.yaml":
-        ["finetuning_type: lora (LoRA; lora_rank 8, lora_target all"],
-    "llamafactory/hiyouga__LLaMA-Factory__examples__train_qlora__qwen3_lora_sft_otfq.yaml":
-        ["finetuning_type: lora (LoRA;", "quantization_bit: 4 (a quantized base model, QLoRA)"],
+    "llamafactory/hiyouga__LLaMA-Factory__examples__extras__llama_pro__llama3_freeze_sft.yaml":
+        ["use_llama_pro: true (LLaMA Pro: expanded blocks)"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__alst__llama3-8b-deepspeed-alst.yaml": ["context_parallel_size: 8"],
-    "axolotl/axolotl-ai-cloud__axolotl__examples__jamba__qlora_deepspeed.yaml":
-        ["adapter: qlora (QLoRA; lora_r 8;", "load_in_4bit: true"],
-    "axolotl/axolotl-ai-cloud__axolotl__examples__llama-3__lora-1b-ray.yml": ["adapter: lora (an adapter; lora_r 16;"],
-    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__bigstral__bigstral-ds-zero3.yaml": ["unfrozen_parameters: 6 patterns"],
-    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral.yml": ["adapter: qlora", "load_in_4bit: true"],
-    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral_22.yml": ["unfrozen_parameters: 6 patterns"],
+    "axolotl/axolotl-ai-cloud__axolotl__examples__gemma3__gemma-3-1b-qlora.yml":
+        ["unfrozen_parameters: 2 patterns (beside adapter qlora)"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__qwen3__reward-model.yaml": ["reward_model: true (a reward model"],
 }  # fmt: skip
 
 
+# Read, but naming what the model does not have: one error line (not "not modelled"). Mixtral's experts are
+# model.layers.i.mlp.experts.* in transformers 5, so these older block_sparse_moe patterns match nothing.
+STALE = {
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__bigstral__bigstral-ds-zero3.yaml":
+        "unfrozen_parameters: model.layers.4[4-9]+.block_sparse_moe.gate matches no parameter of the model",
+    "axolotl/axolotl-ai-cloud__axolotl__examples__mistral__mixtral__mixtral_22.yml":
+        "unfrozen_parameters: model.layers.4[4-9]+.block_sparse_moe.gate matches no parameter of the model",
+}  # fmt: skip
+
+
 def test_every_framework_file_of_the_corpus_is_read_or_refused():
-    assert sorted(READ.keys() | REFUSED.keys()) == sorted(FRAMEWORK_FILES)
-    assert not READ.keys() & REFUSED.keys()
+    assert sorted(READ.keys() | REFUSED.keys() | STALE.keys()) == sorted(FRAMEWORK_FILES)
+    assert not READ.keys() & REFUSED.keys() and not STALE.keys() & (READ.keys() | REFUSED.keys())
+
+
+@pytest.mark.parametrize("file", sorted(STALE), ids=lambda f: f.split("__")[-1])
+def test_a_pattern_matching_no_parameter_is_one_error_line(runner, repos, monkeypatch, file):
+    _, res = _run_from_repo(runner, repos, monkeypatch, file, "estimate", "--model", "mixtral-8x7b")
+    assert res.exit_code == 1 and STALE[file] in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
 @pytest.fixture(scope="module")

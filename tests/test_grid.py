@@ -242,3 +242,30 @@ def test_streamed_rows_are_made_as_they_are_read():
 def test_a_direct_grid_call_refuses_a_count_that_does_not_split():
     with pytest.raises(ZeroplanError, match="13 GPUs do not split evenly over the 2 nodes of 8 they need"):
         sweep_grid(scenario(), [ZeroStage.zero3], [13], [1], [Checkpointing.none], [(OffloadDevice.none, OffloadDevice.none)])
+
+
+@pytest.mark.parametrize("options", [
+    {"lora_rank": "16", "lora_targets": "all-linear"},
+    {"qlora": True, "double_quant": True, "quant_storage": "bfloat16", "lora_rank": "8"},
+    {"freeze": "model.embed_tokens.*,model.layers.0.*", "optimizer": "paged-adamw-8bit"},
+    {"optimizer": "paged-adamw"},
+], ids=["lora", "qlora", "freeze-paged", "paged"])  # fmt: skip
+def test_a_fine_tune_s_rows_equal_evaluate_exactly(options):
+    """The grid under the fine-tuning options: memory.tuned's and memory.paged's bases, as evaluate() builds them."""
+    from zeroplan.scenario import ScenarioArgs
+    from zeroplan.scenario import scenario as build
+
+    scn = build(ScenarioArgs(model="llama-3.1-8b", **options))
+    rows = sweep_grid(scn, tuple(ZeroStage), (1, 8, 16), (1, 4), GRID_MODES, ALL_OFFLOADS)
+    assert rows and all(row == expected_row(scn, row) for row in rows)
+
+
+def test_sweep_leaves_out_the_stages_a_qlora_base_cannot_run_at(runner):
+    res = runner.invoke(app, ["sweep", "-m", "llama-3.1-8b", "--qlora", "--lora-rank", "8", "--gpu-counts", "1,8",
+                              "--micro-batches", "1", "-f", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {row["stage"] for row in doc["rows"]} == {0, 1, 2}
+    assert doc["refused_stages"] == ["stage 3 left out: --quant-storage uint8 under ZeRO-3: QLoRA there needs the "
+                                     "packed weights stored in the compute dtype, --quant-storage bfloat16"]
+    assert doc["finetune"]["mode"] == "QLoRA" and doc["finetune"]["num_trainable_params"] == 3_407_872  # r 8 on q, v: peft's count (docs/finetune.md)

@@ -165,7 +165,7 @@ def largest_micro_batch(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointin
 
 def throughput(ctx: Context, scn: Scenario, stage: ZeroStage) -> Throughput:
     return estimate_throughput(param_count(scn.model), scn.arch, ctx.hw, scn.setup, scn.parallelism, stage,
-                               scn.knobs, ctx.topology, ctx.mfu)
+                               scn.knobs, ctx.topology, ctx.mfu, tuning=scn.tuning)  # a fine-tune's FLOPs
 
 
 def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_batch: int,

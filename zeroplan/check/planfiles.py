@@ -141,10 +141,12 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
 
         scenario = with_mesh(scenario, mesh, model)
     if tuning is not None:
+        from zeroplan.hardware.kernels import check_bnb_kernels
         from zeroplan.memory.tuned import check_quant_engine
 
         try:
             check_quant_engine(tuning, scenario.recipe, plan.engine, config.stage)
+            check_bnb_kernels(hardware, tuning.spec.quant.value)  # bitsandbytes' kernels on the plan's GPU
         except ZeroplanError as exc:
             raise SpecError(f"finetune: {exc}") from None
     return PlannedRun(origin, plan, scenario, config, plan.topology_for(par.nodes, hardware.intra_node_fabric), mesh,

@@ -191,9 +191,12 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     if "attn_implementation" in training:
         training["attn_implementation"] = _ATTN_IMPLEMENTATION[training["attn_implementation"]]
     deepspeed = applied.deepspeed_config or found.deepspeed or _stage_only(found.stage or 0, applied)
+    from zeroplan.scenario.finetune import finetune_fields
+
     data = {"model": applied.model, "params": applied.params, "largest_layer": applied.largest_layer,
             "hardware": applied.hardware, "gpus": applied.gpus, "nodes": applied.nodes, "training": training,
-            "deepspeed": deepspeed, "engine": applied.engine}  # fmt: skip
+            "deepspeed": deepspeed, "engine": applied.engine,
+            "finetune": finetune_fields(applied, applied.model)}  # the file's fine-tuning mode, its rules resolved  # fmt: skip
     if (tp := found.run.get("tp")) is not None:  # Accelerate's parallelism_config tp_size: Hugging Face's tp_plan
         data["mesh"] = {"tp": tp.value, "vocab_parallel": False}
     origin = found.run.origin

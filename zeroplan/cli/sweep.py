@@ -14,14 +14,29 @@ import typer
 from zeroplan.cli.common import render, run, scenario_args, show
 from zeroplan.cli.options import (
     SETUP,
+    AdapterConfigOpt,
     AttentionOpt,
+    DoraOpt,
+    DoubleQuantOpt,
     Format,
+    FreezeOpt,
     HardwareOpt,
+    Int8Opt,
     LargestOpt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
     ModelOpt,
+    ModulesToSaveOpt,
     OptimizerOpt,
+    OptimInBwdOpt,
     ParamsOpt,
     PrecisionOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
     SeqLenOpt,
     UnitsOpt,
 )
@@ -65,10 +80,26 @@ def sweep(
     checkpointings: Annotated[str, typer.Option("--checkpointing", help="Comma list of none, selective, selective-op, full.")] = "none,selective,full",
     offload_optimizers: Annotated[str, typer.Option("--offload-optimizer", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
     offload_params: Annotated[str, typer.Option("--offload-param", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     units: UnitsOpt = Unit.gib,
     fmt: Annotated[GridFormat, typer.Option("--format", "-f", help="table: the cheapest fitting config per stage; csv, json: every row.")] = GridFormat.table,
 ) -> None:
-    """Every configuration of a grid (stages x GPU counts x micro-batches x checkpointing x offload): per-GPU peak and fit."""
+    """Every configuration of a grid (stages x GPU counts x micro-batches x checkpointing x offload): per-GPU peak and fit.
+
+    The fine-tuning options (docs/finetune.md) hold for every configuration; stages the fine-tune's base cannot run
+    at (QLoRA under ZeRO-3 without --quant-storage of the compute dtype) are left out, with the reason."""
     args, grid = scenario_args(locals()), _grid_args(locals())
 
     def go() -> None:

@@ -7,31 +7,46 @@ from zeroplan.cli.common import print_warning, run, scenario_args, show
 from zeroplan.cli.options import (
     PARALLELISM,
     SETUP,
+    AdapterConfigOpt,
     AttentionOpt,
     CheckpointingOpt,
     CpOpt,
+    DoraOpt,
+    DoubleQuantOpt,
     EpOpt,
     Format,
     FormatOpt,
+    FreezeOpt,
     GpusOpt,
     GradAccumOpt,
     HardwareOpt,
+    Int8Opt,
     KnobOpt,
     LargestOpt,
+    LoraDropoutOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
     LossOpt,
     MaxMicroOpt,
     MfuOpt,
     MicroBatchOpt,
     ModelOpt,
+    ModulesToSaveOpt,
     NodesOpt,
     OffloadOptOpt,
     OffloadParamOpt,
     OptimizerOpt,
+    OptimInBwdOpt,
     OverlapOpt,
     ParamsOpt,
     PpOpt,
     PpScheduleOpt,
     PrecisionOpt,
+    QloraOpt,
+    QuantStorageName,
+    QuantStorageOpt,
+    QuantType,
+    QuantTypeOpt,
     SeqLenOpt,
     SeqParallelOpt,
     SweepOpt,
@@ -81,6 +96,19 @@ def throughput(
     vpp: VppOpt = None,
     pp_schedule: PpScheduleOpt = None,
     sequence_parallel: SeqParallelOpt = False,
+    freeze: FreezeOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    lora_dropout: LoraDropoutOpt = None,
+    dora: DoraOpt = False,
+    modules_to_save: ModulesToSaveOpt = None,
+    qlora: QloraOpt = False,
+    quant_type: QuantTypeOpt = QuantType.nf4,
+    double_quant: DoubleQuantOpt = False,
+    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
+    load_in_8bit: Int8Opt = False,
+    adapter_config: AdapterConfigOpt = None,
+    optimizer_in_backward: OptimInBwdOpt = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per stage: step time, tokens/s per GPU, MFU and overhead over ZeRO-0; --sweep over global batch; with --tp
@@ -153,7 +181,7 @@ def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> di
         limit = max(batches) // scn.parallelism.dp or 1
         cap, why = max(1, max_micro_batch(scn, ZeroStage.zero3, limit=limit)), "largest ZeRO-3 micro-batch in memory"
     points = sweep_global_batch(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism, knobs,
-                                batches, topology, opts.mfu, max_micro_batch=cap)
+                                batches, topology, opts.mfu, max_micro_batch=cap, tuning=scn.tuning)
     threshold = DEFAULT.max_zero3_overhead_pct
     crossing = find_overhead_crossing(points, threshold)
     return {
@@ -171,16 +199,18 @@ def throughput_report(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
     """Per stage: step time, tokens/s/GPU, MFU, overhead over ZeRO-0; with --sweep, over global batch. Plain data."""
     from zeroplan.memory.estimate import param_count
     from zeroplan.perf.collectives import default_topology
+    from zeroplan.memory.view import finetune_view
     from zeroplan.perf.throughput import throughput_by_stage
 
     scn = needs_hardware(scenario(args), "throughput")
     topology = opts.topology or default_topology(scn.hardware, scn.parallelism)
     rows = throughput_by_stage(param_count(scn.model), scn.arch, scn.hardware, scn.setup, scn.parallelism,
-                               scn.knobs, topology, opts.mfu)
+                               scn.knobs, topology, opts.mfu, tuning=scn.tuning)
     return {
         "model": as_json(scn.model), "hardware": scn.hardware.name,
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "topology": topology.value,
-        "setup": as_json(scn.setup), "compute_efficiency": rows[0].compute_efficiency,
+        "setup": as_json(scn.setup), "finetune": finetune_view(scn.tuning),
+        "compute_efficiency": rows[0].compute_efficiency,
         "stages": [_throughput_row(t) for t in rows],
         "sweep": _sweep(scn, opts, topology, scn.knobs) if opts.sweep else None,
         "assumptions": list(dict.fromkeys(a for t in rows for a in t.assumptions)),

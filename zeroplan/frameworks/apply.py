@@ -17,7 +17,12 @@ from zeroplan.frameworks.run import FrameworkRun, Taken, shown
 from zeroplan.frameworks.source import find_deepspeed_config
 
 # An option -> the command-line options that override it.
-OVERRIDES = {"model": ("model", "params"), "stage": ("stage", "engine"), "deepspeed_config": ("deepspeed_config",)}
+OVERRIDES = {"model": ("model", "params"), "stage": ("stage", "engine"), "deepspeed_config": ("deepspeed_config",),
+             # a typed fine-tuning option, or a typed peft adapter_config.json, replaces the file's adapter
+             **{o: (o, "adapter_config") for o in ("lora_rank", "lora_dropout", "dora", "modules_to_save")},
+             "lora_targets": ("lora_targets", "adapter_config"),
+             "lora_linear_names": ("lora_targets", "adapter_config"),
+             "train_only": ("freeze", "lora_rank", "adapter_config")}
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from zeroplan.frameworks.accelerate import fsdp_taken
 from zeroplan.frameworks.kinds import FromKind
@@ -22,6 +24,7 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
+from zeroplan.frameworks.tuning import TrainOnly
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
@@ -33,12 +36,19 @@ DEGREES = {"context_parallel_size": "context parallelism", "sequence_parallel_de
 
 class AxolotlKeys(FileKeys):
     base_model: str | None = None
+    # schemas/peft.py LoraConfig; loaders/adapter.py _build_peft_lora_config; loaders/model.py (bitsandbytes)
     adapter: str | None = None
-    lora_r: int | None = None
+    lora_r: Positive | None = None
+    lora_alpha: int | None = None
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | None = 0.0
     lora_target_modules: list[str] | str | None = None
     lora_target_linear: bool | None = None
+    lora_modules_to_save: list[str] | None = None
+    peft_use_dora: bool | None = None
+    peft_use_rslora: bool | None = None
     load_in_4bit: bool | None = None
     load_in_8bit: bool | None = None
+    bnb_config_kwargs: dict[str, Any] | None = None
     unfrozen_parameters: list[str] | None = None
     deepspeed: str | dict[str, Any] | None = None
     fsdp: list[str] | None = None
@@ -77,12 +87,12 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     """The run an axolotl YAML describes; SpecError for what it asks that zeroplan does not model."""
     keys = validate_keys(AxolotlKeys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
-    _refusals(keys, refuse)
+    _refusals(keys, data, refuse)
 
     def take(key: str, option: str | None, value: Any, means: str) -> Taken:
         return Taken(key, getattr(keys, key), option, value, means, key not in stated)
 
-    taken = []
+    taken = _tuning(keys, stated, refuse)
     if keys.base_model is not None:
         taken.append(take("base_model", "model", keys.base_model, f"--model {keys.base_model}"))
     micro, gas, length = keys.micro_batch_size, keys.gradient_accumulation_steps, keys.sequence_len
@@ -99,17 +109,47 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     return FrameworkRun(FromKind.axolotl, origin, tuple(taken), _uncounted(keys))
 
 
-def _refusals(keys: AxolotlKeys, refuse: NotModelled) -> None:
-    if keys.adapter:
-        rank = f"lora_r {keys.lora_r}; " if keys.lora_r is not None else ""
-        refuse.add("adapter", keys.adapter, f"{'QLoRA' if keys.adapter == 'qlora' else 'an adapter'}; {rank}not read from "
-                   "the file yet: estimate the run without --from, with --lora-rank, --lora-targets, --qlora (docs/finetune.md)")  # fmt: skip
-    for key in ("load_in_4bit", "load_in_8bit"):
-        if getattr(keys, key):
-            refuse.add(key, True, "a quantized base model")
-    if keys.unfrozen_parameters:
-        count = len(keys.unfrozen_parameters)
-        refuse.add("unfrozen_parameters", f"{count} pattern{'s' * (count != 1)}", "freeze: only the parameters they match trained")
+# PEFT features that change which tensors train, that zeroplan's LoRA spec does not hold
+PEFT_NOT_MODELLED = {"lora_target_parameters": "LoRA on expert parameters (peft target_parameters)",
+                     "peft_layers_to_transform": "adapters on some layers only", "lora_rank_pattern": "per-module ranks",
+                     "peft_layer_replication": "replicated layers", "peft_trainable_token_indices": "trainable tokens",
+                     "lora_model_dir": "an existing adapter loaded: its adapter_config.json sets the rank and targets; "
+                                       "give it with --adapter-config, without --from",
+                     "gptq": "a GPTQ-quantized base", "quantize_moe_experts": "quantized MoE experts"}  # fmt: skip
+# bnb_config_kwargs keys zeroplan reads (BitsAndBytesConfig's); llm_int8_* change no byte of a 4-bit base
+BNB_KWARGS = ("bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype",
+              "llm_int8_threshold", "llm_int8_has_fp16_weight")
+
+
+def _refusals(keys: AxolotlKeys, data: Mapping, refuse: NotModelled) -> None:
+    if keys.adapter not in (None, "lora", "qlora"):
+        refuse.add("adapter", keys.adapter, "an adapter other than lora and qlora")
+    if keys.adapter in ("lora", "qlora"):
+        if keys.lora_r is None:
+            refuse.add("adapter", keys.adapter, "without lora_r: axolotl passes r=None to peft's LoraConfig")
+        if not keys.lora_target_modules and not keys.lora_target_linear:
+            refuse.add("adapter", keys.adapter, "without lora_target_modules or lora_target_linear: no LoRA targets")
+        if isinstance(keys.lora_target_modules, str):
+            refuse.add("lora_target_modules", keys.lora_target_modules, "a string, which peft matches as a regex "
+                       "over the full module names; list the names")  # fmt: skip
+        if keys.unfrozen_parameters:
+            refuse.add("unfrozen_parameters", _count(keys.unfrozen_parameters), f"beside adapter {keys.adapter}")
+    if keys.adapter == "lora" and keys.load_in_4bit:
+        refuse.add("load_in_4bit", True, "with adapter lora, which axolotl loads unquantized (loaders/model.py builds "
+                   "a 4-bit BitsAndBytesConfig for adapter qlora only); write adapter: qlora")  # fmt: skip
+    if keys.adapter != "lora" and keys.load_in_8bit:
+        refuse.add("load_in_8bit", True, "an 8-bit base without adapter lora")
+    if keys.adapter is None and keys.load_in_4bit:
+        refuse.add("load_in_4bit", True, "a 4-bit base without adapter qlora")
+    if keys.adapter == "qlora" and not keys.load_in_4bit:
+        refuse.add("adapter", "qlora", "without load_in_4bit (axolotl requires it)")
+    for key, what in PEFT_NOT_MODELLED.items():
+        if data.get(key) not in (None, False, [], {}):
+            refuse.add(key, data[key] if isinstance(data[key], (str, int, bool)) else "(set)", what)
+    if data.get("peft_autocast_adapter_dtype") is False:
+        refuse.add("peft_autocast_adapter_dtype", False, "adapters kept in the base dtype")
+    for key in sorted(set(keys.bnb_config_kwargs or ()) - set(BNB_KWARGS)):
+        refuse.add(f"bnb_config_kwargs.{key}", keys.bnb_config_kwargs[key], "a bitsandbytes option")
     for key, what in DEGREES.items():
         if (value := getattr(keys, key)) is not None and value > 1:
             refuse.add(key, value, what)
@@ -122,6 +162,76 @@ def _refusals(keys: AxolotlKeys, refuse: NotModelled) -> None:
         refuse.add("fp8", True, "FP8 training")
     if keys.float16:
         refuse.add("float16", True, "pure fp16 training")
+
+
+def _count(patterns: list[str]) -> str:
+    return f"{len(patterns)} pattern{'s' * (len(patterns) != 1)}"
+
+
+def _tuning(keys: AxolotlKeys, stated: set[str], refuse: NotModelled) -> list[Taken]:
+    """adapter lora / qlora (peft LoraConfig as loaders/adapter.py builds it), or unfrozen_parameters, or full."""
+    if keys.adapter not in ("lora", "qlora"):
+        if keys.unfrozen_parameters:
+            rule = TrainOnly("unfrozen_parameters", patterns=tuple(keys.unfrozen_parameters))
+            return [Taken("unfrozen_parameters", _count(keys.unfrozen_parameters), "train_only", rule,
+                          "only the parameters they re.match train, whole tensors (a [a:b] range zeroes part of the "
+                          "gradient), the rest frozen (--freeze of the rest)")]  # fmt: skip
+        return [Taken("adapter", None, None, None, "full fine-tuning: every parameter trained", True)]
+    taken = [Taken("adapter", keys.adapter, None, None, "LoRA adapters (peft), the base frozen"),
+             Taken("lora_r", keys.lora_r, "lora_rank", str(keys.lora_r), f"--lora-rank {keys.lora_r}")]
+    listed = keys.lora_target_modules if isinstance(keys.lora_target_modules, list) else []
+    if keys.lora_target_linear:
+        taken.append(Taken("lora_target_linear", True, "lora_linear_names", ",".join(listed),
+                           "every *Linear* module but the output head, by name (find_all_linear_names)"
+                           + (", and lora_target_modules" if listed else "")))
+    elif listed:
+        taken.append(Taken("lora_target_modules", listed, "lora_targets", ",".join(listed), f"--lora-targets {','.join(listed)}"))
+    dropout = keys.lora_dropout or 0.0
+    taken.append(Taken("lora_dropout", dropout, "lora_dropout", dropout, f"--lora-dropout {dropout:g}", "lora_dropout" not in stated))
+    if keys.lora_modules_to_save:
+        saved = ",".join(keys.lora_modules_to_save)
+        taken.append(Taken("lora_modules_to_save", keys.lora_modules_to_save, "modules_to_save", saved, f"--modules-to-save {saved}"))
+    if keys.peft_use_dora:
+        taken.append(Taken("peft_use_dora", True, "dora", True, "--dora"))
+    taken += [Taken(key, getattr(keys, key), None, None, "a scale: no byte") for key in ("lora_alpha", "peft_use_rslora")
+              if key in stated and getattr(keys, key) is not None]
+    if keys.adapter == "qlora" and keys.load_in_4bit:
+        taken += _four_bit(keys.bnb_config_kwargs or {}, refuse)
+    elif keys.load_in_8bit:
+        taken.append(Taken("load_in_8bit", True, "load_in_8bit", True, "--load-in-8bit (bitsandbytes LLM.int8 base)"))
+    return taken
+
+
+# loaders/model.py: adapter qlora + load_in_4bit builds BitsAndBytesConfig(bnb_4bit_quant_type "nf4",
+# bnb_4bit_use_double_quant True, bnb_4bit_quant_storage bfloat16 (float32 for jamba, qwen2_moe and nemotron_h
+# without DeepSpeed or FSDP), bnb_4bit_compute_dtype = torch_dtype), then applies bnb_config_kwargs over it
+QLORA_DEFAULTS = {"bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "bfloat16"}
+
+
+def _four_bit(kwargs: Mapping, refuse: NotModelled) -> list[Taken]:
+    bnb = {**QLORA_DEFAULTS, **kwargs}
+    kind, double, storage = bnb["bnb_4bit_quant_type"], bnb["bnb_4bit_use_double_quant"], bnb["bnb_4bit_quant_storage"]
+    if kind not in ("nf4", "fp4"):
+        refuse.add("bnb_config_kwargs.bnb_4bit_quant_type", kind, "a 4-bit type other than nf4 and fp4")
+    if storage not in ("uint8", "bfloat16", "float16", "float32"):
+        refuse.add("bnb_config_kwargs.bnb_4bit_quant_storage", storage, "a storage dtype other than uint8, bfloat16, "
+                   "float16 and float32")  # fmt: skip
+    if not isinstance(double, bool):
+        refuse.add("bnb_config_kwargs.bnb_4bit_use_double_quant", double, "not true or false")
+
+    def bnb_key(name: str, option: str, value: Any, means: str) -> Taken:
+        stated = name in kwargs
+        return Taken(f"bnb_config_kwargs.{name}" if stated else name, bnb[name], option, value, means, not stated)
+
+    taken = [Taken("load_in_4bit", True, "qlora", True, "--qlora (bitsandbytes 4-bit base)"),
+             bnb_key("bnb_4bit_quant_type", "quant_type", kind, f"--quant-type {kind}"),
+             bnb_key("bnb_4bit_use_double_quant", "double_quant", double is True,
+                     "--double-quant" if double is True else "no double quantization"),
+             bnb_key("bnb_4bit_quant_storage", "quant_storage", storage, f"--quant-storage {storage}")]
+    if "bnb_4bit_compute_dtype" in kwargs:
+        taken.append(Taken("bnb_config_kwargs.bnb_4bit_compute_dtype", kwargs["bnb_4bit_compute_dtype"], None, None,
+                           "noted only: zeroplan computes in the precision's dtype"))
+    return taken
 
 
 def _precision(keys: AxolotlKeys, stated: set[str]) -> Taken:

@@ -3,14 +3,18 @@
 Keys and defaults as LLaMA-Factory's hparams dataclasses declare them (hiyouga/LLaMA-Factory@ff6d4d1:
 src/llamafactory/hparams/model_args.py, data_args.py, finetuning_args.py; transformers' TrainingArguments for the
 batch, precision and optim), and its v1 schema (src/llamafactory/v1/config/: `model`, `micro_batch_size`, `dist_config`). An absent key takes
-LLaMA-Factory's default, and the assumptions say so: `finetuning_type` defaults to lora, gradient checkpointing
-is on unless `disable_gradient_checkpointing`. Docs: https://llamafactory.readthedocs.io/en/latest/. Pure: no I/O.
+LLaMA-Factory's default, and the assumptions say so: `finetuning_type` defaults to lora (rank 8 on `all` linears),
+gradient checkpointing is on unless `disable_gradient_checkpointing`. The fine-tuning keys become the options
+docs/finetune.md describes (`_tuning`); the rules that need the model are resolved in zeroplan.frameworks.tuning.
+Docs: https://llamafactory.readthedocs.io/en/latest/. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import (
@@ -22,6 +26,7 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
+from zeroplan.frameworks.tuning import TrainOnly
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
@@ -34,8 +39,25 @@ OPTIMIZER_FLAGS = {"use_galore": "GaLore", "use_apollo": "APOLLO", "use_badam": 
 class LlamaFactoryKeys(FileKeys):
     model_name_or_path: str | None = None
     finetuning_type: Literal["lora", "oft", "freeze", "full"] = "lora"
-    lora_rank: int | None = None
-    lora_target: str | None = None
+    # finetuning_args.py LoraArguments, FreezeArguments; model_args.py QuantizationArguments
+    lora_rank: Positive = 8
+    lora_target: str = "all"
+    lora_alpha: int | None = None
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    additional_target: str | None = None
+    use_dora: bool = False
+    use_rslora: bool = False
+    pissa_init: bool = False
+    loraplus_lr_ratio: float | None = None
+    create_new_adapter: bool = False
+    adapter_name_or_path: str | None = None
+    use_llama_pro: bool = False
+    freeze_trainable_layers: int = 2
+    freeze_trainable_modules: str = "all"
+    freeze_extra_modules: str | None = None
+    quantization_method: str = "bnb"
+    quantization_type: Literal["nf4", "fp4"] = "nf4"
+    double_quantization: bool = True
     stage: str = "sft"
     deepspeed: str | None = None
     per_device_train_batch_size: Positive = 8
@@ -69,7 +91,7 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
     def take(key: str, option: str | None, value: Any, means: str, written: Any = None) -> Taken:
         return Taken(key, getattr(keys, key) if written is None else written, option, value, means, key not in stated)
 
-    taken = [take("finetuning_type", None, None, "full fine-tuning: every parameter trained")]
+    taken = _tuning(keys, stated, take)
     if keys.model_name_or_path is not None:
         taken.append(take("model_name_or_path", "model", keys.model_name_or_path, f"--model {keys.model_name_or_path}"))
     if keys.deepspeed is not None:
@@ -99,16 +121,16 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
 
 
 def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> None:
-    if keys.finetuning_type != "full":
-        lora = ", ".join(f"{k} {getattr(keys, k)}" for k in ("lora_rank", "lora_target") if k in stated)
-        default = "" if "finetuning_type" in stated else "LLaMA-Factory's default; "
-        what = {"lora": "LoRA", "oft": "OFT", "freeze": "freeze: only some layers trained"}[keys.finetuning_type]
-        refuse.add("finetuning_type", keys.finetuning_type, f"{default}{what}{'; ' + lora if lora else ''}; "
-                   "not read from the file yet: estimate the run without --from, with --lora-rank, --lora-targets, --qlora (docs/finetune.md)")  # fmt: skip
+    if keys.finetuning_type == "oft":
+        refuse.add("finetuning_type", keys.finetuning_type, "OFT adapters")
     if keys.stage not in TRAINED_STAGES:
         refuse.add("stage", keys.stage, STAGE_WORDS.get(keys.stage, "a training stage other than pt or sft"))
-    if keys.quantization_bit is not None:
-        refuse.add("quantization_bit", keys.quantization_bit, "a quantized base model, QLoRA")
+    _quant_refusals(keys, refuse)
+    if keys.finetuning_type in ("lora", "freeze") and keys.use_llama_pro:
+        refuse.add("use_llama_pro", True, "LLaMA Pro: expanded blocks")
+    if keys.finetuning_type == "lora" and keys.adapter_name_or_path is not None:
+        refuse.add("adapter_name_or_path", keys.adapter_name_or_path, "an existing adapter merged or resumed; its own "
+                   "adapter_config.json sets the rank and targets: give it with --adapter-config, without --from")  # fmt: skip
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:
@@ -116,6 +138,76 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
     for flag, name in OPTIMIZER_FLAGS.items():
         if getattr(keys, flag):
             refuse.add(flag, True, f"the {name} optimizer")
+
+
+def _quant_refusals(keys: LlamaFactoryKeys, refuse: NotModelled) -> None:
+    """quantization_bit: bitsandbytes 4 or 8 bits under LoRA (model_utils/quantization.py configure_quantization)."""
+    if keys.quantization_bit is None:
+        return
+    if keys.quantization_method != "bnb":
+        refuse.add("quantization_method", keys.quantization_method, "a quantized base other than bitsandbytes")
+    elif keys.quantization_bit not in (4, 8):
+        refuse.add("quantization_bit", keys.quantization_bit, "bitsandbytes quantizes to 4 or 8 bits only")
+    elif keys.finetuning_type != "lora":  # hparams/parser.py _verify_model_args refuses it too
+        refuse.add("quantization_bit", keys.quantization_bit, f"a quantized base under finetuning_type "
+                   f"{keys.finetuning_type}: LLaMA-Factory quantizes for LoRA or OFT only")  # fmt: skip
+
+
+# bnb_4bit_quant_storage = model_args.compute_dtype (model_utils/quantization.py, "crucial for fsdp+qlora"): bf16 for
+# bf16 or pure_bf16, fp16 for fp16 (hparams/parser.py), else None, which BitsAndBytesConfig makes uint8
+def _quant_storage(keys: LlamaFactoryKeys) -> str:
+    return "bfloat16" if keys.bf16 or keys.pure_bf16 else "float16" if keys.fp16 else "uint8"
+
+
+def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
+    """finetuning_type full, freeze (adapter.py _setup_freeze_tuning) or lora (adapter.py _setup_lora_tuning: peft's
+    LoraConfig with r, target_modules, lora_dropout, use_rslora, use_dora, modules_to_save = additional_target)."""
+    kind = keys.finetuning_type
+    if kind == "full":
+        return [take("finetuning_type", None, None, "full fine-tuning: every parameter trained")]
+    if kind == "freeze":
+        modules, extra = _split(keys.freeze_trainable_modules), _split(keys.freeze_extra_modules)
+        rule = TrainOnly("freeze_trainable_modules", keys.freeze_trainable_layers, modules, extra)
+        n = keys.freeze_trainable_layers
+        where = f"the last {n} layers" if n > 0 else f"the first {-n} layers"
+        what = "" if modules == ("all",) else f" {', '.join(modules)}"
+        return [take("finetuning_type", "train_only", rule, f"freeze: only {where}{what} train"
+                     + (f", and {', '.join(extra)}" if extra else "") + ", the rest frozen (--freeze of the rest)"),
+                take("freeze_trainable_layers", None, None, f"{where} (LLaMA-Factory: > 0 the last, < 0 the first)"),
+                take("freeze_trainable_modules", None, None, "their modules matched as substrings '.i.module' of the names")]
+    lora = [take("finetuning_type", None, None, "LoRA adapters (peft), the base frozen"),
+            take("lora_rank", "lora_rank", str(keys.lora_rank), f"--lora-rank {keys.lora_rank}")]
+    targets = _split(keys.lora_target)
+    if targets == ("all",):
+        lora.append(take("lora_target", "lora_linear_names", "", "every *Linear* module but lm_head, by name "
+                         "(find_all_linear_modules; --lora-targets those names)"))
+    else:
+        lora.append(take("lora_target", "lora_targets", ",".join(targets), f"--lora-targets {','.join(targets)}"))
+    lora.append(take("lora_dropout", "lora_dropout", keys.lora_dropout, f"--lora-dropout {keys.lora_dropout:g}"))
+    if keys.use_dora:
+        lora.append(take("use_dora", "dora", True, "--dora"))
+    if keys.additional_target:
+        saved = ",".join(_split(keys.additional_target))
+        lora.append(take("additional_target", "modules_to_save", saved, f"--modules-to-save {saved}"))
+    for key in ("lora_alpha", "use_rslora", "loraplus_lr_ratio", "pissa_init"):
+        if key in stated:
+            lora.append(take(key, None, None, "a scale, learning rate or initialisation: no byte"))
+    if keys.quantization_bit == 4:
+        storage = _quant_storage(keys)
+        lora += [take("quantization_bit", "qlora", True, "--qlora (bitsandbytes 4-bit base)"),
+                 take("quantization_type", "quant_type", keys.quantization_type, f"--quant-type {keys.quantization_type}"),
+                 take("double_quantization", "double_quant", keys.double_quantization,
+                      "--double-quant" if keys.double_quantization else "no double quantization"),
+                 Taken("quantization_bit", 4, "quant_storage", storage, f"--quant-storage {storage} (LLaMA-Factory stores "
+                       "the 4-bit weights in the compute dtype)")]  # fmt: skip
+    elif keys.quantization_bit == 8:
+        lora.append(take("quantization_bit", "load_in_8bit", True, "--load-in-8bit (bitsandbytes LLM.int8 base)"))
+    return lora
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    """LLaMA-Factory's split_arg: comma-separated, stripped (finetuning_args.py __post_init__)."""
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
 
 
 def _precision(keys: LlamaFactoryKeys, stated: set[str]) -> Taken:

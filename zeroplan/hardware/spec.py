@@ -46,6 +46,9 @@ class HardwareSpec:
     default_mfu: Annotated[Real, Field(gt=0, le=1, description="model FLOPs utilisation assumed when none is given")]
     cuda_context_gib: Annotated[Real, Field(ge=0, description="CUDA context + kernels per process, GiB")]
     nccl_gib: Annotated[Real, Field(ge=0, description="NCCL communicator buffers per process, GiB")]
+    gpu_arch: Annotated[str | None, Field(pattern=r"^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$", description=(
+        "the GPU architecture as bitsandbytes' build tables name it: sm80 = NVIDIA compute capability 8.0, gfx942 "
+        "= AMD CDNA3; null = unknown (docs/hardware.md, bitsandbytes)"))] = None
 
     def __post_init__(self) -> None:
         if self.supports_bf16 != (self.bf16_tflops > 0):

@@ -280,6 +280,9 @@ def scenario_notes(scn: Scenario, recipe: Recipe) -> list[str]:
         from zeroplan.memory.tuned import tuning_notes
 
         notes += tuning_notes(scn.tuning, scn.engine)
+        from zeroplan.hardware.kernels import check_bnb_kernels
+
+        notes += check_bnb_kernels(scn.hardware, scn.tuning.spec.quant.value)  # bitsandbytes on this GPU
     if model.largest_layer_params == 0:
         notes.append("largest layer unknown (bare --params): ZeRO-3 gathered-layer buffers use 0; pass --largest-layer")
     if knobs.offload_param is not OffloadDevice.none:

@@ -15,7 +15,7 @@ from itertools import product
 from typing import NamedTuple
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.estimate import Scenario, activation_profile, stage_knobs
+from zeroplan.memory.estimate import Scenario, activation_profile, refused_stages, stage_knobs, tuned_base
 from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
@@ -120,11 +120,25 @@ def iter_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[i
     for stage in stages:
         knob_sets = [k for k in (applied_knobs(scn.knobs, stage, pair) for pair in offloads) if k is not None]
         for par, knobs in product(clusters, knob_sets):
-            base = stage_base(scn.model, recipe, stage, par, knobs)
+            base = base_of(scn, recipe, stage, par, knobs)
             head = (int(stage), par.gpus, par.nodes)
             offload = (knobs.offload_optimizer.value, knobs.offload_param.value)
             for mb, ckpt, act in sizes:
                 yield GridRow(*head, mb, ckpt, *offload, *peak_lines(stage_peak(base, act, overheads, usable)))
+
+
+def base_of(scn: Scenario, recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs):
+    """The StageBase `estimate.evaluate` builds for this configuration: DeepSpeed's, a fine-tune's (memory.tuned:
+    frozen parameters without gradients or states) and a paged optimizer's host-backed states (memory.paged)."""
+    if scn.tuning is None and not recipe.optimizer.paged:
+        return stage_base(scn.model, recipe, stage, par, knobs)
+    from zeroplan.memory.paged import paged_base
+
+    if scn.tuning is not None:
+        base = tuned_base(replace(scn, parallelism=par, knobs=knobs), stage, recipe)
+    else:
+        base = stage_base(scn.model, recipe, stage, par, knobs)  # knobs as applied_knobs made them
+    return paged_base(base, recipe)
 
 
 def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
@@ -178,6 +192,7 @@ class GridResult(NamedTuple):
     axes: GridAxes
     rows: Iterable[GridRow]  # a list, or an iterator that streams them once (stream_axes)
     skipped_gpu_counts: tuple[int, ...] = ()  # GPU counts that do not split evenly over the nodes they need
+    refused: tuple[str, ...] = ()  # stages a fine-tune's base cannot run at (estimate.refused_stages), and why
 
 
 def sweep_axes(scn: Scenario, axes: GridAxes) -> GridResult:
@@ -194,5 +209,6 @@ def stream_axes(scn: Scenario, axes: GridAxes) -> GridResult:
     if not kept:
         raise ZeroplanError(f"none of the GPU counts ({', '.join(map(str, skipped))}) splits evenly over nodes of {gpn}")
     counts = tuple(par.gpus for par in kept)
-    rows = iter_grid(scn, axes.stages, counts, axes.micro_batches, axes.checkpointings, offloads)
-    return GridResult(scn, axes, rows, skipped)
+    stages, refused = refused_stages(scn, axes.stages)
+    rows = iter_grid(scn, stages, counts, axes.micro_batches, axes.checkpointings, offloads)
+    return GridResult(scn, axes, rows, skipped, refused)

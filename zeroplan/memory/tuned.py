@@ -174,7 +174,7 @@ def _grad_units(tuning: Tuning, engine: Engine) -> list[int]:
 def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tuning, recipe: Recipe, stage: ZeroStage,
                       par: Parallelism, knobs: DeepSpeedKnobs, options: EngineOptions) -> StageBase:
     """The engine's StageBase with the fine-tune's states; gathered-parameter lines scaled to the stored bytes."""
-    from zeroplan.memory.engines import engine_stage_base
+    from zeroplan.memory.engines import ADAMW_TEMPORARY, adamw_foreach_temporary, engine_stage_base
     from zeroplan.memory.engines.ddp import ddp_buffers
     from zeroplan.memory.engines.fsdp import PARAM_TERMS
     from zeroplan.memory.engines.storage import torch_storage
@@ -208,6 +208,8 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
             buffers.append(replace(t, bytes=int(t.bytes * ratio)))
         elif t.name.startswith("unsharded gradient"):
             buffers.append(replace(t, bytes=max(grad_units) * store.compute))
+        elif t.name == ADAMW_TEMPORARY:  # one fp32 state's size: of the trainable tensors' states only
+            buffers.append(replace(t, bytes=adamw_foreach_temporary(recipe, states)))
         elif not t.name.startswith("DDP gradient buckets"):
             buffers.append(t)
     if engine is Engine.ddp:

@@ -57,6 +57,10 @@ class CommContext(Frozen):
     """Everything the stage schedules share, resolved once."""
 
     num_params: int
+    # the parameters that have gradients (a fine-tune's trainable ones; all of them for full training): DeepSpeed
+    # reduces, and ZeRO-1/2 all-gather after the step, only requires_grad parameters (stage_1_and_2.py builds its
+    # flat groups from them); ZeRO-3 still gathers every parameter
+    num_grad_params: int
     elem_bytes: float
     dp: Link
     node: Link
@@ -114,7 +118,7 @@ def stage_terms(stage: ZeroStage, ctx: CommContext) -> list[CommTerm]:
     boundary. 2: reduce-scatter every micro-step + one all-gather per step. 3: all-gather forward,
     all-gather backward and reduce-scatter, every micro-step, one collective per layer per pass.
     """
-    size, dp, every = ctx.num_params * ctx.elem_bytes, ctx.dp, stage is not ZeroStage.zero1
+    size, dp, every = ctx.num_grad_params * ctx.elem_bytes, ctx.dp, stage is not ZeroStage.zero1
     if stage is ZeroStage.zero0:
         return [
             _ring("gradient all-reduce", Collective.all_reduce, size, dp, ctx.reduce_buckets, False, Window.backward)
@@ -148,7 +152,7 @@ def _stage3_terms(ctx: CommContext) -> list[CommTerm]:
     the node, qgZ quarters the reduction (INT4)."""
     knobs, psi = ctx.knobs, ctx.num_params
     fwd_bytes = psi * (QWZ_BYTES if knobs.zero_quantized_weights else ctx.elem_bytes)
-    rs_bytes = psi * (QGZ_BYTES if knobs.zero_quantized_gradients else ctx.elem_bytes)
+    rs_bytes = ctx.num_grad_params * (QGZ_BYTES if knobs.zero_quantized_gradients else ctx.elem_bytes)
     bwd_link = ctx.node.model_copy(update={"ranks": knobs.zero_hpz_partition_size}) if _hpz(ctx) else ctx.dp
     return [
         _ring(
@@ -192,7 +196,7 @@ def offload_terms(stage: ZeroStage, ctx: CommContext) -> list[CommTerm]:
     once per step in stage 1) and the updated shard comes up once per step. Param offload (stage 3): the
     shard comes up for the forward and again for the backward, every micro-step.
     """
-    shard, terms = ctx.num_params * ctx.elem_bytes / ctx.dp.ranks, []
+    shard, terms = ctx.num_grad_params * ctx.elem_bytes / ctx.dp.ranks, []
     if ctx.knobs.offload_optimizer is not OffloadDevice.none and stage is not ZeroStage.zero0:
         count = ctx.layers if stage is ZeroStage.zero3 else ctx.reduce_buckets
         every = stage is not ZeroStage.zero1
@@ -201,7 +205,8 @@ def offload_terms(stage: ZeroStage, ctx: CommContext) -> list[CommTerm]:
     if ctx.knobs.offload_param is not OffloadDevice.none and stage is ZeroStage.zero3:
         for name, window in (("forward", Window.forward), ("backward", Window.backward)):
             terms.append(
-                _host(f"parameter shard from host ({name})", shard, ctx, ctx.layers, True, _gather_window(ctx, window))
+                _host(f"parameter shard from host ({name})", ctx.num_params * ctx.elem_bytes / ctx.dp.ranks, ctx,
+                      ctx.layers, True, _gather_window(ctx, window))
             )
     return terms
 
@@ -220,21 +225,25 @@ def comm_context(
     knobs: DeepSpeedKnobs,
     topology: Topology,
     elem_bytes: float,
+    num_grad_params: int | None = None,
 ) -> CommContext:
-    """Resolve links, layer and bucket counts and overlap switches once for a stage."""
+    """Resolve links, layer and bucket counts and overlap switches once for a stage (`num_grad_params`: the
+    parameters with gradients, a fine-tune's trainable ones; None: all)."""
     dp = dp_link(hw, par, topology)
     hpz = knobs.zero_hpz_partition_size
     if stage is ZeroStage.zero3 and hpz > 1 and (hpz > par.gpus_per_node or par.gpus_per_node % hpz):
         raise ZeroplanError(f"zero_hpz_partition_size ({hpz}) must divide the GPUs per node ({par.gpus_per_node})")
     psi = params.num_params
+    grads = psi if num_grad_params is None else num_grad_params
     return CommContext(
         num_params=psi,
+        num_grad_params=grads,
         elem_bytes=elem_bytes,
         dp=dp,
         node=node_link(hw, par.gpus_per_node, topology),
         hw=hw,
         layers=(arch.num_layers + arch.num_encoder_layers) if arch else allgather_buckets(psi, knobs),
-        reduce_buckets=math.ceil(psi / knobs.reduce_bucket_size),
+        reduce_buckets=max(1, math.ceil(grads / knobs.reduce_bucket_size)),
         allgather_buckets=allgather_buckets(psi, knobs),
         prefetch=knobs.stage3_prefetch_bucket_size > 0,
         overlap_reduce=knobs.overlap_comm_for(stage),

@@ -59,17 +59,19 @@ def sweep_global_batch(
     *,
     max_micro_batch: int | None = None,
     comm_dtype_bytes: float | None = None,
+    tuning=None,
 ) -> tuple[SweepPoint, ...]:
     """Throughput of every stage at each global batch; the micro-batch grows to max_micro_batch, then accumulation.
 
     max_micro_batch stands for the memory limit (None: no limit, accumulation stays 1); setup's own
-    micro_batch and grad_accum are replaced.
+    micro_batch and grad_accum are replaced. `tuning`: a fine-tune's FLOPs (perf/flops.py).
     """
     points = []
     for global_batch in global_batches:
         micro, accum = split_global_batch(global_batch, par.dp, max_micro_batch)
         at = replace(setup, micro_batch=micro, grad_accum=accum)
-        stages = throughput_by_stage(params, arch, hw, at, par, knobs, topology, mfu, comm_dtype_bytes=comm_dtype_bytes)
+        stages = throughput_by_stage(params, arch, hw, at, par, knobs, topology, mfu, comm_dtype_bytes=comm_dtype_bytes,
+                                     tuning=tuning)
         points.append(
             SweepPoint(
                 global_batch=global_batch,

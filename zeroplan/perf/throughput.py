@@ -23,9 +23,11 @@ from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.perf.collectives import default_topology
 from zeroplan.perf.flops import (
     TFLOPS,
+    dequant_seconds,
     hardware_flops_per_micro_step,
-    model_flops_per_token,
+    model_flops_per_micro_step,
     peak_tflops,
+    tuned_flops_notes,
 )
 from zeroplan.perf.schedule import (
     CommContext,
@@ -131,13 +133,17 @@ def _uses_zeropp(knobs: DeepSpeedKnobs) -> bool:
 
 
 def _step(
-    params, arch, hw, setup, par, stage, knobs, topology, efficiency, elem_bytes
+    params, arch, hw, setup, par, stage, knobs, topology, efficiency, elem_bytes, tuning=None
 ) -> tuple[float, float, list, CommContext]:
     """(step time, compute time, terms, context) for one stage."""
-    forward_flops, backward_flops = hardware_flops_per_micro_step(params, arch, setup)
+    forward_flops, backward_flops = hardware_flops_per_micro_step(params, arch, setup, tuning)
     per_s = peak_tflops(hw, setup.precision) * TFLOPS * efficiency
     forward_s, backward_s = forward_flops / per_s, backward_flops / per_s
-    ctx = comm_context(params, arch, hw, par, stage, knobs, topology, elem_bytes)
+    if tuning is not None:  # a 4-bit base's dequantization, memory-bound, on the compute stream
+        dequant = dequant_seconds(tuning, setup, arch, hw.hbm_bandwidth_tbps)
+        forward_s, backward_s = forward_s + dequant[0], backward_s + dequant[1]
+    ctx = comm_context(params, arch, hw, par, stage, knobs, topology, elem_bytes,
+                       None if tuning is None else tuning.num_trainable)  # a fine-tune reduces its trainable gradients
     terms = stage_terms(stage, ctx) + offload_terms(stage, ctx)
     compute_s = setup.grad_accum * (forward_s + backward_s)
     return compute_s + exposed_per_step(terms, forward_s, backward_s, setup.grad_accum), compute_s, terms, ctx
@@ -155,6 +161,7 @@ def estimate_throughput(
     mfu: float | None = None,
     *,
     comm_dtype_bytes: float | None = None,
+    tuning=None,
 ) -> Throughput:
     """Step time, tokens/s/GPU and MFU of one ZeRO stage, and its overhead over ZeRO-0.
 
@@ -162,21 +169,23 @@ def estimate_throughput(
     full recompute); exposed comm per docs/throughput.md (ring cost f(n) S / B_bus + k alpha, overlap rule).
     GA = gradient accumulation steps, T = tokens per micro-step, eta = mfu or hw.default_mfu,
     S = Psi x bytes of the communication dtype (default: the compute dtype, DeepSpeed's default).
-    Sources: docs/throughput.md (model) and docs/hardware.md (hardware numbers).
+    Sources: docs/throughput.md (model) and docs/hardware.md (hardware numbers). `tuning` (a fine-tune,
+    zeroplan.memory.finetune.Tuning): its FLOPs and a 4-bit base's dequantization (perf/flops.py, 1.1 there).
     """
     topology = topology or default_topology(hw, par)
     efficiency = hw.default_mfu if mfu is None else mfu
     if not 0 < efficiency <= 1:
         raise ZeroplanError(f"mfu ({efficiency}) must be in (0, 1]")
     elem_bytes = comm_dtype_bytes or setup.precision.compute_bytes
-    step_s, compute_s, terms, ctx = _step(params, arch, hw, setup, par, stage, knobs, topology, efficiency, elem_bytes)
+    step_s, compute_s, terms, ctx = _step(params, arch, hw, setup, par, stage, knobs, topology, efficiency, elem_bytes,
+                                          tuning)
     zero0 = DeepSpeedKnobs(overlap_comm=knobs.overlap_comm, reduce_bucket_size=knobs.reduce_bucket_size)
-    base_s, *_ = _step(params, arch, hw, setup, par, ZeroStage.zero0, zero0, topology, efficiency, elem_bytes)
+    base_s, *_ = _step(params, arch, hw, setup, par, ZeroStage.zero0, zero0, topology, efficiency, elem_bytes, tuning)
     tokens = setup.tokens_per_micro_step * setup.grad_accum
     per_step = [t.time_s * (setup.grad_accum if t.every_micro_step else 1) for t in terms]
     wire = [t.wire_bytes_per_gpu * (setup.grad_accum if t.every_micro_step else 1) for t in terms]
-    model_flops = tokens * model_flops_per_token(params, arch, setup.seq_len)
-    run_flops = setup.grad_accum * sum(hardware_flops_per_micro_step(params, arch, setup))
+    model_flops = setup.grad_accum * model_flops_per_micro_step(params, arch, setup, tuning)
+    run_flops = setup.grad_accum * sum(hardware_flops_per_micro_step(params, arch, setup, tuning))
     return Throughput(
         stage=stage,
         topology=topology,
@@ -192,7 +201,7 @@ def estimate_throughput(
         overhead_vs_zero0_pct=100 * (step_s / base_s - 1),
         wire_bytes_per_gpu=sum(wire),
         terms=tuple(terms),
-        assumptions=_assumptions(stage, ctx, arch, efficiency, topology),
+        assumptions=_assumptions(stage, ctx, arch, efficiency, topology) + tuned_flops_notes(tuning),
     )
 
 
@@ -207,11 +216,12 @@ def throughput_by_stage(
     mfu: float | None = None,
     *,
     comm_dtype_bytes: float | None = None,
+    tuning=None,
 ) -> tuple[Throughput, ...]:
     """estimate_throughput for stages 0-3 with the same inputs (each stage's own overlap_comm default)."""
     return tuple(
         estimate_throughput(
-            params, arch, hw, setup, par, stage, knobs, topology, mfu, comm_dtype_bytes=comm_dtype_bytes
+            params, arch, hw, setup, par, stage, knobs, topology, mfu, comm_dtype_bytes=comm_dtype_bytes, tuning=tuning
         )
         for stage in ZeroStage
     )

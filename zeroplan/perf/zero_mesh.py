@@ -24,7 +24,8 @@ def _context(layout, group: Group, num_params: int, layers: int, stage: ZeroStag
              elem_bytes: float) -> CommContext:
     node = node_link(layout.hw, layout.gpus_per_node, layout.topology)
     return CommContext(
-        num_params=num_params, elem_bytes=elem_bytes, dp=group.link, node=node, hw=layout.hw, layers=max(1, layers),
+        num_params=num_params, num_grad_params=num_params, elem_bytes=elem_bytes, dp=group.link, node=node,
+        hw=layout.hw, layers=max(1, layers),
         reduce_buckets=math.ceil(num_params / knobs.reduce_bucket_size),
         allgather_buckets=allgather_buckets(num_params, knobs), prefetch=knobs.stage3_prefetch_bucket_size > 0,
         overlap_reduce=knobs.overlap_comm_for(stage), knobs=knobs)

@@ -102,6 +102,10 @@ class ScenarioArgs:
     load_in_8bit: bool = False
     adapter_config: str | None = None  # a peft adapter_config.json
     optimizer_in_backward: bool = False  # torchtune's optimizer_in_bwd
+    # Set by a --from file only (zeroplan.frameworks.tuning), resolved against the model: LoRA on every linear
+    # but the head, named one by one, plus these comma-separated names; and a rule for what trains, the rest frozen.
+    lora_linear_names: str | None = None
+    train_only: object | None = None  # zeroplan.frameworks.tuning.TrainOnly
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 
@@ -235,7 +239,7 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
-                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
+                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw))
     if mesh is not None or (found is not None and found.run.get("tp") is not None):  # imported only for a mesh
         from zeroplan.scenario.meshed import file_mesh, with_mesh
 

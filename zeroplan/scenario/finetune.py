@@ -42,8 +42,9 @@ def adapter_config(path: str) -> dict:
     return out
 
 
-def finetune_of(args) -> Finetune | None:
-    """The Finetune the options ask for; None for full training (no option given)."""
+def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
+    """The Finetune the options ask for; None for full training (no option given). A --from file's rules that
+    name the model's own modules (zeroplan.frameworks.tuning) are resolved against `model_ref`."""
     fields: dict = adapter_config(args.adapter_config) if args.adapter_config else {}
     if args.lora_rank is not None:
         fields["lora_rank"] = _rank(args.lora_rank)
@@ -56,6 +57,7 @@ def finetune_of(args) -> Finetune | None:
         fields["dora"] = True
     if args.optimizer_in_backward:
         fields["optimizer_in_backward"] = True
+    _file_rules(args, fields, model_ref)
     if args.qlora and args.load_in_8bit:
         raise ZeroplanError("give --qlora (4-bit base) or --load-in-8bit, not both")
     storage = QuantStorage(getattr(args.quant_storage, "value", args.quant_storage))
@@ -73,6 +75,33 @@ def finetune_of(args) -> Finetune | None:
         return validated(Finetune, fields)
     except ValueError as exc:  # a cross-field rule of Finetune, raised before pydantic wraps it
         raise ZeroplanError(str(exc)) from None
+
+
+def _file_rules(args, fields: dict, model_ref: str | None) -> None:
+    """A --from file's `all` linears and freeze rule, as the names and globs the options take (options win)."""
+    extra, rule = getattr(args, "lora_linear_names", None), getattr(args, "train_only", None)
+    wants_linears = extra is not None and "lora_targets" not in fields and "lora_rank" in fields
+    wants_frozen = rule is not None and not fields.get("freeze") and "lora_rank" not in fields
+    if not (wants_linears or wants_frozen):
+        return
+    from zeroplan.frameworks.tuning import frozen_globs, linear_names
+    from zeroplan.models.named import OUTPUT_HEAD, linears, named_parameters
+
+    model = _load(model_ref)
+    params = named_parameters(model)
+    if wants_linears:
+        fields["lora_targets"] = linear_names([lin.name for lin in linears(params)], OUTPUT_HEAD, _names(extra))
+    if wants_frozen:
+        names = [p.name for p in params]
+        fields["freeze"] = frozen_globs(names, rule.trainable(names, model.architecture().num_layers))
+
+
+def _load(model_ref: str | None):
+    if not model_ref:
+        raise ZeroplanError("fine-tuning modes need --model (the named parameters an adapter or glob selects)")
+    from zeroplan.models.presets import load_model
+
+    return load_model(model_ref)
 
 
 def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -> Tuning | None:
@@ -93,12 +122,9 @@ def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -
 
 
 def _tune(spec: Finetune, model_ref: str | None) -> Tuning:
-    if not model_ref:
-        raise ZeroplanError("fine-tuning modes need --model (the named parameters an adapter or glob selects)")
     from zeroplan.models.named import named_parameters
-    from zeroplan.models.presets import load_model
 
-    model = load_model(model_ref)
+    model = _load(model_ref)
     return tune(named_parameters(model), spec, model.architecture().family)
 
 
@@ -112,13 +138,30 @@ def _rank(text: str) -> int:
     return value
 
 
-def tuning_of(args, model_ref: str | None) -> Tuning | None:
-    """The Tuning of the run, from the model's named parameters; None for full training."""
-    spec = finetune_of(args)
-    return None if spec is None else _tune(spec, model_ref)
+def tuning_of(args, model_ref: str | None, hardware=None) -> Tuning | None:
+    """The Tuning of the run, from the model's named parameters; None for full training. A quantized base on
+    `hardware` where bitsandbytes is known not to run it is refused (zeroplan.hardware.kernels)."""
+    spec = finetune_of(args, model_ref)
+    if spec is None:
+        return None
+    from zeroplan.hardware.kernels import check_bnb_kernels
+
+    check_bnb_kernels(hardware, spec.quant.value)
+    return _tune(spec, model_ref)
 
 
-__all__ = ["adapter_config", "finetune_of", "plan_tuning", "tuning_of"]
+def finetune_fields(args, model_ref: str | None) -> dict | None:
+    """The Finetune the options ask for as a check plan's `finetune:` mapping (its field names); None: full."""
+    from dataclasses import asdict
+    from enum import Enum
+
+    spec = finetune_of(args, model_ref)
+    if spec is None:
+        return None
+    return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(spec).items() if v != getattr(Finetune(), k)}
+
+
+__all__ = ["adapter_config", "finetune_fields", "finetune_of", "plan_tuning", "tuning_of"]
 
 
 MAX_LORA_RANK = 4096  # the rank search's upper end

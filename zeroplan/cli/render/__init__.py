@@ -308,4 +308,9 @@ def grid_summary(result: GridResult, unit: Unit) -> list:
         skipped = ", ".join(map(str, result.skipped_gpu_counts))
         per_node = scn.hardware.gpus_per_node if scn.hardware else scn.parallelism.gpus_per_node
         note.append(f"\nskipped GPU counts {skipped}: they do not split evenly over nodes of {per_node}.")
+    for why in result.refused:
+        note.append(f"\n{why}")
+    if scn.tuning is not None:
+        note.append(f"\nfine-tuning mode {scn.tuning.spec.mode}: {scn.tuning.num_trainable:,} of "
+                    f"{scn.tuning.num_params:,} parameters train (docs/finetune.md).")
     return [table, note]

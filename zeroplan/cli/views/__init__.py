@@ -34,6 +34,7 @@ def deepspeed_view(ds: DeepSpeedEstimate) -> dict:
 def grid_header(result: GridResult) -> dict:
     """The grid's document without its rows and their summary: the scenario and the axes."""
     from zeroplan.memory.grid import gpus_per_node
+    from zeroplan.memory.view import finetune_view
 
     scn, axes = result.scenario, result.axes
     return {
@@ -54,6 +55,8 @@ def grid_header(result: GridResult) -> dict:
             "offload_param": [d.value for d in axes.offload_params],
         },
         "skipped_gpu_counts": list(result.skipped_gpu_counts),  # not evenly split over the nodes they need
+        "refused_stages": list(result.refused),  # stages a fine-tune's base cannot run at, and why
+        "finetune": finetune_view(scn.tuning),  # null for full training
     }
 
 
