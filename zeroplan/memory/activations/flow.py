@@ -25,10 +25,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroplan.memory.activations.attention import attention_terms
-from zeroplan.memory.activations.ops import FP32_BYTES, MASK_BYTES, PRE_AND_POST_NORMS, norm_bytes
-from zeroplan.memory.activations.terms import dense_mlp_terms, mlp_norm_terms, moe_mlp_terms
+from zeroplan.memory.activations.ops import (
+    FP32_BYTES,
+    MASK_BYTES,
+    PRE_AND_POST_NORMS,
+    norm_bytes,
+)
+from zeroplan.memory.activations.terms import (
+    dense_mlp_terms,
+    mlp_norm_terms,
+    moe_mlp_terms,
+)
 from zeroplan.memory.activations.traits import traits_of
-from zeroplan.memory.activations.moe import SIGMOID_GROUP_ROUTERS
 
 # The attention terms that are not the core's own (memory.activations.attention names them).
 NOT_CORE = ("attention norm", "q/k/v projection input", "q norm", "k norm", "q latent norm", "q up-projection input",

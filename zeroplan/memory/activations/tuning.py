@@ -20,7 +20,11 @@ from zeroplan.memory.activations.flow import Site, layer_change, norm_change
 from zeroplan.memory.activations.loss import loss_bytes
 from zeroplan.memory.activations.moe import layer_kinds
 from zeroplan.memory.activations.ops import INDEX_BYTES, norm_bytes
-from zeroplan.memory.activations.terms import embedding_terms, layer_input_saved_bytes, rotary_table_sets
+from zeroplan.memory.activations.terms import (
+    embedding_terms,
+    layer_input_saved_bytes,
+    rotary_table_sets,
+)
 from zeroplan.memory.activations.traits import GEMMA_FAMILIES, traits_of
 
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
@@ -30,6 +34,11 @@ MODELLED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", 
                                "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe"})
 UPPER_BOUND = ("fine-tune on {family}: activations are full training's (an upper bound but for the adapters' own "
                "tensors); the frozen-part rules are modelled for " + ", ".join(sorted(MODELLED_FAMILIES)))
+
+
+FINETUNE_ASSUMPTION = ("fine-tune: a saved tensor is kept only for a gradient that is needed (frozen parts, adapters' "
+                       "inputs and rank-r outputs, a frozen prefix saves nothing; under checkpointing transformers "
+                       "makes the embeddings' output require grad; docs/finetune.md)")
 
 
 def modelled(arch) -> bool:
@@ -101,6 +110,4 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
 def _with(acts, delta: int, final: int, *, layers_delta: int, recompute: int):
     return replace(acts, layers_bytes=acts.layers_bytes + layers_delta, final_norm_bytes=acts.final_norm_bytes + final,
                    recompute_bytes=recompute, total_bytes=acts.total_bytes + delta,
-                   assumptions=acts.assumptions + ("fine-tune: a saved tensor is kept only for a gradient that is "
-                                                   "needed (frozen parts, adapters' inputs and rank-r outputs, a "
-                                                   "frozen prefix saves nothing; docs/finetune.md)",))
+                   assumptions=acts.assumptions + (FINETUNE_ASSUMPTION,))
