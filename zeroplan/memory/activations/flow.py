@@ -22,7 +22,8 @@ the adapter dtype, dropout (nn.Identity at p = 0), lora_A saves its input, lora_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from zeroplan.memory.activations.attention import attention_terms
 from zeroplan.memory.activations.ops import (
@@ -47,12 +48,11 @@ ROUTER_TERMS = ("router sigmoid scores", "group top-k indices", "group mask", "t
 
 @dataclass(frozen=True)
 class Site:
-    """One layer's fine-tune: what trains, what carries adapters, in one dtype and token count."""
+    """One layer's fine-tune, in its own (local) names: what trains, what carries adapters, dtype and tokens."""
 
-    prefix: str  # model.layers.i.
-    trains: frozenset[str]  # base parameter names that train
-    adapted: frozenset[str]  # module names with LoRA adapters
-    wrapped: dict  # parameter name -> AdaptedParam (peft ParamWrapper on experts and routers)
+    trained: frozenset[str]  # every dotted prefix of a local parameter name that trains (or that peft wraps)
+    adapted: frozenset[str]  # local module names with LoRA adapters
+    wrapped: tuple  # the AdaptedParams of this layer (peft ParamWrapper on experts and routers)
     t: int
     e: int
     a: int
@@ -60,14 +60,24 @@ class Site:
     dropout: float
     dora: bool
 
+    @classmethod
+    def of(cls, prefix: str, trains, adapted, wrapped, t: int, e: int, a: int = 0, rank: int = 0,
+           dropout: float = 0.0, dora: bool = False) -> Site:
+        """The site under `prefix` (model.layers.i.) from full names: trainable parameters, adapted modules,
+        wrapped AdaptedParams."""
+        wrapped = tuple(replace(w, name=w.name[len(prefix):]) for w in wrapped if w.name.startswith(prefix))
+        names = [n[len(prefix):] for n in trains if n.startswith(prefix)] + [w.name for w in wrapped]
+        trained = {".".join(parts[:i]) for parts in (n.split(".") for n in names) for i in range(1, len(parts) + 1)}
+        local = frozenset(m[len(prefix):] for m in adapted if m.startswith(prefix))
+        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora)
+
     def train(self, local: str) -> bool:
         """A base parameter (or any under a module) of this layer trains."""
-        name = self.prefix + local
-        return any(n == name or n.startswith(name + ".") for n in (*self.trains, *self.wrapped))
+        return local in self.trained
 
     def changes(self, local: str) -> bool:
         """The module's output needs a gradient whatever its input: it trains or carries an adapter."""
-        return self.train(local) or self.prefix + local in self.adapted
+        return local in self.trained or local in self.adapted
 
 
 def weight_part(style: str, rows: int, width: int, e: int) -> int:
@@ -109,7 +119,7 @@ def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in:
     name -> out features): what frozen weights drop and adapters add."""
     t, e, a, r, p = site.t, site.e, site.a, site.rank, site.dropout
     base = any(site.train(n + ".weight") for n in outs)
-    adapters = [n for n in outs if site.prefix + n in site.adapted]
+    adapters = [n for n in outs if n in site.adapted]
     shared = bool(adapters) and a == e and p == 0  # lora_A saves the input tensor itself, once for all of them
     delta = 0 if base or shared else -x_bytes
     for name in adapters:
@@ -264,9 +274,7 @@ def wrapped_bytes(site: Site, router_copies: bool, grad_in: bool) -> int:
     A router weight (2-D) gets W + (B A) s (_LoraParameterProxy): the matmul keeps the adapter weights only.
     """
     e, total = site.e, 0
-    for name, w in site.wrapped.items():
-        if not name.startswith(site.prefix):
-            continue
+    for w in site.wrapped:
         router = len(w.shape) == 2
         if grad_in and not (router and router_copies):
             total += e * w.param_numel
@@ -275,6 +283,7 @@ def wrapped_bytes(site: Site, router_copies: bool, grad_in: bool) -> int:
     return total
 
 
+@lru_cache(maxsize=1024)  # a LoRA's layers are alike: one computation per layer kind
 def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -> tuple[int, int, bool, bool]:
     """One layer: (its full-training bytes, the fine-tune's delta, output needs a gradient, core saved anything)."""
     traits = traits_of(kind)
@@ -288,6 +297,6 @@ def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -
     g2 = grad_in or ga
     d_mlp, g_mlp = mlp_change(site, kind, dict(mlp), traits.norm, g2)
     delta = d_attn + d_mlp
-    if not grad_in and not any(n.startswith(site.prefix) for n in site.trains | site.adapted | set(site.wrapped)):
+    if not grad_in and not site.trained and not site.adapted:
         delta = -full  # nothing trains and nothing flows in: autograd records nothing here
     return full, delta, g2 or g_mlp, core

@@ -26,6 +26,7 @@ from zeroplan.memory.activations.terms import (
     rotary_table_sets,
 )
 from zeroplan.memory.activations.traits import GEMMA_FAMILIES, traits_of
+from zeroplan.memory.finetune import unit_of
 
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
@@ -75,11 +76,16 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
 
 def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool):
     """The layers in order: [(full-training bytes, delta, own input saved)], the last output's grad, any core's."""
-    trains, wrapped = tuning.trainable_names, {w.name: w for w in tuning.adapted_params}
+    adapted = frozenset(tuning.adapted)
+    by_layer: dict[int, list[str]] = {}
+    for name in (*tuning.trainable_names, *tuning.adapted, *(w.name for w in tuning.adapted_params)):
+        by_layer.setdefault(unit_of(name) - 1, []).append(name)
     cores, layers = set(), []
     for i, kind in enumerate(layer_kinds(arch)):
-        site = Site(f"model.layers.{i}.", trains, frozenset(tuning.adapted), wrapped, b * s, e, a,
-                    spec.lora_rank, spec.lora_dropout, spec.dora)
+        names = by_layer.get(i, [])
+        site = Site.of(f"model.layers.{i}.", [n for n in names if n in tuning.trainable_names],
+                       [n for n in names if n in adapted], tuning.adapted_params, b * s, e, a,
+                       spec.lora_rank, spec.lora_dropout, spec.dora)
         full, delta, grad_out, core = layer_change(site, kind, b, s, flash, grad)
         own_input = layer_input_saved_bytes(kind, traits_of(kind), b, s, e) if grad else 0
         layers.append((full, delta, own_input))
@@ -95,7 +101,7 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     (Gemma 3: local and global) are saved only by layers of that type whose core needs a gradient."""
     h, trains, traits = arch.hidden_size, tuning.trainable_names, traits_of(arch)
     head = "lm_head.weight" in trains or (arch.tie_word_embeddings and embed)
-    site = Site("model.", trains, frozenset(), {}, t, e, 0, 0, 0.0, False)
+    site = Site.of("model.", [n for n in trains if unit_of(n) == 0], (), (), t, e)
     delta = norm_change(site, "norm", traits.norm, norm_bytes(traits.norm, t, h, e), t, h, grad)
     if not head and loss_bytes(arch, traits, setup.micro_batch, setup.seq_len, e, setup.loss).head_input_saved:
         delta -= e * t * h
