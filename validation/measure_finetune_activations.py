@@ -2,11 +2,11 @@
 
 Same counting (unique storages autograd saves and still holds when the forward ends, parameters excluded,
 CUDA-like dropout masks, the logits and the fp32 loss copy, checkpoint-held arguments, the recompute of one layer
-less what the layer was handed), with peft 0.21.2 (bitsandbytes 0.50.2 for QLoRA) on tiny models of six families:
+less what the layer was handed), with peft 0.21.2 (bitsandbytes 0.50.2 for QLoRA) on tiny models of seven families:
   llama, qwen2, qwen3 (qk-norm): the issue's grid: LoRA r in {8, 64}, targets q,v and all-linear, lora_dropout 0 and
       0.05; DoRA r 8; QLoRA (NF4, double quantization); frozen embeddings, a frozen first half, a frozen layer 0
       (embeddings trainable), frozen attention blocks, everything but the head frozen;
-  qwen3_moe, gemma3_text, deepseek_v3 (MLA, a dense layer then routed and shared experts): a smaller grid;
+  qwen3_moe, gemma3_text, gpt_oss, deepseek_v3 (MLA, a dense layer then routed and shared experts): a smaller grid;
 checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32. Each row also records
 what one backward and one torch.optim.AdamW step keep: peft's trainable count, gradient bytes, AdamW m + v bytes.
     python validation/measure_finetune_activations.py [--family F ...]   # (re)writes those rows of
@@ -81,7 +81,8 @@ def small_grid(qv, moe: bool) -> dict:
 
 
 GRIDS = {"llama": issue_grid(QV), "qwen2": issue_grid(QV), "qwen3": issue_grid(QV),
-         "qwen3_moe": small_grid(QV, True), "gemma3_text": small_grid(QV, False), "deepseek_v3": small_grid(MLA_QV, True)}
+         "qwen3_moe": small_grid(QV, True), "gemma3_text": small_grid(QV, False), "deepseek_v3": small_grid(MLA_QV, True),
+         "gpt_oss": small_grid(QV, False)}  # not converted by peft: all-linear is the attention, dropout allowed
 
 
 def fresh(family: str, dtype: str, checkpointing):
@@ -208,7 +209,11 @@ def states(model, loss) -> dict:
     opt = torch.optim.AdamW(trainable, lr=1e-3)
     opt.step()
     moments = sum(s[k].untyped_storage().nbytes() for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq"))
-    return {"trainable_params": sum(p.numel() for p in trainable), "grad_bytes": grads, "adamw_state_bytes": moments}
+    # gpt-oss's sinks: the SDPA stand-in drops them (measure_activations._core), so they get no gradient and AdamW
+    # skips them; recorded so that the comparison adds back what a real run's gradient and states would hold
+    unused = sum(p.numel() * p.element_size() for p in trainable if p.grad is None)
+    return {"trainable_params": sum(p.numel() for p in trainable), "grad_bytes": grads, "adamw_state_bytes": moments,
+            "unused_grad_bytes": unused}
 
 
 def run(family: str) -> list[dict]:

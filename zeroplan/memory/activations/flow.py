@@ -26,8 +26,13 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.moe import (
+    CLAMPED_SWIGLU_FAMILIES,
+    CLAMPED_SWIGLU_SAVED,
+)
 from zeroplan.memory.activations.ops import (
     FP32_BYTES,
+    INDEX_BYTES,
     MASK_BYTES,
     PRE_AND_POST_NORMS,
     norm_bytes,
@@ -42,6 +47,7 @@ from zeroplan.memory.activations.traits import traits_of
 # The attention terms that are not the core's own (memory.activations.attention names them).
 NOT_CORE = ("attention norm", "q/k/v projection input", "q norm", "k norm", "q latent norm", "q up-projection input",
             "kv latent norm", "kv up-projection input", "attention output dropout mask", "post-attention norm")
+ROUTER_MODULE = {"gpt_oss": "mlp.router"}  # GptOssMLP.router; the others' TopKRouter is mlp.gate
 ROUTER_TERMS = ("router sigmoid scores", "group top-k indices", "group mask", "top-k indices", "top-k renormalisation",
                 "router softmax", "softmax over the top-k logits")
 
@@ -228,15 +234,20 @@ def _moe_change(site: Site, kind, by: dict[str, int], g3: bool) -> tuple[int, bo
     """Router, grouped_mm experts and shared experts (memory.activations.terms.moe_mlp_terms)."""
     t, e, h, f = site.t, site.e, kind.hidden_size, kind.intermediate_size
     routed = t * kind.num_experts_per_tok
-    router = site.train("mlp.gate")
+    name = ROUTER_MODULE.get(kind.family, "mlp.gate")
+    router, router_weight = site.train(name), site.train(name + ".weight")
     gate_up, down = site.train("mlp.experts.gate_up_proj"), site.train("mlp.experts.down_proj")
     ge, gr = g3 or gate_up, g3 or router
-    delta = 0
+    clamped = kind.family in CLAMPED_SWIGLU_FAMILIES
+    if clamped and not (site.train("mlp.experts.gate_up_proj_bias") or site.train("mlp.experts.down_proj_bias")):
+        delta = -INDEX_BYTES * routed  # bias[expert_ids] keeps its index for the biases' gradient only
+    else:
+        delta = 0
     copies = by.get("router fp32 input and weight copies", 0)  # F.linear on fp32 copies (16-bit only)
     if copies:
         n_h = FP32_BYTES * kind.num_experts * h
-        delta -= (copies - n_h if not router else 0) + (n_h if not g3 else 0)
-    reads_input = router and not copies  # F.linear(x, W) keeps x for W's gradient
+        delta -= (copies - n_h if not router_weight else 0) + (n_h if not g3 else 0)
+    reads_input = router_weight and not copies  # F.linear(x, W) keeps x for W's gradient
     shared = {"mlp.shared_experts.gate_proj": kind.shared_expert_intermediate_size,
               "mlp.shared_experts.up_proj": kind.shared_expert_intermediate_size}
     if kind.shared_expert_intermediate_size:
@@ -249,8 +260,8 @@ def _moe_change(site: Site, kind, by: dict[str, int], g3: bool) -> tuple[int, bo
         delta -= by["expert routing indices and offsets"]
     if not gate_up:
         delta -= by["tokens gathered per expert"]
-    if not ge:
-        delta -= by["expert gate/up outputs"] + e * routed * f
+    if not ge:  # the activation's tensors (GptOssExperts' clamped SwiGLU: four of them) go with the gate/up output
+        delta -= by["expert gate/up outputs"] + e * routed * f * (CLAMPED_SWIGLU_SAVED - 1 if clamped else 1)
     if not down:
         delta -= e * routed * f  # the down input
     weights = by["expert outputs and routing weights"] - e * routed * h

@@ -32,7 +32,8 @@ from zeroplan.memory.finetune import unit_of
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
 # norms, mlp.{gate,up,down}_proj or mlp.gate + mlp.experts + mlp.shared_experts), pre-norm, gated MLP.
 MODELLED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma", "gemma2", "gemma3_text",
-                               "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe"})
+                               "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe",
+                               "gpt_oss"})
 UPPER_BOUND = ("fine-tune on {family}: activations are full training's (an upper bound but for the adapters' own "
                "tensors); the frozen-part rules are modelled for " + ", ".join(sorted(MODELLED_FAMILIES)))
 
