@@ -5,7 +5,8 @@ import json
 import pytest
 
 from zeroplan.cli.app import app
-from zeroplan.memory.finetune import Finetune, tune
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.finetune import ALL_LINEAR, Finetune, tune
 from zeroplan.memory.quant import Quant
 from zeroplan.memory.terms import shard_numel
 from zeroplan.models.named import named_parameters
@@ -182,3 +183,29 @@ def test_fsdp1_keeps_a_gradient_for_a_mixed_unit_and_fsdp2_does_not(runner):
     assert grads("fsdp", *q_proj) == grads("fsdp")
     q_numel = 4096 * 4096  # Llama-3.1-8B q_proj: hidden x hidden (the preset's config)
     assert grads("fsdp2") - grads("fsdp2", *q_proj) == 4 * shard_numel(q_numel, 8)
+
+
+def _moe(family: str, **extra):
+    from zeroplan.models.presets import model_from_data
+
+    config = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=1000, num_experts=4, num_experts_per_tok=2,
+                  moe_intermediate_size=32, **extra)
+    return named_parameters(model_from_data({"model_type": family, **config}, "tiny", hf_name="tiny"))
+
+
+@pytest.mark.parametrize("spec, message", [
+    (Finetune(lora_rank=8, lora_targets=("gate_proj",)), "without up_proj"),  # peft: fused into gate_up_proj
+    (Finetune(lora_rank=8, lora_targets=(ALL_LINEAR,), lora_dropout=0.05), "lora_dropout > 0"),
+    (Finetune(lora_rank=8, lora_targets=(ALL_LINEAR,), dora=True), "DoRA"),
+])
+def test_peft_refusals_on_wrapped_experts_are_one_line(spec, message):
+    """peft 0.21.2 refuses these on transformers 5's fused experts (transformers_weight_conversion.py; lora/layer.py
+    ParamWrapper.update_layer): zeroplan says so instead of estimating a run that cannot start."""
+    with pytest.raises(ZeroplanError, match=message):
+        tune(_moe("qwen3_moe"), spec, "qwen3_moe")
+
+
+def test_named_attention_targets_on_moe_leave_the_experts_alone():
+    tuning = tune(_moe("qwen3_moe"), Finetune(lora_rank=8, lora_targets=("q_proj", "v_proj")), "qwen3_moe")
+    assert not tuning.adapted_params and len(tuning.adapted) == 4  # q and v in 2 layers

@@ -1,21 +1,29 @@
-"""Activation bytes of fine-tunes (LoRA, frozen parts) on CPU, measured as validation/measure_activations.py does.
+"""Activation bytes of fine-tunes (LoRA, DoRA, QLoRA, frozen parts) on CPU, measured as validation/measure_activations.py does.
 
 Same counting (unique storages autograd saves and still holds when the forward ends, parameters excluded,
-CUDA-like dropout masks, the logits and the fp32 loss copy, checkpoint-held arguments, the recompute of one layer), on Llama- and Qwen2-shaped models with
-peft's LoRA (r in {8, 64}; targets q,v and all-linear; lora_dropout 0 and 0.05) and with frozen embeddings or a
-frozen first half; DoRA (r 8); checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32.
-    python validation/measure_finetune_activations.py     # writes validation/finetune_activations.json
+CUDA-like dropout masks, the logits and the fp32 loss copy, checkpoint-held arguments, the recompute of one layer
+less what the layer was handed), with peft 0.21.2 (bitsandbytes 0.50.2 for QLoRA) on tiny models of seven families:
+  llama, qwen2, qwen3 (qk-norm): the issue's grid: LoRA r in {8, 64}, targets q,v and all-linear, lora_dropout 0 and
+      0.05; DoRA r 8; QLoRA (NF4, double quantization); frozen embeddings, a frozen first half, a frozen layer 0
+      (embeddings trainable), frozen attention blocks, everything but the head frozen;
+  qwen3_moe, gemma3_text, gpt_oss, deepseek_v3 (MLA, a dense layer then routed and shared experts): a smaller grid;
+checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32. Each row also records
+what one backward and one torch.optim.AdamW step keep: peft's trainable count, gradient bytes, AdamW m + v bytes.
+    python validation/measure_finetune_activations.py [--family F ...]   # (re)writes those rows of
+                                                                          # validation/finetune_activations.json
+    python validation/measure_finetune_activations.py --all-linear-moe   # peft's all-linear counts on 9 MoE families
 """
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import functools
 import gc
 import itertools
-import tempfile
 import json
 import sys
+import tempfile
 import warnings
 import weakref
 from pathlib import Path
@@ -26,23 +34,55 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure_activations as ma  # noqa: E402
+from measure_new_families import NEW_FAMILIES  # noqa: E402
 
 torch.set_num_threads(1)
 OUT = Path(__file__).resolve().parent / "finetune_activations.json"
 SEQ, BATCH = 64, 2
-MODES = {
-    "full": None,
-    **{f"lora r{r} {t} p{p}": {"r": r, "target_modules": targets, "lora_dropout": p}
-       for r, (t, targets), p in itertools.product((8, 64), (("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")),
-                                                   (0.0, 0.05))},
-    **{f"dora r8 {t} p{p}": {"r": 8, "target_modules": targets, "lora_dropout": p, "use_dora": True}
-       for (t, targets), p in itertools.product((("q,v", ["q_proj", "v_proj"]), ("all-linear", "all-linear")), (0.0, 0.05))},
+QV = ["q_proj", "v_proj"]
+MLA_QV = ["q_b_proj", "kv_b_proj"]  # DeepSeek-V3 has no q_proj / v_proj: the up-projections of q and of k/v
+
+
+def lora(r, targets, p=0.0, **extra):
+    return {"r": r, "target_modules": targets, "lora_dropout": p, **extra}
+
+
+def _short(targets) -> str:
+    return targets if isinstance(targets, str) else ",".join(t.removesuffix("_proj") for t in targets)
+
+
+def issue_grid(qv) -> dict:
+    modes = {"full": None}
+    for r, t, p in itertools.product((8, 64), (qv, "all-linear"), (0.0, 0.05)):
+        modes[f"lora r{r} {_short(t)} p{p}"] = lora(r, t, p)
+    for t, p in itertools.product((qv, "all-linear"), (0.0, 0.05)):
+        modes[f"dora r8 {_short(t)} p{p}"] = lora(8, t, p, use_dora=True)
     # QLoRA: the base linears in bitsandbytes NF4 (double quantization), loaded as transformers loads them
-    **{f"qlora r{r} {t} p{p}": {"r": r, "target_modules": targets, "lora_dropout": p, "qlora": True}
-       for r, (t, targets), p in ((8, ("q,v", ["q_proj", "v_proj"]), 0.0), (64, ("all-linear", "all-linear"), 0.05))},
-    "frozen embeddings": ("model.embed_tokens.*",),
-    "frozen first half": ("model.embed_tokens.*", "model.layers.0.*"),  # the measured models have 2 layers
+    modes[f"qlora r8 {_short(qv)} p0.0"] = lora(8, qv, 0.0, qlora=True)
+    modes["qlora r64 all-linear p0.05"] = lora(64, "all-linear", 0.05, qlora=True)
+    return modes | FREEZES
+
+
+FREEZES = {  # the measured models have 2 layers
+    "frozen embeddings": ["model.embed_tokens.*"],
+    "frozen first half": ["model.embed_tokens.*", "model.layers.0.*"],
+    "frozen layer 0": ["model.layers.0.*"],
+    "frozen attention": ["model.layers.*.self_attn.*"],
+    "frozen all but head": ["model.*"],
 }
+
+
+def small_grid(qv, moe: bool) -> dict:
+    """peft refuses lora_dropout > 0 on the fused experts all-linear reaches on an MoE model (ParamWrapper)."""
+    p = 0.0 if moe else 0.05
+    return {"full": None, f"lora r8 {_short(qv)} p0.0": lora(8, qv), f"lora r8 {_short(qv)} p0.05": lora(8, qv, 0.05),
+            "lora r8 all-linear p0.0": lora(8, "all-linear"), f"lora r64 all-linear p{p}": lora(64, "all-linear", p),
+            f"dora r8 {_short(qv)} p0.0": lora(8, qv, 0.0, use_dora=True)} | FREEZES
+
+
+GRIDS = {"llama": issue_grid(QV), "qwen2": issue_grid(QV), "qwen3": issue_grid(QV),
+         "qwen3_moe": small_grid(QV, True), "gemma3_text": small_grid(QV, False), "deepseek_v3": small_grid(MLA_QV, True),
+         "gpt_oss": small_grid(QV, False)}  # not converted by peft: all-linear is the attention, dropout allowed
 
 
 def fresh(family: str, dtype: str, checkpointing):
@@ -84,22 +124,28 @@ class Held:
         self.tensor = tensor
 
 
-def alive_recompute_layer(rec: ma.Recorder, alive: set[int]) -> int:
-    """Recorder.recompute_layer_bytes over the storages still alive."""
+def alive_recompute_layer(rec: ma.Recorder, alive: set[int], handed: set[int]) -> int:
+    """Recorder.recompute_layer_bytes over the storages still alive, less what a layer was handed (rotary tables,
+    masks: a recompute re-reads them, as measure_new_families.py counts it)."""
     per: dict[int, int] = {}
     for ptr, layers in rec.layers_of.items():
-        if ptr in alive and len(layers) == 1:
+        if ptr in alive and ptr not in handed and len(layers) == 1:
             (layer,) = layers
             if ptr != rec.layer_inputs.get(layer):
                 per[layer] = per.get(layer, 0) + rec.saved[ptr]
     return max(per.values(), default=0)
 
 
-def measure(model, arch, checkpointing) -> ma.Measurement:
+def _handed(handed: set[int], module, args, kwargs) -> None:
+    handed.update(t.untyped_storage().data_ptr() for t in ma._tensors((args[1:], kwargs)))
+
+
+def measure(model, arch, checkpointing):
     """As measure_activations.measure, counting only saved tensors still held by the graph when the forward ends:
-    DoRA builds its lora_B(lora_A(I)) weight with a graph it uses only detached, freed before the backward."""
+    DoRA builds its lora_B(lora_A(I)) weight with a graph it uses only detached, freed before the backward.
+    Returns the Measurement, the bytes each layer alone saved (its input included) and the loss."""
     rec = ma.RECORDER = ma.Recorder(model)
-    held_refs, keep = [], []  # keep: every saved tensor until the forward ends, so no freed address is reused
+    held_refs, keep, handed = [], [], set()  # keep: every saved tensor until the forward ends (no address reused)
 
     def pack(t):
         keep.append(t.untyped_storage())  # the storage alone: a tensor would keep its graph alive
@@ -111,6 +157,7 @@ def measure(model, arch, checkpointing) -> ma.Measurement:
     hooks = []
     for i, layer in enumerate(layers):
         hooks.append(layer.register_forward_pre_hook(functools.partial(ma._enter_layer, rec, i), with_kwargs=True))
+        hooks.append(layer.register_forward_pre_hook(functools.partial(_handed, handed), with_kwargs=True))
         hooks.append(layer.register_forward_hook(lambda *_: setattr(rec, "layer", None)))
     torch.manual_seed(1)
     ids = torch.randint(1, arch.vocab_size, (BATCH, SEQ))
@@ -129,32 +176,140 @@ def measure(model, arch, checkpointing) -> ma.Measurement:
     held = {p: n for p, n in rec.held.items() if p not in rec.saved}
     if checkpointing is ma.Checkpointing.none:
         held = {}
-    return ma.Measurement(saved=sum(rec.saved.values()), held=sum(held.values()),
-                          logits=0 if logits.untyped_storage().data_ptr() in rec.saved else logits.untyped_storage().nbytes(),
-                          copy=logits.numel() * 4 if logits.dtype != torch.float32 else 0,
-                          recompute_layer=alive_recompute_layer(rec, alive), recompute_core=0)
+    per_layer: dict[int, int] = {}
+    for ptr, where in rec.layers_of.items():
+        if ptr in rec.saved and len(where) == 1:
+            (layer,) = where
+            per_layer[layer] = per_layer.get(layer, 0) + rec.saved[ptr]
+    m = ma.Measurement(saved=sum(rec.saved.values()), held=sum(held.values()),
+                       logits=0 if logits.untyped_storage().data_ptr() in rec.saved else logits.untyped_storage().nbytes(),
+                       copy=logits.numel() * 4 if logits.dtype != torch.float32 else 0,
+                       recompute_layer=alive_recompute_layer(rec, alive, handed), recompute_core=0)
+    return m, [per_layer.get(i, 0) for i in range(len(layers))], out.loss
 
 
-def main() -> None:
+def recompute_reference(family: str, dtype: str, mode):
+    """The layer recompute of a checkpointed run, measured without checkpointing on the same fine-tune with the
+    embeddings' output requiring grad: transformers' gradient_checkpointing_enable calls enable_input_require_grads
+    (modeling_utils.py), so under checkpointing a gradient flows from the first layer on, frozen or not."""
+    model, arch = fresh(family, dtype, ma.Checkpointing.none)
+    model = prepare(model, mode)
+    model.enable_input_require_grads()
+    return measure(model, arch, ma.Checkpointing.none)[0]
+
+
+def states(model, loss) -> dict:
+    """One backward and one AdamW step: peft's trainable count, gradient bytes, AdamW m + v bytes (the 0-d step
+    tensor AdamW keeps per parameter is left out, as tests/test_finetune_validation.py leaves it)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:  # a tied head frozen with the rest: nothing to train
+        return {"trainable_params": 0, "grad_bytes": 0, "adamw_state_bytes": 0}
+    loss.backward()
+    grads = sum(p.grad.untyped_storage().nbytes() for p in trainable if p.grad is not None)
+    opt = torch.optim.AdamW(trainable, lr=1e-3)
+    opt.step()
+    moments = sum(s[k].untyped_storage().nbytes() for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    # gpt-oss's sinks: the SDPA stand-in drops them (measure_activations._core), so they get no gradient and AdamW
+    # skips them; recorded so that the comparison adds back what a real run's gradient and states would hold
+    unused = sum(p.numel() * p.element_size() for p in trainable if p.grad is None)
+    return {"trainable_params": sum(p.numel() for p in trainable), "grad_bytes": grads, "adamw_state_bytes": moments,
+            "unused_grad_bytes": unused}
+
+
+def run(family: str) -> list[dict]:
     rows = []
-    warnings.simplefilter("ignore")
-    transformers.logging.set_verbosity_error()
-    for family, dtype, mode_name in itertools.product(("llama", "qwen2"), ("bf16", "fp32"), MODES):
+    for dtype, (mode_name, mode) in itertools.product(("bf16", "fp32"), GRIDS[family].items()):
         reference = None
         for ckpt in (ma.Checkpointing.none, ma.Checkpointing.full):
             model, arch = fresh(family, dtype, ckpt)
-            model = prepare(model, MODES[mode_name])
+            model = prepare(model, mode)
             if ckpt is ma.Checkpointing.full and not model.is_gradient_checkpointing:  # a reloaded base
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            m = measure(model, arch, ckpt)
+            m, per_layer, loss = measure(model, arch, ckpt)
+            if ckpt is ma.Checkpointing.full:
+                reference = recompute_reference(family, dtype, mode)
             reference = reference or m
-            rows.append({"family": family, "dtype": dtype, "mode": mode_name, "checkpointing": ckpt.value,
-                         "seq_len": SEQ, "micro_batch": BATCH, "measured": m.total(ckpt, reference),
-                         "saved": m.saved, "held": m.held, "logits": m.logits, "copy": m.copy,
-                         "recompute_layer": reference.recompute_layer})
-            print(rows[-1], file=sys.stderr)
-    OUT.write_text(json.dumps({"versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-                               "config": {f: ma.FAMILIES[f][1] for f in ("llama", "qwen2")}, "rows": rows}, indent=1) + "\n")
+            row = {"family": family, "dtype": dtype, "mode": mode_name, "checkpointing": ckpt.value,
+                   "lora": {k: v for k, v in mode.items()} if isinstance(mode, dict) else None,
+                   "freeze": mode if isinstance(mode, list) else [],
+                   "seq_len": SEQ, "micro_batch": BATCH, "measured": m.total(ckpt, reference),
+                   "saved": m.saved, "held": m.held, "logits": m.logits, "copy": m.copy,
+                   "recompute_layer": reference.recompute_layer, "layers": per_layer}
+            if ckpt is ma.Checkpointing.none:
+                row |= states(model, loss)
+            rows.append(row)
+            print({k: v for k, v in row.items() if k not in ("lora", "freeze")}, file=sys.stderr)
+    return rows
+
+
+_MOE_BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=1000, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+ALL_LINEAR_MOE = {  # peft's all-linear on MoE families (transformers 5 fuses the experts into 3-D parameters)
+    "mixtral": _MOE_BASE | dict(num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": _MOE_BASE | dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                  shared_expert_intermediate_size=48, decoder_sparse_step=1, mlp_only_layers=[]),
+    "granitemoe": _MOE_BASE | dict(num_local_experts=4, num_experts_per_tok=2),
+    "deepseek_v2": _MOE_BASE | dict(num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8,
+                                    qk_nope_head_dim=16, v_head_dim=24, n_routed_experts=4, n_shared_experts=1,
+                                    moe_intermediate_size=32, first_k_dense_replace=1, num_experts_per_tok=2,
+                                    n_group=1, topk_group=1),
+    **{f: NEW_FAMILIES[f][1] for f in ("qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "llama4_text")},
+}
+
+
+def all_linear_moe() -> dict:
+    """peft's trainable and total counts for r 8 all-linear, and the modules it adapted (one layer's, by last name)."""
+    from peft import LoraConfig, get_peft_model
+
+    out = {}
+    for family, kw in ALL_LINEAR_MOE.items():
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(family, **kw))
+        model = get_peft_model(model, LoraConfig(r=8, target_modules="all-linear"))
+        trainable, total = model.get_nb_trainable_parameters()
+        adapted = sorted({n.split(".lora_A")[0].replace("base_model.model.", "").replace(".base_layer", "")
+                          for n, _ in model.named_parameters() if ".lora_A" in n})
+        out[family] = {"config": kw, "r": 8, "trainable_params": trainable, "all_params": total, "adapted": adapted}
+        print(family, out[family]["trainable_params"], file=sys.stderr)
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--family", action="append", choices=list(GRIDS))
+    parser.add_argument("--print", action="store_true", help="print the rows; do not write the file")
+    parser.add_argument("--all-linear-moe", action="store_true", help="only (re)measure peft's all-linear on MoE")
+    args = parser.parse_args(argv)
+    ma.FAMILIES.update(NEW_FAMILIES)
+    if args.all_linear_moe:
+        data = json.loads(OUT.read_text())
+        data["all_linear_moe"] = all_linear_moe()
+        OUT.write_text(json.dumps(data, indent=1) + "\n")
+        return
+    families = args.family or list(GRIDS)
+    warnings.simplefilter("ignore")
+    transformers.logging.set_verbosity_error()
+    for family in families:
+        rows = run(family)
+        if not args.print:
+            write(family, rows)
+
+
+def write(family: str, rows: list[dict]) -> None:
+    """Replace `family`'s rows of the JSON (written after each family)."""
+    old = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
+    kept = [r for r in old["rows"] if r["family"] != family and r["family"] in GRIDS]
+    config = {f: dict(ma.FAMILIES[f][1]) for f in GRIDS}
+    OUT.write_text(json.dumps({"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                                            "peft": _version("peft"), "bitsandbytes": _version("bitsandbytes")},
+                               "config": config, "rows": kept + rows,
+                               "all_linear_moe": old.get("all_linear_moe", {})}, indent=1) + "\n")
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
 
 
 if __name__ == "__main__":

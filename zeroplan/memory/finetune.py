@@ -100,6 +100,9 @@ class Tuning:
     adapted: tuple[str, ...]  # module names given adapters
     saved_numel: int = 0  # trainable copies of modules_to_save: they keep the base dtype (peft upcasts adapters only)
     largest_quantized: int = 0  # elements of the largest quantized weight (its dequantized copy in backward)
+    adapted_params: tuple[AdaptedParam, ...] = ()  # expert and router parameters peft wraps (MoE all-linear)
+    # base parameters whose own tensor (or, modules_to_save, its trainable copy) trains: what the activations read
+    trainable_names: frozenset[str] = frozenset()
 
     @property
     def num_trainable(self) -> int:
@@ -118,23 +121,100 @@ def _matches(module: str, target: str) -> bool:
     return module == target or module.endswith("." + target)
 
 
-def adapter_targets(lins: list[Linear], targets: tuple[str, ...], family: str, moe: bool = False) -> list[Linear]:
-    """The linears peft wraps for `targets`; ZeroplanError naming the linears that exist when none match."""
-    if targets == (ALL_LINEAR,) and moe:
-        raise ZeroplanError(f"--lora-targets all-linear on {family}: peft also adapts its routers and fused experts "
-                            f"(target_parameters, a rank per expert), not modelled; name the linears ({linear_names(lins)})")
+# peft utils/transformers_weight_conversion.py (0.21.2): on the model types transformers 5 fused into 3-D expert
+# parameters (transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN -> "mixtral" or "qwen2_moe"), peft maps the
+# v4 linear names of the experts and the router onto parameters (_MOE_TARGET_MODULE_MAPPING) and adapts them with a
+# ParamWrapper (target_parameters); a fused pair takes rank 2 r (_convert_peft_config_moe, rank_pattern).
+MOE_V4_NAMES = {
+    "mixtral": {"gate": "gate.weight", "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"},
+    "qwen2_moe": {"gate": "gate.weight", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj",
+                  "down_proj": "down_proj"},
+}
+MOE_FUSED = {"mixtral": ("w1", "w3"), "qwen2_moe": ("gate_proj", "up_proj")}  # _MOE_FUSED_TARGETS: -> gate_up_proj
+# zeroplan's families among _MODEL_TO_CONVERSION_PATTERN's keys (kimi_k2 loads as deepseek_v3). qwen2_moe, gpt_oss,
+# granitemoe and llama4_text are not converted: all-linear there is their nn.Linear modules only.
+MOE_CONVERTED = {"mixtral": "mixtral", "deepseek_v2": "qwen2_moe", "deepseek_v3": "qwen2_moe", "kimi_k2": "qwen2_moe",
+                 "glm4_moe": "qwen2_moe", "qwen3_moe": "qwen2_moe", "qwen3_next": "qwen2_moe"}
+# Llama4Router subclasses nn.Linear (modeling_llama4.py): all-linear adapts it like any linear.
+LINEAR_ROUTERS = {"llama4_text": ".feed_forward.router"}
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptedParam:
+    """A parameter peft wraps in a ParamWrapper (lora/layer.py): lora_A (r E, in), lora_B (out, r E), E = 1 for 2-D."""
+
+    name: str
+    shape: tuple[int, ...]
+    rank: int
+
+    @property
+    def adapter_numel(self) -> int:
+        experts, n_a, n_b = self.shape if len(self.shape) == 3 else (1, *self.shape)
+        return self.rank * experts * (n_a + n_b)
+
+    @property
+    def param_numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def adapter_targets(params: list[NamedParam], spec: Finetune, family: str) -> tuple[list[Linear], list[AdaptedParam]]:
+    """The linears and parameters peft wraps for `spec.lora_targets`; ZeroplanError naming the linears that exist when
+    none match."""
+    lins = linears(params) + _linear_routers(params, family)
+    targets = spec.lora_targets
     if targets == (ALL_LINEAR,):
-        return [lin for lin in lins if lin.name != OUTPUT_HEAD]
+        if family not in MOE_CONVERTED:
+            return [lin for lin in lins if lin.name != OUTPUT_HEAD], []
+        targets = tuple(dict.fromkeys(lin.name.rsplit(".", 1)[-1] for lin in lins if lin.name != OUTPUT_HEAD))
+        targets += tuple(MOE_V4_NAMES[MOE_CONVERTED[family]])
     if not targets:
         if not any(_matches(lin.name, t) for lin in lins for t in PEFT_DEFAULT_TARGETS):
             raise ZeroplanError(f"peft has no default LoRA targets for {family}: give --lora-targets "
                                 f"(linears: {linear_names(lins)})")
         targets = PEFT_DEFAULT_TARGETS
+    targets, wrapped = _moe_parameters(params, targets, spec, family)
     missing = [t for t in targets if not any(_matches(lin.name, t) for lin in lins)]
-    if missing:
+    if missing and spec.lora_targets != (ALL_LINEAR,):
         raise ZeroplanError(f"--lora-targets {','.join(missing)} match no linear of the model "
                             f"(linears: {linear_names(lins)}, or all-linear)")
-    return [lin for lin in lins if any(_matches(lin.name, t) for t in targets)]
+    return [lin for lin in lins if any(_matches(lin.name, t) for t in targets)], wrapped
+
+
+def _linear_routers(params: list[NamedParam], family: str) -> list[Linear]:
+    suffix = LINEAR_ROUTERS.get(family)
+    return [Linear(p.module, p.shape[1], p.shape[0], False) for p in params
+            if suffix and p.module.endswith(suffix) and p.name.endswith(".weight")]
+
+
+def _moe_parameters(params: list[NamedParam], targets: tuple[str, ...], spec: Finetune, family: str):
+    """peft's _convert_peft_config_moe: the targets naming v4 expert / router linears become target_parameters.
+
+    Returns the remaining module targets and the wrapped parameters. peft refuses a fused pair named by half
+    ("Cannot convert PEFT target(s) ... because they are fused"), lora_dropout > 0 and DoRA on a ParamWrapper
+    (lora/layer.py ParamWrapper.update_layer)."""
+    kind = MOE_CONVERTED.get(family)
+    if kind is None:
+        return targets, []
+    names, fused = MOE_V4_NAMES[kind], MOE_FUSED[kind]
+    mapped = {old for t in targets for old in names if _matches(t, old)}
+    if not mapped:
+        return targets, []
+    if 0 < len(mapped & set(fused)) < len(fused):
+        raise ZeroplanError(f"--lora-targets {','.join(sorted(mapped & set(fused)))} on {family}: peft cannot adapt it "
+                            f"without {','.join(sorted(set(fused) - mapped))}, fused with it into gate_up_proj")
+    if spec.lora_dropout or spec.dora:
+        option = f"--lora-dropout {spec.lora_dropout:g}" if spec.lora_dropout else "--dora"
+        raise ZeroplanError(f"{option} on {family}'s experts and router (targets {','.join(sorted(mapped))}): peft "
+                            f"adapts them as parameters (ParamWrapper), which refuses lora_dropout > 0 and DoRA; "
+                            f"name the attention linears instead")
+    wanted = {names[old] for old in mapped}
+    wrapped = [AdaptedParam(p.name, p.shape, spec.lora_rank * (len(fused) if p.name.endswith(".gate_up_proj") else 1))
+               for p in params if not p.linear and any(_matches(p.name, t) for t in wanted)]
+    rest = tuple(t for t in targets if not any(_matches(t, old) for old in names))
+    return rest, wrapped
 
 
 def linear_names(lins: list[Linear]) -> str:
@@ -188,13 +268,16 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     frozen_float = quantized = packed = state = saved_numel = largest = 0
     frozen = _frozen_by_glob(params, spec.freeze) if spec.freeze else set()
     saved = _saved_modules(params, spec.modules_to_save)
+    trains: set[str] = set()
     for p in params:
         u = unit_of(p.name)
         if spec.full or (not spec.lora_rank and p.name not in frozen):
+            trains.add(p.name)
             trainable.append(p.numel)
             trainable_by_unit[u] += p.numel
             continue
         if p.name in saved:  # the trainable copy; the original stays frozen below
+            trains.add(p.name)
             trainable.append(p.numel)
             trainable_by_unit[u] += p.numel
             saved_numel += p.numel
@@ -206,15 +289,23 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
             frozen_float += p.numel
             frozen_by_unit[u] += p.numel
     adapted: list[Linear] = []
+    wrapped: list[AdaptedParam] = []
     if spec.lora_rank:
-        moe = any(p.module.endswith(".experts") for p in params)
-        adapted = adapter_targets(linears(params), spec.lora_targets, family, moe)
+        adapted, wrapped = adapter_targets(params, spec, family)
         for lin in adapted:
             for _, numel in _adapter_tensors(lin, spec.lora_rank, spec.dora):
                 trainable.append(numel)
                 trainable_by_unit[unit_of(lin.name)] += numel
+        for w in wrapped:  # lora_A and lora_B of each ParamWrapper
+            experts, n_a, n_b = w.shape if len(w.shape) == 3 else (1, *w.shape)
+            trainable += [w.rank * experts * n_a, w.rank * experts * n_b]
+            trainable_by_unit[unit_of(w.name)] += w.adapter_numel
+    if not trainable:
+        raise ZeroplanError(f"--freeze {','.join(spec.freeze)} freezes every parameter (a tied LM head with the "
+                            f"embeddings): nothing would train")
     if spec.quant.four_bit and spec.double_quant:
         state += SHARED_NESTED_MAP_BYTES
     total = sum(trainable) + frozen_float + quantized
     return Tuning(spec, total, tuple(trainable), tuple(trainable_by_unit), tuple(frozen_by_unit), frozen_float,
-                  quantized, packed, state, tuple(lin.name for lin in adapted), saved_numel, largest)
+                  quantized, packed, state, tuple(lin.name for lin in adapted), saved_numel, largest,
+                  tuple(wrapped), frozenset(trains))

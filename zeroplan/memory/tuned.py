@@ -227,6 +227,9 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
     if spec.lora_rank:
         notes.append(f"adapters of rank {spec.lora_rank} on {len(tuning.adapted)} linears (peft: lora_A r x in, "
                      "lora_B out x r" + (", DoRA magnitude out" if spec.dora else "") + "); alpha and rsLoRA change no byte")
+        if tuning.adapted_params:
+            notes.append(f"peft's all-linear on this MoE also wraps {len(tuning.adapted_params)} expert and router "
+                         "parameters (ParamWrapper: lora_A r E x in, lora_B out x r E; rank 2 r on the fused gate_up_proj)")
         notes.append("DeepSpeed casts the adapters to the 16-bit dtype with an fp32 master in the optimizer"
                      if engine is Engine.deepspeed else
                      "adapters fp32 (peft autocast_adapter_dtype) on a 16-bit base; FSDP1 wraps them as units of "
@@ -239,7 +242,7 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
         notes.append("base linears in bitsandbytes LLM.int8: int8 weights + fp32 row scales")
     if engine is Engine.fsdp and spec.freeze:
         notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
-    notes.append("activations: frozen linears save no input for a weight gradient, adapters add their inputs and "
-                 "rank-r outputs, a 4-bit base its dequantized weight in backward (Llama, Mistral, Qwen2; other "
-                 "families: full training's, an upper bound; docs/finetune.md)")
+    notes.append("activations: a saved tensor is kept only for a gradient that is needed (frozen linears keep no "
+                 "input, a frozen prefix nothing), adapters add their inputs and rank-r outputs, a 4-bit base its "
+                 "dequantized weight in backward (docs/finetune.md)")
     return notes
