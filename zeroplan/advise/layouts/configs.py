@@ -39,7 +39,7 @@ def _chosen(advice: LayoutAdvice, stack: Stack, option: str) -> LayoutPlan:
 def autotp_config(advice: LayoutAdvice) -> dict:
     """The ds_config of a DeepSpeed choice: ZeRO as planned plus `tensor_parallel.autotp_size` = tp.
 
-    No train_batch_size: DeepSpeed builds its config before AutoTP's groups and, without an mpu, checks
+    No train_batch_size with tp > 1: DeepSpeed builds its config before AutoTP's groups and, without an mpu, checks
     train_batch_size = micro x accumulation x the whole world size (deepspeed/__init__.py, runtime/config.py
     v0.19.5), while the data-parallel degree under AutoTP is GPUs / tp; given micro-batch and accumulation,
     DeepSpeed derives it without the check."""
@@ -48,8 +48,8 @@ def autotp_config(advice: LayoutAdvice) -> dict:
     knobs = scn.knobs.__class__(**{**_knob_fields(scn.knobs), "overlap_comm": scn.knobs.overlap_comm_for(plan.stage)})
     config = ds_config(plan.stage, knobs, scn.setup.precision, micro_batch=plan.micro_batch,
                        grad_accum=plan.grad_accum, dp=plan.dp)
-    del config["train_batch_size"]
     if plan.tp > 1:
+        del config["train_batch_size"]
         config["tensor_parallel"] = {"autotp_size": plan.tp}
     return config
 

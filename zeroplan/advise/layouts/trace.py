@@ -59,13 +59,13 @@ def search_trace(space: Space, tally, best: LayoutPlan | None, others: tuple[Lay
 
 def _fit_step(tally, fitter) -> Step:
     closest = min(tally.misses, key=lambda m: m.peak_bytes, default=None)
-    reason = f"{tally.fitting} of {tally.configurations} layout x stage x checkpointing combinations fit"
+    reason = (f"{tally.fitting} of {tally.configurations} layout x stage x checkpointing combinations fit within "
+              f"{gib(fitter.budget)}")
     if closest is not None:
         reason += (f"; closest that does not: {closest.layout.describe()}, ZeRO-{int(closest.stage)}, "
                    f"{closest.checkpointing.value} checkpointing, micro-batch 1 needs {gib(closest.peak_bytes)} "
                    f"({gib(closest.peak_bytes - fitter.budget)} over)")
-    return Step(rule="search.fit", question="Which combinations fit at micro-batch 1 or more?", observed=tally.fitting,
-                threshold=fitter.budget, unit="", source=FIT_SOURCE, outcome="yes" if tally.fitting else "no",
+    return Step(rule="search.fit", question="Which combinations fit at micro-batch 1 or more?", observed=tally.fitting, source=FIT_SOURCE, outcome="yes" if tally.fitting else "no",
                 reason=reason)
 
 
@@ -73,8 +73,7 @@ def _none_step(tally, fitter) -> Step:
     closest = min(tally.misses, key=lambda m: m.peak_bytes, default=None)
     where = (f"closest: {closest.layout.describe()} at ZeRO-{int(closest.stage)} needs {gib(closest.peak_bytes)}"
              if closest else "no layout was weighed")
-    return Step(rule="search.none", question="Does any layout fit?", observed=False, threshold=fitter.budget,
-                unit="", source=FIT_SOURCE, outcome="none",
+    return Step(rule="search.none", question="Does any layout fit?", observed=False, source=FIT_SOURCE, outcome="none",
                 reason=f"{where}; more GPUs, or `zeroplan advise` without --search-parallelism for offload")
 
 
