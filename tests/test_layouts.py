@@ -91,12 +91,13 @@ def test_fit_equals_estimate_cli(runner, tp, pp, cp, stack, stage, ckpt, micro, 
 
 def _brute_best(model: str, gpus: int, batch: int, seq: int):
     """Every layout x stage x checkpointing x micro-batch that fits, timed: no pruning at all."""
-    from zeroplan.advise.layouts.search import Tally, _plan
+    from zeroplan.advise.layouts import speed
+    from zeroplan.advise.layouts.search import Timed, _plan
     from zeroplan.perf.collectives import default_topology
 
     fitter = _fitter(model, gpus, batch, seq)
     scn = fitter.scn
-    topology, tally, timing = default_topology(scn.hardware, scn.parallelism), Tally(), {}
+    topology, timed, timing = default_topology(scn.hardware, scn.parallelism), [], {}
     space = enumerate_layouts(scn.arch, gpus, 8, seq, scn.setup.attention, batch)
     for lay in space.layouts:
         for stage in lay.stages():
@@ -104,8 +105,9 @@ def _brute_best(model: str, gpus: int, batch: int, seq: int):
                 for m in fitter.micro_batches(lay):
                     est = fitter.peak(lay, stage, ckpt, m)
                     if fitter.fits(est):
-                        tally.plans.append(_plan(fitter, lay, stage, ckpt, m, est, topology, None, timing))
-    return min(tally.plans, key=rank_key)
+                        step = speed.step(fitter.scenario(lay, stage, ckpt, m), stage, topology, None, timing)
+                        timed.append(Timed(lay, stage, ckpt, m, step, est))
+    return _plan(fitter, min(timed, key=Timed.key))
 
 
 @pytest.mark.parametrize("model,gpus,batch,seq", [("llama-3.1-8b", 16, 64, 4096), ("llama-3.1-70b", 32, 64, 2048)])

@@ -46,6 +46,24 @@ class Miss:
     peak_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """A fitting configuration and its predicted step; its peak is computed when it is shown (None until then)."""
+
+    layout: Layout
+    stage: ZeroStage
+    checkpointing: Checkpointing
+    micro_batch: int
+    step: object  # perf.mesh.MeshStep
+    peak: StageEstimate | None
+
+    def key(self) -> tuple:
+        """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch."""
+        lay = self.layout
+        return (self.step.step_time_s, lay.tp * lay.pp * lay.cp, lay.ep, int(self.stage),
+                RECOMPUTE_RANK[self.checkpointing], -self.micro_batch)
+
+
 @dataclass
 class Tally:
     """What the search weighed, as it goes."""
@@ -54,7 +72,7 @@ class Tally:
     fitting: int = 0
     pruned: Counter = field(default_factory=Counter)
     misses: list[Miss] = field(default_factory=list)
-    plans: list[LayoutPlan] = field(default_factory=list)
+    timed: list[Timed] = field(default_factory=list)
 
 
 def given_levels(scn: Scenario, policy: AdvisorPolicy) -> tuple[Checkpointing, ...]:
@@ -96,32 +114,33 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
     for layout in space.layouts:
         for stage in layout.stages():
             _weigh(fitter, tally, layout, stage, layout.levels(levels), topology, mfu, timing)
-    ranked = sorted(tally.plans, key=rank_key)
-    best = ranked[0] if ranked else None
-    others = _one_per_mesh(ranked[1:], best)
+    ranked = sorted(tally.timed, key=Timed.key)
+    shown = _one_per_mesh(ranked)[:TOP + 1]
+    plans = [_plan(fitter, t) for t in shown]
+    best, others = (plans[0], tuple(plans[1:])) if plans else (None, ())
     counts = SearchCounts(layouts=len(space.layouts), configurations=tally.configurations,
-                          evaluations=fitter.evaluations, fitting=tally.fitting, timed=len(tally.plans),
+                          evaluations=fitter.evaluations, fitting=tally.fitting, timed=len(tally.timed),
                           pruned=sum(tally.pruned.values()))
     trace = tuple(pre) + search_trace(space, tally, best, others, fitter, planned, stack, policy)
     return LayoutAdvice(policy=policy, scenario=planned, stack=stack, gpus=gpus, nodes=planned.parallelism.nodes,
-                        topology=topology, global_batch=batch, recommendation=best, alternatives=others[:TOP],
+                        topology=topology, global_batch=batch, recommendation=best, alternatives=others,
                         trace=trace, counts=counts, assumptions=tuple(_notes(planned)))
 
 
 def rank_key(plan: LayoutPlan) -> tuple:
-    """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch."""
+    """Timed.key of a shown plan."""
     return (plan.step_time_s, plan.tp * plan.pp * plan.cp, plan.ep, int(plan.stage),
             RECOMPUTE_RANK[plan.checkpointing], -plan.micro_batch)
 
 
-def _one_per_mesh(ranked: list[LayoutPlan], best: LayoutPlan | None) -> tuple[LayoutPlan, ...]:
-    seen = {best.mesh_key} if best else set()
-    kept = []
-    for plan in ranked:
-        if plan.mesh_key not in seen:
-            seen.add(plan.mesh_key)
-            kept.append(plan)
-    return tuple(kept)
+def _one_per_mesh(ranked: list[Timed]) -> list[Timed]:
+    seen, kept = set(), []
+    for t in ranked:
+        mesh = (t.layout.tp, t.layout.pp, t.layout.cp, t.layout.ep)
+        if mesh not in seen:
+            seen.add(mesh)
+            kept.append(t)
+    return kept
 
 
 def _weigh(fitter: Fitter, tally: Tally, layout: Layout, stage: ZeroStage, levels: tuple[Checkpointing, ...],
@@ -143,22 +162,21 @@ def _weigh(fitter: Fitter, tally: Tally, layout: Layout, stage: ZeroStage, level
         tally.fitting += 1
         sizes = [m for m in fitter.micro_batches(layout) if m <= micro] if layout.pp > 1 else [micro]
         for m in sizes:
-            peak = est if m == micro else fitter.peak(layout, stage, ckpt, m)
-            tally.plans.append(_plan(fitter, layout, stage, ckpt, m, peak, topology, mfu, timing))
+            step = speed.step(fitter.scenario(layout, stage, ckpt, m), stage, topology, mfu, timing)
+            tally.timed.append(Timed(layout, stage, ckpt, m, step, est if m == micro else None))
         if micro == fitter.per_rank(layout) and i + 1 < len(levels):
             tally.pruned["heavier checkpointing skipped: a lighter level already fits the whole per-rank batch in "
                          "one micro-batch"] += len(levels) - i - 1
             return
 
 
-def _plan(fitter: Fitter, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro: int, est: StageEstimate,
-          topology: Topology, mfu: float | None, timing: dict) -> LayoutPlan:
-    scn = fitter.scenario(layout, stage, ckpt, micro)
-    s = speed.step(scn, stage, topology, mfu, timing)
+def _plan(fitter: Fitter, t: Timed) -> LayoutPlan:
+    layout, stage, ckpt, micro, s = t.layout, t.stage, t.checkpointing, t.micro_batch, t.step
+    est = t.peak or fitter.peak(layout, stage, ckpt, micro)
     return LayoutPlan(
         tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, dp=layout.dp,
         sequence_parallel=layout.sequence_parallel, stack=layout.stack, stage=stage, checkpointing=ckpt,
-        micro_batch=micro, grad_accum=scn.setup.grad_accum, peak_bytes=est.total, usable_bytes=est.usable_bytes,
+        micro_batch=micro, grad_accum=fitter.per_rank(layout) // micro, peak_bytes=est.total, usable_bytes=est.usable_bytes,
         headroom_bytes=est.headroom_bytes, busiest=est.base.notes[0] if est.base.notes else "",
         step_time_s=s.step_time_s, compute_s=s.compute_s, tp_s=s.tp_s, cp_exposed_s=s.cp_exposed_s, ep_s=s.ep_s,
         p2p_s=s.p2p_s, bubble_s=s.bubble_s, zero_exposed_s=s.zero_exposed_s,
