@@ -8,7 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from zeroplan.advise.layouts.configs import TORCHTITAN_KEYS, autotp_config, torchtitan_sections, torchtitan_toml
+from zeroplan.advise.layouts.configs import (
+    TORCHTITAN_KEYS,
+    autotp_config,
+    torchtitan_sections,
+    torchtitan_toml,
+)
 from zeroplan.advise.layouts.fit import Fitter
 from zeroplan.advise.layouts.search import search_parallelism
 from zeroplan.advise.layouts.space import Layout, Stack

@@ -4,6 +4,7 @@ pruning against a brute-force search, the invariants of its answer and its trace
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from zeroplan.advise.advisor import planned_scenario

@@ -2,7 +2,7 @@
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -77,7 +77,7 @@ class StackName(str, Enum):
 
 SearchOpt = Annotated[bool, typer.Option("--search-parallelism", help="Search tp x pp x cp x dp x stage x checkpointing x micro-batch layouts and rank them by predicted step time.")]
 StackOpt = Annotated[StackName, typer.Option("--stack", help="With --search-parallelism: auto (DeepSpeed AutoTP where pp = cp = 1, torchtitan otherwise), deepspeed or torchtitan.")]
-EmitTitanOpt = Annotated[Optional[str], typer.Option("--emit-torchtitan", help="With --search-parallelism: write the torchtitan job-config sections of a torchtitan layout to this path.")]
+EmitTitanOpt = Annotated[str | None, typer.Option("--emit-torchtitan", help="With --search-parallelism: write the torchtitan job-config sections of a torchtitan layout to this path.")]
 
 
 def advise(
@@ -136,12 +136,10 @@ def advise(
     accelerate = Path(emit_accelerate) if emit_accelerate is not None else None
 
     def go() -> None:
-        from zeroplan.advise.request import advise_from
+        from zeroplan.advise.request import advise_from, searching
         from zeroplan.advise.view import advice_view
         from zeroplan.cli.files import check_target, html_target, write_report
         from zeroplan.cli.render import advice as render_advice
-
-        from zeroplan.advise.request import searching
 
         if searching(opts):
             return search(opts, args, target, emit_torchtitan, emit_accelerate, html, force, units, fmt)

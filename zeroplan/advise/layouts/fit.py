@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 
 from zeroplan.advise.layouts.space import Layout
 from zeroplan.memory.estimate import Scenario, evaluate, stage_knobs
-from zeroplan.memory.mesh import MeshModel, StageShare, mesh_activation_bytes, share_base, stage_shares
+from zeroplan.memory.mesh import (
+    MeshModel,
+    StageShare,
+    mesh_activation_bytes,
+    share_base,
+    stage_shares,
+)
 from zeroplan.memory.setup import Checkpointing, OffloadDevice, Parallelism, ZeroStage
 from zeroplan.memory.stage import StageBase, StageEstimate, stage_peak
 from zeroplan.models.block import Decoder

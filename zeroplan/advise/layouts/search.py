@@ -16,13 +16,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from zeroplan.advise.advice import Step
 from zeroplan.advise.advisor import planned_scenario
 from zeroplan.advise.candidates import RECOMPUTE_RANK
 from zeroplan.advise.layouts import speed
 from zeroplan.advise.layouts.fit import Fitter
 from zeroplan.advise.layouts.result import LayoutAdvice, LayoutPlan, SearchCounts
-from zeroplan.advise.layouts.space import MESH_CHECKPOINTING, Layout, Space, Stack, enumerate_layouts
+from zeroplan.advise.layouts.space import (
+    MESH_CHECKPOINTING,
+    Layout,
+    Stack,
+    enumerate_layouts,
+)
 from zeroplan.advise.layouts.trace import search_trace
 from zeroplan.advise.policy import DEFAULT, AdvisorPolicy
 from zeroplan.errors import ZeroplanError
@@ -185,14 +189,14 @@ def _plan(fitter: Fitter, t: Timed) -> LayoutPlan:
 
 def _notes(scn: Scenario) -> list[str]:
     return [
-        f"model, sequence length {scn.setup.seq_len}, precision {scn.setup.precision.value} and the global batch "
-        "as given; the search chooses the mesh, the ZeRO stage, checkpointing and the micro-batch",
-        "memory: zeroplan's mesh model (docs/parallelism.md), the busiest rank, the same peak `zeroplan estimate "
-        "--tp .. --pp .. --cp .. --ep ..` prints; no offload searched (run `zeroplan advise` without "
-        "--search-parallelism for offload on data parallelism)",
-        "torchtitan layouts are sized with zeroplan's DeepSpeed ZeRO model at the equivalent stage (FSDP2 "
-        "reshard_after_forward=True ~ ZeRO-3, False ~ ZeRO-2, DDP ~ ZeRO-0; docs/parallelism.md compares them)",
-        "step time: zeroplan.perf.mesh (docs/throughput.md, Mesh): compute, TP, CP, EP, the 1F1B bubble, "
-        "point-to-point and ZeRO's exposed collectives over the data-parallel group",
+        (f"model, sequence length {scn.setup.seq_len}, precision {scn.setup.precision.value} and the global batch "
+         "as given; the search chooses the mesh, the ZeRO stage, checkpointing and the micro-batch"),
+        ("memory: zeroplan's mesh model (docs/parallelism.md), the busiest rank, the same peak `zeroplan estimate "
+         "--tp .. --pp .. --cp .. --ep ..` prints; no offload searched (run `zeroplan advise` without "
+         "--search-parallelism for offload on data parallelism)"),
+        ("torchtitan layouts are sized with zeroplan's DeepSpeed ZeRO model at the equivalent stage (FSDP2 "
+         "reshard_after_forward=True ~ ZeRO-3, False ~ ZeRO-2, DDP ~ ZeRO-0; docs/parallelism.md compares them)"),
+        ("step time: zeroplan.perf.mesh (docs/throughput.md, Mesh): compute, TP, CP, EP, the 1F1B bubble, "
+         "point-to-point and ZeRO's exposed collectives over the data-parallel group"),
         "DeepSpeed's overlap_comm default per stage (on for ZeRO-3 only)",
     ]
