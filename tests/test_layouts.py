@@ -67,20 +67,21 @@ def test_deepspeed_stack_keeps_tp_x_dp_only():
 
 # --- the fit is what `zeroplan estimate --tp ..` prints ---------------------------------------------------------------
 
-@pytest.mark.parametrize("tp,pp,cp,stack,stage,ckpt,micro,batch", [
-    (2, 2, 2, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
-    (4, 1, 1, Stack.deepspeed, ZeroStage.zero1, Checkpointing.none, 1, 16),
-    (1, 4, 1, Stack.torchtitan, ZeroStage.zero2, Checkpointing.selective, 4, 64),
-    (8, 2, 1, Stack.torchtitan, ZeroStage.zero0, Checkpointing.none, 1, 8),
+@pytest.mark.parametrize("model,tp,pp,cp,ep,stack,stage,ckpt,micro,batch", [
+    ("llama-3.1-8b", 2, 2, 2, 1, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
+    ("llama-3.1-8b", 4, 1, 1, 1, Stack.deepspeed, ZeroStage.zero1, Checkpointing.none, 1, 16),
+    ("llama-3.1-8b", 1, 4, 1, 1, Stack.torchtitan, ZeroStage.zero2, Checkpointing.selective, 4, 64),
+    ("llama-3.1-8b", 8, 2, 1, 1, Stack.torchtitan, ZeroStage.zero0, Checkpointing.none, 1, 8),
+    ("qwen3-30b-a3b", 2, 1, 2, 4, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
 ])
-def test_fit_equals_estimate_cli(runner, tp, pp, cp, stack, stage, ckpt, micro, batch):
+def test_fit_equals_estimate_cli(runner, model, tp, pp, cp, ep, stack, stage, ckpt, micro, batch):
     gpus = 16
-    fitter = _fitter("llama-3.1-8b", gpus, batch)
-    layout = Layout(tp=tp, pp=pp, cp=cp, ep=1, dp=gpus // (tp * pp * cp), stack=stack)
+    fitter = _fitter(model, gpus, batch)
+    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), stack=stack)
     ga = batch // layout.dp // micro
     cached, exact = fitter.peak(layout, stage, ckpt, micro), fitter.exact(layout, stage, ckpt, micro)
-    args = ["estimate", "--model", "llama-3.1-8b", "--gpus", str(gpus), "--hardware", H100, "--tp", str(tp),
-            "--pp", str(pp), "--cp", str(cp), "--stage", str(int(stage)), "--micro-batch", str(micro),
+    args = ["estimate", "--model", model, "--gpus", str(gpus), "--hardware", H100, "--tp", str(tp),
+            "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--stage", str(int(stage)), "--micro-batch", str(micro),
             "--grad-accum", str(ga), "--checkpointing", ckpt.value, "-f", "json"]
     res = runner.invoke(app, args + ["--sequence-parallel"] * layout.sequence_parallel)
     assert res.exit_code == 0, res.output
