@@ -56,3 +56,11 @@ def test_usage_errors(runner, tmp_path):
 def test_bare_count_is_one_line(runner):
     res = runner.invoke(app, ["advise", "--params", "7e9", "--search-parallelism"])
     assert res.exit_code == 1 and "--model" in res.stderr and "Traceback" not in res.output
+
+
+def test_text_and_markdown_render(runner):
+    res = runner.invoke(app, BASE + ["--search-parallelism"])
+    assert res.exit_code == 0 and "search trace" in res.stdout and "[search.best]" in res.stdout
+    res = runner.invoke(app, BASE + ["--search-parallelism", "-f", "markdown"])
+    assert res.exit_code == 0, res.output
+    assert "**recommendation**: tp " in res.stdout and "Traceback" not in res.output

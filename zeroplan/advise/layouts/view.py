@@ -28,7 +28,7 @@ def layout_advice_view(advice: LayoutAdvice) -> dict:
         "setup": as_json(scn.setup, exclude={"micro_batch", "grad_accum", "checkpointing"}),  # the search sizes them
         "recipe": scn.recipe.name,
         "policy": policy_view(advice.policy),
-        "recommendation": rec.model_dump(mode="json") if rec else None,
+        "recommendation": {**rec.model_dump(mode="json"), "summary": rec.describe()} if rec else None,
         "alternatives": [plan.model_dump(mode="json") for plan in advice.alternatives],
         "trace": [step.model_dump(mode="json") for step in advice.trace],
         "counts": advice.counts.model_dump(mode="json"),
