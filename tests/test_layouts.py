@@ -50,6 +50,14 @@ def test_space_without_flash_has_no_context_parallelism_and_tp_may_leave_the_nod
     assert any("flash attention" in why for why, _ in space.left_out)
 
 
+def test_loss_other_than_hf_keeps_tp_1():
+    from zeroplan.memory.setup import Loss
+
+    arch = load_model("llama-3.1-8b").config.architecture()
+    space = enumerate_layouts(arch, 16, 8, 2048, Attention.flash, 64, loss=Loss.chunked)
+    assert space.degrees["tp"] == (1,) and any("--loss chunked" in why for why, _ in space.left_out)
+
+
 def test_moe_expert_degrees_divide_experts_and_the_expert_group():
     arch = load_model("qwen3-30b-a3b").config.architecture()
     space = enumerate_layouts(arch, 32, 8, 2048, Attention.flash, 256)

@@ -109,7 +109,7 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
         raise ZeroplanError(f"global batch ({batch}) must be positive")
     fitter = Fitter.of(planned, model, budget_bytes(planned.usable_bytes, policy.min_headroom_fraction), batch)
     space = enumerate_layouts(planned.arch, gpus, planned.hardware.gpus_per_node, planned.setup.seq_len,
-                              planned.setup.attention, batch, stack, policy.tp_within_node)
+                              planned.setup.attention, batch, stack, policy.tp_within_node, planned.setup.loss)
     if not space.layouts:
         why = "; ".join(f"{reason} ({n})" for reason, n in space.left_out) or "no degrees divide"
         raise ZeroplanError(f"no tp x pp x cp mesh of {gpus} GPUs lays out {planned.model.name} with global batch "

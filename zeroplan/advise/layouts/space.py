@@ -7,6 +7,7 @@ Degrees (docs/advisor.md, "Parallelism search"):
   arXiv:2104.04473, section 3.3, "tensor model parallelism within a node");
 - pp: divisors of the layer count (zeroplan's model splits layers evenly, memory/mesh.py);
 - cp: divisors of the sequence length, with flash attention only (ring attention, memory/activations/mesh.py);
+- tp > 1 only with the Hugging Face loss (the vocab-parallel loss is modelled for it only);
 - ep (MoE): divisors of the expert count that divide dp x cp (the experts' own data-parallel group, memory/mesh.py);
 - dp = GPUs / (tp x pp x cp), which must divide the global batch (micro-batch x accumulation x dp = global batch).
 Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh. Pure.
@@ -18,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 
-from zeroplan.memory.setup import Attention, Checkpointing, ZeroStage
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, ZeroStage
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.mesh import Mesh, mesh_problems
 
@@ -121,11 +122,15 @@ def stack_for(pp: int, cp: int, ep: int, asked: Stack) -> Stack | None:
 
 
 def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len: int, attention: Attention,
-                      global_batch: int, stack: Stack = Stack.auto, tp_within_node: bool = True) -> Space:
+                      global_batch: int, stack: Stack = Stack.auto, tp_within_node: bool = True,
+                      loss: Loss = Loss.hf) -> Space:
     """Every tp x pp x cp (x ep) mesh of `gpus` that `arch` lays out on, with its stack (the module docstring's
     rules); the meshes left out are counted by reason."""
     left: Counter[str] = Counter()
     tps = tp_degrees(arch, gpus, gpus_per_node, tp_within_node)
+    if loss is not Loss.hf and len(tps) > 1:  # memory/activations/mesh.py models the vocab-parallel loss for hf only
+        left[f"tp > 1 with --loss {loss.value}: the vocab-parallel loss is modelled for --loss hf only"] += len(tps) - 1
+        tps = [1]
     pps = [p for p in divisors(arch.num_layers) if gpus % p == 0]
     cps = [c for c in divisors(seq_len) if gpus % c == 0]
     if attention is not Attention.flash and len(cps) > 1:

@@ -38,7 +38,7 @@ def search_trace(space: Space, tally, best: LayoutPlan | None, others: tuple[Lay
                f"{arch.num_layers} layers, sequence {scn.setup.seq_len}, {scn.hardware.gpus_per_node} GPUs per node); "
                f"stack {stack.value}")]
     if space.left_out:
-        steps.append(Step(rule="search.left-out", question="Which meshes were left out, and why?",
+        steps.append(Step(rule="search.left-out", question="Which degrees and meshes were left out, and why?",
                           observed=sum(n for _, n in space.left_out), source=SPACE_SOURCE, outcome="applies",
                           reason="; ".join(f"{n} x {why}" for why, n in space.left_out)))
     steps.append(_fit_step(tally, fitter))
