@@ -48,6 +48,8 @@ class Miss:
     stage: ZeroStage
     checkpointing: Checkpointing
     peak_bytes: int
+    states_bytes: int = 0  # the busiest rank's parameters, gradients and optimizer states
+    activation_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +156,8 @@ def _weigh(fitter: Fitter, tally: Tally, layout: Layout, stage: ZeroStage, level
     heaviest = levels[-1]
     at_one = fitter.peak(layout, stage, heaviest, 1)
     if not fitter.fits(at_one):
-        tally.misses.append(Miss(layout, stage, heaviest, at_one.total))
+        tally.misses.append(Miss(layout, stage, heaviest, at_one.total, at_one.base.states.total,
+                                 at_one.activations))
         if len(levels) > 1:
             tally.pruned["lighter checkpointing skipped: the most recompute does not fit at micro-batch 1"] += \
                 len(levels) - 1

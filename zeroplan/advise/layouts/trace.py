@@ -64,14 +64,16 @@ def _fit_step(tally, fitter) -> Step:
     if closest is not None:
         reason += (f"; closest that does not: {closest.layout.describe()}, ZeRO-{int(closest.stage)}, "
                    f"{closest.checkpointing.value} checkpointing, micro-batch 1 needs {gib(closest.peak_bytes)} "
-                   f"({gib(closest.peak_bytes - fitter.budget)} over)")
+                   f"({gib(closest.peak_bytes - fitter.budget)} over; model states {gib(closest.states_bytes)}, "
+                   f"activations {gib(closest.activation_bytes)})")
     return Step(rule="search.fit", question="Which combinations fit at micro-batch 1 or more?", observed=tally.fitting, source=FIT_SOURCE, outcome="yes" if tally.fitting else "no",
                 reason=reason)
 
 
 def _none_step(tally, fitter) -> Step:
     closest = min(tally.misses, key=lambda m: m.peak_bytes, default=None)
-    where = (f"closest: {closest.layout.describe()} at ZeRO-{int(closest.stage)} needs {gib(closest.peak_bytes)}"
+    where = (f"closest: {closest.layout.describe()} at ZeRO-{int(closest.stage)} needs {gib(closest.peak_bytes)} "
+             f"(model states {gib(closest.states_bytes)}, activations {gib(closest.activation_bytes)})"
              if closest else "no layout was weighed")
     return Step(rule="search.none", question="Does any layout fit?", observed=False, source=FIT_SOURCE, outcome="none",
                 reason=f"{where}; more GPUs, or `zeroplan advise` without --search-parallelism for offload")
