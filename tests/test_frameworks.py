@@ -254,14 +254,23 @@ def test_what_is_not_modelled_is_one_error_naming_the_key_and_value(runner, writ
 
 
 @pytest.mark.parametrize(("config", "words"), [
-    (AUTOTP, "tensor_parallel.autotp_size: 2 (tensor parallelism)"),
     (AUTOSP, "sequence_parallel_size: 2 (sequence parallelism)"),
 ])
-def test_a_deepspeed_config_asking_for_tensor_or_sequence_parallelism_is_refused(runner, write, tmp_path, config, words):
+def test_a_deepspeed_config_asking_for_sequence_parallelism_is_refused(runner, write, tmp_path, config, words):
     (tmp_path / "ds.json").write_text(config.read_text())
     for command in ("estimate", "check"):
         line = error(runner, "--from", write("sft.yaml", {**LF, "deepspeed": "ds.json"}), command=command)
-        assert line == f"ds.json: {words} {NOT_MODELLED}"
+        assert line.removeprefix("sft.yaml: ") == f"ds.json: {words} {NOT_MODELLED}"  # check names the plan too
+
+
+def test_a_deepspeed_config_with_autotp_is_a_tensor_parallel_mesh(runner, write, tmp_path):
+    import json
+
+    (tmp_path / "ds.json").write_text(AUTOTP.read_text())
+    res = runner.invoke(app, ["estimate", "--from", write("sft.yaml", {**LF, "deepspeed": "ds.json"}), "--gpus", "8",
+                              "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["mesh"]["describe"] == "tp 2 x pp 1 x cp 1 x dp 4 = 8 GPUs"
 
 
 def test_accelerate_refuses_plugin_keys_beside_a_config_file(runner, write):

@@ -37,10 +37,13 @@ class RunContext(Frozen):
     parallelism: Parallelism | None = None
     hardware: HardwareSpec | None = None
     min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold; None: the rule's default")
+    data_parallel: int | None = Field(None, ge=1, description="the data-parallel degree of a tp/pp/cp mesh; None: every GPU")
 
     @property
     def dp_world(self) -> int | None:
-        """DeepSpeed's batch world_size: the data-parallel degree."""
+        """DeepSpeed's batch world_size: the data-parallel degree (GPUs / (tp x pp x cp) on a mesh)."""
+        if self.data_parallel is not None:
+            return self.data_parallel
         return self.parallelism.dp if self.parallelism else None
 
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, PositiveInt, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PositiveInt,
+    model_validator,
+)
 
 from zeroplan.deepspeed.batch import BATCH_KEYS
 from zeroplan.deepspeed.reader import DeepSpeedConfig
@@ -32,6 +38,7 @@ from zeroplan.memory.setup import (
     parse_checkpointing,
     spread_gpus,
 )
+from zeroplan.models.mesh import Mesh, Schedule
 from zeroplan.units import parse_count
 
 
@@ -64,6 +71,27 @@ CheckpointingText = Annotated[
     str, BeforeValidator(lambda v: v.value if isinstance(v, Checkpointing) else v), AfterValidator(_checkpointing_text)
 ]
 AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+
+
+class PlanMesh(Frozen):
+    """The parallel mesh beyond data parallelism, as `estimate --tp --pp --cp --ep --vpp --pp-schedule
+    --sequence-parallel` take it (docs/parallelism.md); the data-parallel degree is gpus / (tp x pp x cp)."""
+
+    tp: Count = 1
+    pp: Count = 1
+    cp: Count = 1
+    ep: Count = 1
+    vpp: Count | None = None
+    sequence_parallel: bool = False
+    pp_schedule: Schedule | None = None
+    # false: the token embedding whole and the logits gathered on every rank (Hugging Face's tp_plan, as
+    # Accelerate's ParallelismConfig applies it); true: vocab-parallel (Megatron, torchtitan)
+    vocab_parallel: bool = True
+
+    def mesh(self, gpus: int) -> Mesh:
+        return Mesh(gpus=gpus, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, vpp=self.vpp,
+                    sequence_parallel=self.sequence_parallel, schedule=self.pp_schedule,
+                    vocab_parallel_embedding=self.vocab_parallel, vocab_parallel_logits=self.vocab_parallel)
 
 
 class Training(Frozen):
@@ -110,6 +138,8 @@ class Plan(Frozen):
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
     engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    mesh: PlanMesh | None = Field(None, description="tp, pp, cp, ep, vpp, sequence_parallel, pp_schedule "
+                                  "(docs/parallelism.md); absent: data parallelism only")
     finetune: dict[str, Any] | None = Field(None, description="the fine-tuning mode (docs/finetune.md): lora_rank, "
                                             "lora_targets, freeze, quant, ... or adapter_config (a peft file)")
 
@@ -126,18 +156,25 @@ class Plan(Frozen):
         self._check_batch()
         return self
 
+    @property
+    def data_parallel(self) -> int:
+        """gpus / (tp x pp x cp) of the plan's mesh (at least 1; a mesh that does not divide is a finding)."""
+        m = self.mesh
+        return max(1, self.gpus // (m.tp * m.pp * m.cp)) if m else self.gpus
+
     def _check_batch(self) -> None:
         """A train_batch_size no whole micro-batch and accumulation reach is an error whatever the config says."""
-        t, dp = self.training, self.gpus  # the data-parallel degree
+        t, dp = self.training, self.data_parallel
+        ranks = "data-parallel ranks" if self.mesh else "gpus"
         total = t.train_batch_size
         micro, gas = self.batch()
         if total is None or micro * gas * dp == total:
             return
         if {MICRO, GAS} <= t.model_fields_set:
             raise ValueError(f"train_batch_size ({total}) != train_micro_batch_size_per_gpu ({micro}) x "
-                             f"gradient_accumulation_steps ({gas}) x gpus ({dp}) = {micro * gas * dp}")  # fmt: skip
+                             f"gradient_accumulation_steps ({gas}) x {ranks} ({dp}) = {micro * gas * dp}")  # fmt: skip
         key, known = (GAS, gas) if GAS in t.model_fields_set else (MICRO, micro)
-        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x gpus ({known} x {dp} = {known * dp})")
+        raise ValueError(f"train_batch_size ({total}) is not a whole multiple of {key} x {ranks} ({known} x {dp} = {known * dp})")
 
     def parallelism(self, gpus_per_node: int | None, hardware: str) -> Parallelism:
         """The GPUs spread over nodes by the rule every command uses (memory.setup.spread_gpus)."""
@@ -152,7 +189,7 @@ class Plan(Frozen):
         DeepSpeed's identity, train_batch_size = micro x accumulation x dp_world, fills the one that a stated
         train_batch_size implies (floor division, like DeepSpeed; the checks report a remainder).
         """
-        t, dp = self.training, self.gpus
+        t, dp = self.training, self.data_parallel
         stated, total = t.model_fields_set, t.train_batch_size
         micro = t.train_micro_batch_size_per_gpu if MICRO in stated else None
         gas = t.gradient_accumulation_steps
@@ -200,7 +237,7 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
     DeepSpeed's batch rule), else the defaults. `config` is read without the plan's setup, so its
     `"auto"` values are still open.
     """
-    t, dp, origin = plan.training, plan.gpus, config.origin
+    t, dp, origin = plan.training, plan.data_parallel, config.origin
     theirs = _deepspeed_batch(config, dp)
     micro, gas = plan.batch(theirs.get(MICRO, (None,))[0], theirs.get(GAS, (None,))[0])
     ours = {MICRO: micro, GAS: gas, TBS: micro * gas * dp}
@@ -228,7 +265,7 @@ def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, lis
 def assumed_fields(plan: Plan, config: DeepSpeedConfig) -> frozenset[str]:
     """The setup fields the run takes from zeroplan's defaults: neither the plan nor the config (read without
     the plan's setup) states them. The config's "auto" values that take them say so."""
-    t, theirs = plan.training, _deepspeed_batch(config, plan.gpus)
+    t, theirs = plan.training, _deepspeed_batch(config, plan.data_parallel)
     found = {"precision"} if "precision" not in t.model_fields_set and config.precision_left_open else set()
     found |= {field for key, field in ((MICRO, "micro_batch"), (GAS, "grad_accum"))
               if not _plan_states(t, key) and key not in theirs}  # fmt: skip

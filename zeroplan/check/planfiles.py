@@ -13,18 +13,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zeroplan.check.findings import RunContext
-from zeroplan.check.plan import Plan, assumed_fields, merge_setup, settle_precision
+from zeroplan.check.plan import (
+    Plan,
+    PlanMesh,
+    assumed_fields,
+    merge_setup,
+    settle_precision,
+)
 from zeroplan.check.rules import check_rule_ids
+from zeroplan.deepspeed.parallel import config_mesh
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
 from zeroplan.errors import SpecError, ZeroplanError
-from zeroplan.frameworks.run import deepspeed_not_modelled
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
 from zeroplan.memory.setup import DeepSpeedKnobs
 from zeroplan.models.hub import is_hub_id
+from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
 from zeroplan.registry import looks_like_path
 from zeroplan.scenario import layout_of, resolve_model
@@ -40,11 +47,14 @@ class PlannedRun:
     scenario: Scenario
     config: DeepSpeedConfig
     topology: Topology
+    mesh: Mesh | None = None  # the plan's `mesh:` or the config's AutoTP; None: data parallelism only
+    mesh_problems: tuple[str, ...] = ()  # why the model does not lay out on it (no memory estimate then)
 
     @property
     def context(self) -> RunContext:
         scn = self.scenario
-        return RunContext(parallelism=scn.parallelism, hardware=scn.hardware, min_headroom_pct=self.plan.min_headroom_pct)
+        return RunContext(parallelism=scn.parallelism, hardware=scn.hardware, min_headroom_pct=self.plan.min_headroom_pct,
+                          data_parallel=max(1, self.mesh.dp) if self.mesh else None)
 
 
 def load_plan(path: Path) -> PlannedRun:
@@ -105,9 +115,9 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     model = _near(plan.model, base) if plan.model else None
     largest = str(plan.largest_layer) if plan.largest_layer else None
     summary, arch = resolve_model(model, str(plan.params) if plan.params else None, largest, DeepSpeedKnobs())
-    hidden, dp = (arch.hidden_size if arch else None), plan.gpus  # the data-parallel degree
     ds = _deepspeed_source(plan, origin, base, plan_lines)
-    deepspeed_not_modelled(ds.data, ds.origin)  # tensor or sequence parallelism: not data parallelism
+    mesh, plan = _mesh(plan, ds)
+    hidden, dp = (arch.hidden_size if arch else None), plan.data_parallel  # gpus / (tp x pp x cp)
     stated = ds.parse(hidden_size=hidden, dp_world=dp)
     setup, problems = merge_setup(plan, stated)
     if problems:
@@ -125,6 +135,11 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine), tuning=tuning,
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
+    problems = tuple(mesh_problems(mesh, arch)) if mesh is not None and arch is not None else ()
+    if mesh is not None and not problems:
+        from zeroplan.scenario.meshed import with_mesh
+
+        scenario = with_mesh(scenario, mesh, model)
     if tuning is not None:
         from zeroplan.memory.tuned import check_quant_engine
 
@@ -132,7 +147,19 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
             check_quant_engine(tuning, scenario.recipe, plan.engine, config.stage)
         except ZeroplanError as exc:
             raise SpecError(f"finetune: {exc}") from None
-    return PlannedRun(origin, plan, scenario, config, plan.topology_for(par.nodes, hardware.intra_node_fabric))
+    return PlannedRun(origin, plan, scenario, config, plan.topology_for(par.nodes, hardware.intra_node_fabric), mesh,
+                      problems)
+
+
+def _mesh(plan: Plan, ds: DeepSpeedSource) -> tuple[Mesh | None, Plan]:
+    """The plan's `mesh:` or the config's AutoTP mesh (not both), and the plan with that tensor-parallel degree, so
+    its batch arithmetic counts data-parallel ranks."""
+    stated = config_mesh(ds.data, ds.origin, plan.gpus)  # refuses Ulysses and PipelineEngine stages
+    if stated is not None and plan.mesh is not None:
+        raise SpecError(f"mesh: and {ds.origin}'s tensor_parallel.autotp_size both give a mesh; give it in one place")
+    if stated is not None:
+        return stated, plan.model_copy(update={"mesh": PlanMesh(tp=stated.tp)})
+    return (plan.mesh.mesh(plan.gpus) if plan.mesh else None), plan
 
 
 def _plan_tuning(plan: Plan, model: str | None, base: Path):

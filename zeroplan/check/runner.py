@@ -131,15 +131,16 @@ def _invalid(path: str, message: str) -> PlanResult:
 
 def check_run(run: PlannedRun, ignore: Iterable[str] = ()) -> PlanResult:
     """The rules over one resolved plan, with the memory estimate of its stage and its fabric as evidence."""
-    memory = evaluate(run.scenario, run.config.stage)
-    evidence = {"memory": memory, "throughput": fabric_evidence(run)}
+    memory = None if run.mesh_problems else evaluate(run.scenario, run.config.stage)
+    evidence = {"memory": memory, "throughput": fabric_evidence(run), "mesh": run.mesh_problems}
     findings = run_checks(run.config, run.context, evidence=evidence, ignore={*ignore, *run.plan.ignore})
     return PlanResult(run.origin, findings, run, memory)
 
 
 def fabric_evidence(run: PlannedRun) -> FabricEvidence:
     """The plan's topology, and ZeRO-3's predicted overhead over ZeRO-0 where it matters and can be modelled."""
-    if run.topology is Topology.nvlink or run.config.stage is not ZeroStage.zero3:
+    # the throughput model is data-parallel only: on a mesh, the fabric rules see the topology alone
+    if run.topology is Topology.nvlink or run.config.stage is not ZeroStage.zero3 or run.mesh is not None:
         return FabricEvidence(run.topology)
     return FabricEvidence(run.topology, zero3_overhead_pct(run))
 
@@ -182,7 +183,7 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     check_ignore_ids(ignore)
     applied, found = from_framework(args)
     model_of(applied, found, DeepSpeedKnobs())  # the file's model, or the error that names its key
-    deepspeed_source(applied, found)  # a config asking for tensor or sequence parallelism is refused
+    deepspeed_source(applied, found)  # its AutoTP mesh, or what is refused, is read by resolve_plan below
     # The file's values, its tool's defaults too: the Trainer passes those to DeepSpeed as well, and refuses a config
     # that states another (transformers' HfTrainerDeepSpeedConfig), so a plan that states them finds the same clash.
     stated = applied.given | found.updates.keys()
@@ -193,6 +194,8 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
     data = {"model": applied.model, "params": applied.params, "largest_layer": applied.largest_layer,
             "hardware": applied.hardware, "gpus": applied.gpus, "nodes": applied.nodes, "training": training,
             "deepspeed": deepspeed, "engine": applied.engine}  # fmt: skip
+    if (tp := found.run.get("tp")) is not None:  # Accelerate's parallelism_config tp_size: Hugging Face's tp_plan
+        data["mesh"] = {"tp": tp.value, "vocab_parallel": False}
     origin = found.run.origin
     plan = plan_from_data({k: v for k, v in data.items() if v is not None}, origin)
     return CheckReport((check_run(resolve_plan(plan, origin, Path(".")), ignore),), strict)

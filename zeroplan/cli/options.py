@@ -73,7 +73,7 @@ TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Tensor-parallel degr
 PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--method megatron).")]
 CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
 EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
-VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Virtual stages per pipeline rank, interleaved 1F1B (--method megatron).")]
+VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Model chunks (virtual stages) per pipeline rank, for the interleaved schedules (docs/parallelism.md).")]
 PpScheduleOpt = Annotated[Optional[Schedule], typer.Option("--pp-schedule", help="Pipeline schedule with --pp (docs/parallelism.md); default 1f1b.")]
 SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]

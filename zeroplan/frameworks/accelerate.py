@@ -75,7 +75,8 @@ def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
         precision = MIXED_PRECISION[keys.mixed_precision]
         taken.append(Taken("mixed_precision", keys.mixed_precision, "precision", precision, f"--precision {precision.value}"))
     if keys.parallelism_config:
-        _parallelism(validate_keys(ParallelismSection, keys.parallelism_config, origin, "parallelism_config"), refuse)
+        taken += _parallelism(validate_keys(ParallelismSection, keys.parallelism_config, origin, "parallelism_config"),
+                              refuse, keys.distributed_type)
     refuse.raise_any()
     return FrameworkRun(FromKind.accelerate, origin, tuple(taken))
 
@@ -154,14 +155,24 @@ def _init_flag(section: DeepSpeedSection) -> list[Taken]:
     return [Taken("deepspeed_config.zero3_init_flag", section.zero3_init_flag, None, None, means)]
 
 
-def _parallelism(section: ParallelismSection, refuse: NotModelled) -> None:
+def _parallelism(section: ParallelismSection, refuse: NotModelled, distributed_type: str | None) -> list[Taken]:
+    """tp_size: a tensor-parallel mesh (the `tp` of FrameworkRun, read by the scenario: Accelerate's ParallelismConfig
+    applies the model's Hugging Face tp_plan on a (dp_shard, tp) DeviceMesh under FSDP2; src/accelerate/
+    parallelism_config.py). Context and sequence parallelism and hybrid sharding are refused."""
     prefix = "parallelism_config.parallelism_config_"
-    for name, what in (("tp_size", "tensor parallelism"), ("cp_size", "context parallelism"),
-                       ("sp_size", "sequence parallelism")):  # fmt: skip
+    for name, what in (("cp_size", "context parallelism"), ("sp_size", "sequence parallelism")):
         if (value := getattr(section, f"parallelism_config_{name}")) > 1:
             refuse.add(prefix + name, value, what)
     if section.parallelism_config_dp_replicate_size > 1 and section.parallelism_config_dp_shard_size > 1:
         refuse.add(prefix + "dp_replicate_size", section.parallelism_config_dp_replicate_size, "hybrid sharding (HSDP)")
+    tp = section.parallelism_config_tp_size
+    if tp == 1:
+        return []
+    if distributed_type != "FSDP":  # ParallelismConfig runs with FSDP2 or plain multi-GPU; the latter (DDP) is refused
+        refuse.add(prefix + "tp_size", tp, "tensor parallelism")
+        return []
+    return [Taken(prefix + "tp_size", tp, "tp", tp, f"--tp {tp}: the model's Hugging Face tp_plan on a (dp_shard, tp) "
+                  "mesh (token embedding whole, logits gathered)")]
 
 
 # --- FSDP: Accelerate's fsdp_config, and axolotl's (whose keys may drop the fsdp_ prefix) ----------------------

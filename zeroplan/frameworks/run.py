@@ -87,22 +87,3 @@ class NotModelled:
     def raise_any(self) -> None:
         if self.problems:
             raise SpecError(f"{self.origin}: " + "; ".join(self.problems))
-
-
-def deepspeed_not_modelled(data: object, origin: str) -> None:
-    """A DeepSpeed config that asks for tensor or sequence parallelism: SpecError (only data parallelism is modelled)."""
-    if not isinstance(data, Mapping):
-        return
-    refuse = NotModelled(origin)
-    tp = data.get("tensor_parallel")
-    autotp = tp.get("autotp_size", 1) if isinstance(tp, Mapping) else 1
-    if _above_one(autotp):
-        refuse.add("tensor_parallel.autotp_size", autotp, "tensor parallelism")
-    sp = data.get("sequence_parallel_size", 1)
-    if _above_one(sp):
-        refuse.add("sequence_parallel_size", sp, "sequence parallelism")
-    refuse.raise_any()
-
-
-def _above_one(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1

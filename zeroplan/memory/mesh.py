@@ -7,9 +7,11 @@ What each parallelism splits (docs/parallelism.md has the table and its sources)
   vocab-parallel (split on the vocabulary); norms, qk-norms, routers, position tables, linears kept whole and
   other tensors are replicated. Experts split their intermediate width by tp (Megatron's expert-tensor size
   defaults to tp) and their count by ep.
-- pipeline parallelism: contiguous equal blocks of layers per stage, the embedding (and any extra non-layer
-  tensors) on the first stage, the final norm and the head on the last; a tied head keeps its own copy of the
-  embedding on the last stage when pp > 1 (Megatron-LM's shared word embeddings).
+- pipeline parallelism: pp x chunks contiguous equal blocks of layers (chunks = vpp model chunks per rank under
+  an interleaved schedule, rank r holding stages r, r + pp, ...; 2 under zbv, rank r holding r and 2 pp - 1 - r),
+  the embedding (and any extra non-layer tensors) on the rank of the first stage, the final norm and the head on
+  the rank of the last; a tied head keeps its own copy of the embedding on another rank (Megatron-LM's shared
+  word embeddings).
 - ZeRO / FSDP shard over the ranks that hold the same tensors: dp x cp for dense tensors (the context-parallel
   ranks hold the same weights; Megatron's distributed optimizer and torchtitan's FSDP mesh `dp_shard_cp` shard
   over both), dp x cp / ep for the experts (their own data-parallel group).
@@ -38,6 +40,11 @@ def _split(n: int, t: int) -> int:
 
 def tensor_numel(m: Module, shape: tuple[int, ...], tp: int, ep: int, hidden: int, vocab: int) -> int:
     """Elements of one of `m`'s tensors on the busiest rank of a tp x ep group (the rules in the module docstring)."""
+    return prod(local_shape(m, shape, tp, ep, hidden, vocab))
+
+
+def local_shape(m: Module, shape: tuple[int, ...], tp: int, ep: int, hidden: int, vocab: int) -> tuple[int, ...]:
+    """The shape of one of `m`'s tensors on the busiest rank of a tp x ep group (DTensor's local shard)."""
     dims = list(shape)
     if m.kind == COLUMN:
         i = max(j for j, d in enumerate(dims) if d == m.out_features) if m.out_features in dims else 0
@@ -53,16 +60,17 @@ def tensor_numel(m: Module, shape: tuple[int, ...], tp: int, ep: int, hidden: in
         widths = [j for j in range(1, len(dims)) if dims[j] != hidden]
         if widths:
             dims[widths[0]] = _split(dims[widths[0]], tp)
-    return prod(dims)
+    return tuple(dims)
 
 
 @dataclass(frozen=True, slots=True)
 class StageShare:
     """The elements one rank of one pipeline stage holds (tensor- and expert-parallel split applied)."""
 
-    index: int  # pipeline stage, 0 = first
-    first_layer: int
-    last_layer: int  # inclusive; -1 with no layer
+    index: int  # pipeline rank, 0 = first
+    first_layer: int  # of its first chunk
+    last_layer: int  # of its last chunk, inclusive
+    chunks: tuple[tuple[int, int], ...]  # (first, last) layers of each model chunk; one without interleaving
     dense: int  # elements sharded over the dense data-parallel group (dp x cp)
     experts: int  # elements sharded over the expert data-parallel group (dp x cp / ep)
     largest_module: int  # the largest module's own elements on this rank (DeepSpeed's largest-layer unit)
@@ -79,36 +87,46 @@ class StageShare:
 
 def _own(m: Module, mesh: Mesh, dec: Decoder) -> int:
     shapes = m.shapes or ((m.params,),)
-    return sum(tensor_numel(m, s, mesh.tp, mesh.ep, dec.hidden, dec.vocab) for s in shapes)
+    tp = 1 if _whole_embedding(m, mesh, dec) else mesh.tp
+    return sum(tensor_numel(m, s, tp, mesh.ep, dec.hidden, dec.vocab) for s in shapes)
+
+
+def _whole_embedding(m: Module, mesh: Mesh, dec: Decoder) -> bool:
+    """The token table kept whole on every tensor-parallel rank (DeepSpeed AutoTP replaces linears only)."""
+    return not mesh.vocab_parallel_embedding and m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed)
 
 
 def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
-    """One StageShare per pipeline stage of `dec` on `mesh` (layers split evenly: mesh_problems refuses the rest)."""
+    """One StageShare per pipeline rank of `dec` on `mesh` (layers split evenly: mesh_problems refuses the rest);
+    the embedding on the rank of the first stage, the final norm and head on the rank of the last."""
+    from zeroplan.memory.activations.pipeline import head_rank, rank_layers
+
     layers = [layer for layer, n in dec.layers for _ in range(n)]
-    if len(layers) % mesh.pp:
-        raise ZeroplanError(f"{len(layers)} layers do not split evenly into --pp {mesh.pp} pipeline stages")
-    per_stage = len(layers) // mesh.pp
+    if len(layers) % (mesh.pp * mesh.chunks):
+        raise ZeroplanError(f"{len(layers)} layers do not split evenly into {mesh.pp * mesh.chunks} pipeline stages")
     outer = [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
     last_names = {dec.head} | ({f"{dec.body}.{dec.final_norm}" if dec.body else dec.final_norm} if dec.final_norm else set())
     modules_of = {}
     shares = []
-    for s in range(mesh.pp):
+    for s, chunks in enumerate(rank_layers(len(layers), mesh)):
         mods: list[Module] = []
-        for layer in layers[s * per_stage:(s + 1) * per_stage]:
-            key = id(layer)
-            if key not in modules_of:
-                modules_of[key] = layer_modules(layer, dec)
-            mods += modules_of[key]
+        for first, last in chunks:
+            for layer in layers[first:last + 1]:
+                key = id(layer)
+                if key not in modules_of:
+                    modules_of[key] = layer_modules(layer, dec)
+                mods += modules_of[key]
         for m in outer:
             on_last = m.name in last_names
-            if (s == mesh.pp - 1) if on_last else (s == 0):
-                # A tied head shares the embedding's weight on one stage; on its own last stage it holds a copy.
-                if not (m.tied and mesh.pp == 1):
+            if (s == head_rank(mesh)) if on_last else (s == 0):
+                # A tied head shares the embedding's weight on one rank; on another rank it holds a copy.
+                if not (m.tied and head_rank(mesh) == 0):
                     mods.append(m._replace(tied=False))
         own = [(m, _own(m, mesh, dec)) for m in mods]
-        table = [(m, n) for m, n in own if m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed) and mesh.tp > 1]
+        table = [(m, n) for m, n in own if m.kind == EMBEDDING_KIND and m.name.endswith(dec.embed) and mesh.tp > 1
+                 and mesh.vocab_parallel_embedding]
         shares.append(StageShare(
-            index=s, first_layer=s * per_stage, last_layer=(s + 1) * per_stage - 1,
+            index=s, first_layer=chunks[0][0], last_layer=chunks[-1][1], chunks=chunks,
             dense=sum(n for m, n in own if m.kind != EXPERTS_KIND),
             experts=sum(n for m, n in own if m.kind == EXPERTS_KIND),
             largest_module=max((n for _, n in own), default=0),
@@ -143,12 +161,27 @@ def busiest(shares: tuple[StageShare, ...], mesh: Mesh, recipe: Recipe, stage: Z
     return max(shares, key=lambda s: (share_states(s, mesh, recipe, stage, knobs).total, -s.index))
 
 
+def tensor_parallel_layout(modules: list[Module], num_layers: int, mesh: Mesh, dec: Decoder):
+    """The FSDP2 wrapping layout (memory.engines.layout) of one tensor-parallel rank's local shards: what
+    fully_shard over the dp dimension of a (dp, tp) DeviceMesh shards (torchtitan's 2-D mesh)."""
+    from zeroplan.memory.engines.layout import layout_from_modules
+
+    local = []
+    for m in modules:
+        tp = 1 if _whole_embedding(m, mesh, dec) else mesh.tp
+        shapes = tuple(local_shape(m, s, tp, mesh.ep, dec.hidden, dec.vocab) for s in m.shapes)
+        local.append(m._replace(shapes=shapes, params=sum(prod(s) for s in shapes)) if shapes else m)
+    return layout_from_modules(local, num_layers)
+
+
 @dataclass(frozen=True, slots=True)
 class MeshModel:
-    """A model laid out on a mesh: the mesh and each pipeline stage's share of one rank."""
+    """A model laid out on a mesh: the mesh and each pipeline stage's share of one rank; `layout`, the tensor-parallel
+    rank's FSDP2 layout when the engine is FSDP2 (None: DeepSpeed's ZeRO)."""
 
     mesh: Mesh
     shares: tuple[StageShare, ...]
+    layout: object | None = None
 
     def notes(self) -> list[str]:
         dense, expert = shard_groups(self.mesh)
@@ -158,14 +191,25 @@ class MeshModel:
             notes.append(f"experts: {self.mesh.ep}-way expert parallel, sharded over their own data-parallel group "
                          f"of dp x cp / ep = {expert} ranks; experts split by tp too (Megatron's expert-tensor size)")
         if self.mesh.tp > 1:
+            vocab = ("embedding and head vocab-parallel" if self.mesh.vocab_parallel_embedding else
+                     "the head's weight split, the token embedding whole (DeepSpeed AutoTP, Hugging Face's tp_plan)")
             notes.append(f"tensor parallel {self.mesh.tp}: column linears split out-features, row linears "
-                         "in-features (their biases whole), embedding and head vocab-parallel; norms, qk-norms, "
+                         f"in-features (their biases whole), {vocab}; norms, qk-norms, "
                          "routers, position tables and unsplit linears replicated (docs/parallelism.md)")
         if self.mesh.pp > 1:
-            per = self.shares[0].last_layer - self.shares[0].first_layer + 1
-            notes.append(f"pipeline {self.mesh.pp} stages of {per} layers, embedding on the first, final norm and "
-                         "head on the last (a tied head keeps a copy there); figures are the busiest stage's")
+            first, last = self.shares[0].chunks[0]
+            per, chunks = last - first + 1, self.mesh.chunks
+            layout = (f"pipeline {self.mesh.pp} stages of {per} layers" if chunks == 1 else
+                      f"pipeline {self.mesh.pp} ranks of {chunks} model chunks of {per} layers (rank 0 holds layers "
+                      f"{layer_ranges(self.shares[0])})")
+            head = "rank 0 (the V of zbv)" if self.mesh.schedule.value == "zbv" else "the last"
+            notes.append(f"{layout}, embedding on the first rank, final norm and head on {head} (a tied head keeps "
+                         "a copy on another rank); figures are the busiest rank's")
         return notes
+
+
+def layer_ranges(share: StageShare) -> str:
+    return ", ".join(f"{a}-{b}" for a, b in share.chunks)
 
 
 def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroStage, par, knobs: DeepSpeedKnobs,
@@ -182,7 +226,7 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
     buffers = engine_buffers(num_params=share.total, largest_layer_params=share.largest_module,
                              small_param_numel=small, recipe=recipe, stage=stage, dp=dense_dp, knobs=knobs)
     backward, step = phase_totals(states, buffers)
-    where = f"pipeline stage {share.index} (layers {share.first_layer}-{share.last_layer})"
+    where = f"pipeline rank {share.index} (layers {layer_ranges(share)})"
     return StageBase(
         stage=stage, knobs=knobs, states=states, buffers=buffers, buffer_bytes=buffer_bytes_by_phase(buffers),
         cpu_terms=cpu_offload_terms(states, share.total, recipe, dense_dp, knobs), gpus=par.gpus,
@@ -191,15 +235,37 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
         notes=(f"busiest rank: {where}, {share.total:,} parameters ({share.experts:,} in experts)",))
 
 
+def fsdp2_base(model: MeshModel, recipe: Recipe, stage: ZeroStage, par, knobs: DeepSpeedKnobs):
+    """memory.engines' FSDP2 StageBase for the tensor-parallel rank's layout, sharded over the dp group."""
+    from dataclasses import replace
+
+    from zeroplan.memory.engines import engine_stage_base
+    from zeroplan.memory.setup import Engine, Parallelism
+
+    dense_dp, _ = shard_groups(model.mesh)
+    base = engine_stage_base(Engine.fsdp2, None, model.layout, recipe, stage, Parallelism(gpus=dense_dp), knobs)
+    return replace(base, gpus=par.gpus, gpus_per_node=par.gpus_per_node,
+                   notes=base.notes + (f"FSDP2 shards each tensor-parallel rank's local shards over dp = {dense_dp} "
+                                       "(fully_shard on the dp dimension of a (dp, tp) DeviceMesh)",))
+
+
 def mesh_evaluate(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe, stage: ZeroStage, par,
                   knobs: DeepSpeedKnobs, hidden: int, overheads=None, usable_bytes: int | None = None):
     """The StageEstimate of the busiest rank: over the pipeline stages, the largest peak of its model states,
     buffers and that stage's activations (`stage_acts`, one per pipeline stage)."""
+    return max(rank_estimates(model, stage_acts, recipe, stage, par, knobs, hidden, overheads, usable_bytes),
+               key=lambda e: e.total)
+
+
+def rank_estimates(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe, stage: ZeroStage, par,
+                   knobs: DeepSpeedKnobs, hidden: int, overheads=None, usable_bytes: int | None = None) -> list:
+    """The StageEstimate of one rank of every pipeline stage (mesh_evaluate reports the largest)."""
     from zeroplan.memory.stage import stage_peak
 
-    found = [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
-             for share, acts in zip(model.shares, stage_acts, strict=True)]
-    return max(found, key=lambda e: e.total)
+    if model.layout is not None:  # FSDP2 over dp of the (dp, tp) mesh: one stage (with_mesh refuses pp > 1)
+        return [stage_peak(fsdp2_base(model, recipe, stage, par, knobs), stage_acts[0], overheads, usable_bytes)]
+    return [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
+            for share, acts in zip(model.shares, stage_acts, strict=True)]
 
 
 def mesh_activations(model: MeshModel, arch, setup):
@@ -207,6 +273,17 @@ def mesh_activations(model: MeshModel, arch, setup):
     from zeroplan.memory.activations.mesh import stage_activations
 
     return stage_activations(arch, setup, model.mesh)[0]
+
+
+def rank_summaries(model: MeshModel, arch, setup) -> list[dict]:
+    """Every pipeline rank, for the JSON view: its layers, parameters on one of its ranks, chunk-micro-batches in
+    flight at its peak and activation bytes there."""
+    from zeroplan.memory.activations.mesh import in_flight
+
+    acts = mesh_activation_bytes(model, arch, setup)
+    counts = in_flight(model.mesh, setup.grad_accum)
+    return [{"rank": s.index, "layers": [list(c) for c in s.chunks], "parameters": s.total, "in_flight": n,
+             "activation_bytes": a} for s, n, a in zip(model.shares, counts, acts, strict=True)]
 
 
 def mesh_activation_bytes(model: MeshModel, arch, setup) -> tuple[int, ...]:

@@ -122,11 +122,28 @@ def mesh_keys(est: Estimate) -> dict:
     model = est.scenario.mesh
     if model is None:
         return {}
-    from zeroplan.memory.mesh import shard_groups
+    from zeroplan.memory.mesh import rank_summaries, shard_groups
 
     m = model.mesh
     dense, expert = shard_groups(m)
     return {"mesh": {"tp": m.tp, "pp": m.pp, "cp": m.cp, "dp": m.dp, "ep": m.ep, "gpus": m.gpus,
                      "sequence_parallel": m.sequence_parallel and m.tp > 1, "zero_group": dense,
                      "expert_zero_group": expert, "describe": m.describe(),
-                     "stages": [as_json(s) for s in model.shares]}}
+                     "stages": [as_json(s) for s in model.shares], "vpp": m.vpp, "schedule": m.schedule.value,
+                     "ranks": _with_peaks(rank_summaries(model, est.scenario.arch, est.scenario.setup), est)}}
+
+
+def _with_peaks(ranks: list[dict], est: Estimate) -> list[dict]:
+    """Each pipeline rank's per-GPU peak under every ZeRO stage estimated (`peak_bytes` by stage; the estimate's
+    figures are the largest of them)."""
+    from zeroplan.memory.estimate import stage_knobs
+    from zeroplan.memory.mesh import mesh_activation_bytes, rank_estimates
+
+    scn = est.scenario
+    acts = mesh_activation_bytes(scn.mesh, scn.arch, scn.setup)
+    peaks = {int(s.stage): [e.total for e in rank_estimates(
+        scn.mesh, acts, est.recipe, s.stage, scn.parallelism, stage_knobs(scn.knobs, s.stage), scn.arch.hidden_size,
+        scn.overheads, scn.usable_bytes)] for s in est.stages}
+    if scn.mesh.layout is not None:  # FSDP2 on (dp, tp): one pipeline rank
+        return [{**ranks[0], "peak_bytes": {str(k): v[0] for k, v in peaks.items()}}]
+    return [{**r, "peak_bytes": {str(k): v[i] for k, v in peaks.items()}} for i, r in enumerate(ranks)]

@@ -39,7 +39,17 @@ class Mesh:
     etp: int | None = None  # None: the tensor-parallel size, Megatron's default
     vpp: int | None = None  # virtual stages per pipeline rank; None or 1: no interleaving
     sequence_parallel: bool = False
-    schedule: Schedule = Schedule.one_f_one_b
+    schedule: Schedule = None  # None: interleaved-1f1b with vpp > 1, else 1f1b (Megatron's reading of its vpp)
+    # The token embedding split on the vocabulary (Megatron, torchtitan); DeepSpeed AutoTP replaces linears only and
+    # keeps it whole. The logits and loss vocab-parallel (loss_parallel, vocab_parallel_cross_entropy); AutoTP's
+    # head all-reduces whole logits unless tensor_parallel.vocab_parallel_lm_head.
+    vocab_parallel_embedding: bool = True
+    vocab_parallel_logits: bool = True
+
+    def __post_init__(self) -> None:
+        if self.schedule is None:
+            interleaved = self.vpp is not None and self.vpp > 1
+            object.__setattr__(self, "schedule", Schedule.interleaved if interleaved else Schedule.one_f_one_b)
 
     @property
     def dp(self) -> int:
@@ -50,6 +60,11 @@ class Mesh:
     def is_data_parallel(self) -> bool:
         """Nothing but data parallelism: every GPU a data-parallel rank."""
         return (self.tp, self.pp, self.cp, self.ep, self.vpp or 1) == (1, 1, 1, 1, 1) and not self.sequence_parallel
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks per pipeline rank: vpp (2 under zbv, which runs exactly two), 1 without interleaving."""
+        return 2 if self.schedule is Schedule.zbv else (self.vpp or 1)
 
     def describe(self) -> str:
         parts = f"tp {self.tp} x pp {self.pp} x cp {self.cp} x dp {self.dp} = {self.gpus} GPUs"
@@ -70,9 +85,11 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
         found.append(f"num_attention_heads ({arch.num_attention_heads}) is not a multiple of --tp {mesh.tp}")
     if arch.num_key_value_heads % mesh.tp:
         found.append(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
-    stages = mesh.pp * (mesh.vpp or 1)
+    found += schedule_problems(mesh)
+    stages = mesh.pp * mesh.chunks
     if arch.num_layers % stages:
-        what = f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp else f"--pp {mesh.pp}"
+        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
+                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}" if mesh.chunks > 1 else f"--pp {mesh.pp}")
         found.append(f"{arch.num_layers} layers do not split evenly into {what} pipeline stages")
     if mesh.vpp and mesh.pp == 1:
         found.append(f"--vpp {mesh.vpp} interleaves pipeline stages and needs --pp 2 or more")
@@ -81,10 +98,22 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
     if not arch.is_moe and mesh.ep > 1:
         found.append(f"--ep {mesh.ep} divides experts, and {arch.family} has none")
     expert_parallel = (mesh.etp or mesh.tp) * mesh.ep * mesh.pp
-    if mesh.gpus % expert_parallel:
+    if mesh.gpus % expert_parallel and expert_parallel != mesh.tp * mesh.pp:  # else the line above says it
         found.append(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
                      f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
     return found
+
+
+def schedule_problems(mesh: Mesh) -> list[str]:
+    """Schedule and virtual-stage combinations no stack runs, one line each (empty: they run)."""
+    v = mesh.vpp or 1
+    if mesh.schedule is Schedule.zbv and v not in (1, 2):
+        return [f"--pp-schedule zbv runs exactly 2 model chunks per rank (PyTorch's ScheduleZBVZeroBubble); "
+                f"--vpp {v} given"]
+    if mesh.schedule in (Schedule.gpipe, Schedule.one_f_one_b) and v > 1:
+        return [f"--vpp {v} interleaves model chunks: give --pp-schedule interleaved-1f1b, interleaved-zb or zbv, "
+                f"not {mesh.schedule.value}"]
+    return []
 
 
 def check_mesh(mesh: Mesh, arch: Architecture) -> None:

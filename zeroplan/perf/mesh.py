@@ -107,8 +107,9 @@ def _active_experts(share: StageShare, arch: Architecture, mesh: Mesh) -> float:
 def _stage_work(share: StageShare, arch: Architecture, mesh: Mesh) -> StageWork:
     """Weights per token of one rank, counted as perf/flops.py counts a model (2 FLOPs per parameter per token,
     the embedding table included, the 6N convention): the stage's dense elements plus its active experts."""
-    kinds = arch.mlp_types[share.first_layer:share.last_layer + 1] if arch.mlp_types else ()
-    layers = share.last_layer - share.first_layer + 1
+    ids = [i for first, last in share.chunks for i in range(first, last + 1)]  # interleaved ranks hold several chunks
+    kinds = tuple(arch.mlp_types[i] for i in ids) if arch.mlp_types else ()
+    layers = len(ids)
     moe = kinds.count("moe") if kinds else (layers if arch.is_moe else 0)
     return StageWork(index=share.index, count=1, layers=layers, moe_layers=moe,
                      matmul_params=share.dense + _active_experts(share, arch, mesh), dense=share.dense,

@@ -221,9 +221,12 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     par = parallelism_from(args.gpus, args.nodes, hw)
     knobs = knobs_from(args)
     summary, arch = model_of(args, found, knobs)
-    setup, config = setup_from(args), None
+    setup, config, mesh = setup_from(args), None, None
     if (source := deepspeed_source(args, found)) is not None:
-        config, setup = _with_config(args, arch, par.dp, setup, source)
+        from zeroplan.deepspeed.parallel import config_mesh
+
+        mesh = config_mesh(source.data, source.origin, par.gpus)  # AutoTP: a tensor-parallel mesh, never dp
+        config, setup = _with_config(args, arch, mesh.dp if mesh else par.dp, setup, source)
         knobs = knobs_from(args, config.knobs)
         summary = replace(summary, small_param_numel=small_param_numel(arch, knobs))
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
@@ -233,6 +236,10 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model))
+    if mesh is not None or (found is not None and found.run.get("tp") is not None):  # imported only for a mesh
+        from zeroplan.scenario.meshed import file_mesh, with_mesh
+
+        scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)
     return scn, config, found
 
 
@@ -253,7 +260,7 @@ def model_of(args: ScenarioArgs, found: FromFile | None,
 
 
 def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSource | None:
-    """--deepspeed-config, else the --from file's inline block; either refuses tensor and sequence parallelism."""
+    """--deepspeed-config, else the --from file's inline block."""
     if not args.deepspeed_config and (found is None or found.deepspeed is None):
         return None
     from zeroplan.deepspeed.source import DeepSpeedSource, read_deepspeed_config
@@ -262,10 +269,7 @@ def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSou
         source = read_deepspeed_config(Path(args.deepspeed_config))
     else:
         source = DeepSpeedSource(found.deepspeed, found.deepspeed_origin)
-    from zeroplan.frameworks.run import deepspeed_not_modelled
-
-    deepspeed_not_modelled(source.data, source.origin)  # never read tensor or sequence parallelism as data parallelism
-    return source
+    return source  # its AutoTP mesh, or a refusal of what is not modelled: deepspeed.parallel.config_mesh
 
 
 def layout_of(model: str | None, engine: Engine):

@@ -3,46 +3,26 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.estimate import Estimate, Scenario, estimate_memory
-from zeroplan.memory.mesh import MeshModel, stage_shares
-from zeroplan.memory.setup import Engine
-from zeroplan.models.mesh import Mesh, Schedule, check_mesh
-from zeroplan.models.presets import load_model
+from zeroplan.memory.activations.mesh import ZERO_BUBBLE_CAVEAT
+from zeroplan.memory.estimate import Estimate, estimate_memory
+from zeroplan.models.mesh import Schedule
 from zeroplan.scenario import ScenarioArgs, engine_stages, scenario_config_and_file
+from zeroplan.scenario.meshed import with_mesh
 from zeroplan.scenario.parallel import MeshArgs
-
-
-def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
-    """`scn` laid out on `mesh`: refused, in one line, where zeroplan does not model it or the model does not divide."""
-    if mesh.vpp and mesh.vpp > 1:
-        raise ZeroplanError(f"--vpp {mesh.vpp}: zeroplan's own model has no interleaved schedule yet; "
-                            "--method megatron computes Megatron-LM's formula for it")
-    if mesh.schedule is not Schedule.one_f_one_b:
-        raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: zeroplan's own model has the 1F1B schedule only "
-                            "so far (--pp-schedule 1f1b)")
-    if scn.engine is not Engine.deepspeed:
-        raise ZeroplanError(f"--engine {scn.engine.value} with a tp/pp/cp/ep mesh: zeroplan models the mesh with "
-                            "DeepSpeed's ZeRO so far (--engine deepspeed)")
-    if getattr(scn, "tuning", None) is not None:
-        raise ZeroplanError("fine-tuning (LoRA/QLoRA) on a tp/pp/cp/ep mesh is not modelled yet")
-    if scn.arch is None or model is None:
-        raise ZeroplanError("a tp/pp/cp/ep mesh needs the model's modules: give --model NAME|PATH, not --params")
-    decoder = load_model(model).config.decoder()
-    if decoder is None:
-        raise ZeroplanError(f"{scn.arch.family}: no block description, so which tensors a mesh splits is unknown; "
-                            "zeroplan lays out decoder-only families on a mesh")
-    check_mesh(mesh, scn.arch)
-    return replace(scn, mesh=MeshModel(mesh, stage_shares(decoder, mesh)))
 
 
 def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = None) -> Estimate:
     """answers.estimate on a mesh: the busiest rank of every requested ZeRO stage."""
     scn, config, found = scenario_config_and_file(args)
-    if config is not None:
-        raise ZeroplanError("--deepspeed-config with --tp/--pp/--cp/--ep: give the mesh in one place")
+    if config is not None or scn.mesh is not None:
+        raise ZeroplanError("--tp/--pp/--cp/--ep with a --deepspeed-config or a --from file's mesh: give the mesh "
+                            "in one place")
     scn = with_mesh(scn, mesh_args.mesh(scn.parallelism.gpus), args.model)
     chosen = stage if stage is not None else (found.stage if found else None)
-    return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=found.notes if found else ())
+    warnings = ()
+    if scn.mesh.mesh.pp > 1 and scn.mesh.mesh.schedule in (Schedule.interleaved_zero_bubble, Schedule.zbv):
+        warnings = (f"--pp-schedule {scn.mesh.mesh.schedule.value}: activations follow the schedule's action list; "
+                    f"{ZERO_BUBBLE_CAVEAT}",)
+    return estimate_memory(scn, stages=engine_stages(scn.engine, chosen), assumptions=found.notes if found else (),
+                           warnings=warnings)

@@ -35,7 +35,5 @@ class MeshArgs:
         """The Mesh these options give over `gpus` (numbers parsed, each error naming its option)."""
         degrees = {name: parse_count(getattr(self, name), f"--{name}")
                    for name in MESH_OPTIONS if getattr(self, name) is not None}
-        schedule = self.schedule
-        if schedule is None:  # virtual stages mean interleaving, as Megatron reads --virtual-pipeline-model-parallel-size
-            schedule = Schedule.interleaved if degrees.get("vpp", 1) > 1 else Schedule.one_f_one_b
-        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, schedule=schedule, **degrees)
+        # no schedule: virtual stages mean interleaving, as Megatron reads --virtual-pipeline-model-parallel-size
+        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, schedule=self.schedule, **degrees)

@@ -1,10 +1,11 @@
 """`zeroplan check`: the rule registry and the runner. Pure: no I/O.
 
-Rules live by concept: check/rules/config.py (the DeepSpeed config itself), check/rules/memory.py (the memory
+Rules live by concept: check/rules/config.py (the DeepSpeed config itself), check/rules/mesh.py (the parallel
+mesh), check/rules/memory.py (the memory
 estimate of the configured stage), check/rules/fabric.py (ZeRO-3's communication on the plan's fabric).
 A rule that needs a calculator result declares it in `Rule.needs` and takes it as a keyword argument;
 the runner passes what the caller supplies in `evidence` ("memory": a StageEstimate, "throughput": a
-FabricEvidence; check/runner.py computes both) and skips the rule when something it needs is missing.
+FabricEvidence, "mesh": the mesh's problems; check/runner.py computes them) and skips the rule when something it needs is missing.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from zeroplan.check.findings import SEVERITIES, Finding, Rule, RunContext
 from zeroplan.check.rules.config import CONFIG_RULES
 from zeroplan.check.rules.fabric import FABRIC_RULES
 from zeroplan.check.rules.memory import MEMORY_RULES
+from zeroplan.check.rules.mesh import MESH_RULES
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
 
-RULES: tuple[Rule, ...] = CONFIG_RULES + MEMORY_RULES + FABRIC_RULES
+RULES: tuple[Rule, ...] = CONFIG_RULES + MESH_RULES + MEMORY_RULES + FABRIC_RULES
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
 

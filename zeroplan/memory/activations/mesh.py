@@ -13,8 +13,8 @@ and dropout masks keep 1/t. The projections' inputs differ by stack:
   linear saves its 1/t shard and all-gathers it again in backward.
 The head is vocab-parallel (torchtitan's loss_parallel, Megatron's vocab_parallel_cross_entropy): logits, their
 fp32 copy and the log-softmax hold V/t per rank; the labels are whole. Context parallelism gives each rank s/cp
-tokens of every sequence (ring attention: flash kernels only). 1F1B (Narayanan et al. 2021, arXiv:2104.04473):
-stage i holds min(pp - i, micro-batches) micro-batches in flight; the first stage holds pp.
+tokens of every sequence (ring attention: flash kernels only). The pipeline schedule sets how many chunk-micro-
+batches each rank keeps in flight (memory.activations.pipeline: 1F1B's rank i holds min(pp - i, m)).
 Pure: no I/O.
 """
 
@@ -29,9 +29,24 @@ from zeroplan.memory.activations.terms import final_norm_terms
 from zeroplan.memory.activations.traits import traits_of
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.mesh import Mesh
+from zeroplan.memory.activations.pipeline import chunks_in_flight, head_in_flight, head_rank, rank_layers
+from zeroplan.models.mesh import Mesh, Schedule
 
 PYTORCH, MEGATRON = "pytorch", "megatron"  # sequence-parallel stacks
+
+SCHEDULE_RULE = {  # the closed forms of memory.activations.pipeline, as the assumptions print them
+    Schedule.gpipe: "GPipe: all m",
+    Schedule.one_f_one_b: "1F1B: rank r min(pp - r, m)",
+    Schedule.interleaved: "interleaved 1F1B: min((vpp - 1) g + 2 (pp - 1 - r) + 1, m vpp), g micro-batches a round",
+    Schedule.interleaved_zero_bubble: "interleaved zero bubble, held until the weight backward: "
+                                      "min((vpp - 1) g + pp, m vpp); " + "{zb}",
+    Schedule.zbv: "ZBV, held until the weight backward: min(2 pp - r - 1, m) + min(r + 1, m); {zb}",
+}
+# helper pval's measurement (validation/pp_measured.json, torch 2.13 on gloo): the zero-bubble schedules keep
+# saved tensors past the weight backward and across steps: zeroplan's action-list count is 9-61% under the measured
+# peak on most ranks (up to 9% over on a head rank).
+ZERO_BUBBLE_CAVEAT = ("a lower bound: torch 2.13 was measured keeping saved tensors past the weight backward, "
+                      "zeroplan up to 61% under its peak (docs/parallelism.md)")
 
 # Saved tensors of a layer inside the tensor-parallel region: a/t heads or f/t columns per rank.
 SPLIT = frozenset({
@@ -70,7 +85,7 @@ def _check(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> None:
     if setup.checkpointing in (Checkpointing.selective_op,) or setup.checkpoint_every > 1:
         raise ZeroplanError(f"--checkpointing {setup.checkpointing_label} on a tp/pp/cp mesh is not modelled yet; "
                             "give none, selective or full")
-    if setup.loss is not Loss.hf and mesh.tp > 1:
+    if setup.loss is not Loss.hf and mesh.tp > 1 and mesh.vocab_parallel_logits:
         raise ZeroplanError(f"--loss {setup.loss.value} with --tp {mesh.tp}: the vocab-parallel loss is modelled "
                             "for --loss hf only")
     if arch.num_encoder_layers:
@@ -105,10 +120,11 @@ def rank_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
         each = tuple(b * ratio_num // ratio_den for b in base.layer_bytes)
         recompute = -(-base.recompute_bytes // t)  # the selective core: a/t heads
     labels = INDEX_BYTES * setup.micro_batch * (setup.seq_len // mesh.cp)
-    logits = -(-base.logits_bytes // t)
-    loss = -(-(base.loss_bytes - labels) // t) + labels
-    transient = -(-base.loss_transient_bytes // t)
-    softcap = -(-base.logit_softcap_bytes // t)
+    v = t if mesh.vocab_parallel_logits else 1  # AutoTP without vocab_parallel_lm_head: whole logits on every rank
+    logits = -(-base.logits_bytes // v)
+    loss = -(-(base.loss_bytes - labels) // v) + labels
+    transient = -(-base.loss_transient_bytes // v)
+    softcap = -(-base.logit_softcap_bytes // v)
     final = base.final_norm_bytes
     if t > 1:  # --loss hf (checked): the head saves its input
         b, s_local, e = setup.micro_batch, setup.seq_len // mesh.cp, setup.precision.compute_bytes
@@ -122,30 +138,32 @@ def rank_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
 
 
 def in_flight(mesh: Mesh, micro_batches: int) -> tuple[int, ...]:
-    """1F1B: the micro-batches stage i holds, min(pp - i, micro-batches)."""
-    return tuple(min(mesh.pp - i, micro_batches) for i in range(mesh.pp))
+    """Per pipeline rank, the most chunk-micro-batches it keeps alive (memory.activations.pipeline)."""
+    return tuple(chunks_in_flight(mesh, micro_batches, r) for r in range(mesh.pp))
 
 
 def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
                       stack: str = PYTORCH) -> tuple[tuple[ActivationEstimate, ...], tuple[str, ...]]:
-    """Each pipeline stage's activations on one of its ranks: its layers' share x its micro-batches in flight, the
-    embedding on the first stage, the final norm, logits and loss on the last (with one micro-batch in flight)."""
+    """Each pipeline rank's activations at its peak: its largest model chunk's layers x the chunk-micro-batches it
+    keeps in flight under the schedule (exact when the chunks are alike), the embedding on the first rank (at
+    most m micro-batches), the final norm, logits and loss on the head's rank (pipeline.head_in_flight of them)."""
     one, unknown = rank_activations(arch, setup, mesh, stack)
-    per = len(one.layer_bytes) // mesh.pp
+    m = setup.grad_accum
+    head, heads = head_rank(mesh), head_in_flight(mesh, m)
     stages = []
-    for i, m in enumerate(in_flight(mesh, setup.grad_accum)):
-        each = one.layer_bytes[i * per:(i + 1) * per]
-        first, last = i == 0, i == mesh.pp - 1
-        layers = m * (sum(each) + one.held_bytes)
-        embedding = m * one.embedding_bytes if first else 0
-        final, logits, softcap, loss = ((one.final_norm_bytes, one.logits_bytes, one.logit_softcap_bytes,
-                                         one.loss_bytes) if last else (0, 0, 0, 0))
-        total = layers + one.recompute_bytes + embedding + m * (final + logits + softcap + loss)
-        notes = one.assumptions + _notes(mesh, stack, m, i, unknown)
-        stages.append(replace(one, layers_bytes=layers, embedding_bytes=embedding, final_norm_bytes=m * final,
-                              logits_bytes=m * logits, logit_softcap_bytes=m * softcap, loss_bytes=m * loss,
-                              loss_transient_bytes=one.loss_transient_bytes if last else 0, total_bytes=total,
-                              layer_bytes=each, held_bytes=m * one.held_bytes, assumptions=notes))
+    for i, (n, chunks) in enumerate(zip(in_flight(mesh, m), rank_layers(len(one.layer_bytes), mesh), strict=True)):
+        each = tuple(b for first, last in chunks for b in one.layer_bytes[first:last + 1])
+        chunk = max(sum(one.layer_bytes[first:last + 1]) for first, last in chunks)
+        h = heads if i == head else 0
+        layers = n * (chunk + one.held_bytes)
+        embedding = min(n, m) * one.embedding_bytes if i == 0 else 0
+        final, logits, softcap, loss = one.final_norm_bytes, one.logits_bytes, one.logit_softcap_bytes, one.loss_bytes
+        total = layers + one.recompute_bytes + embedding + h * (final + logits + softcap + loss)
+        notes = one.assumptions + _notes(mesh, stack, n, i, unknown)
+        stages.append(replace(one, layers_bytes=layers, embedding_bytes=embedding, final_norm_bytes=h * final,
+                              logits_bytes=h * logits, logit_softcap_bytes=h * softcap, loss_bytes=h * loss,
+                              loss_transient_bytes=one.loss_transient_bytes if h else 0, total_bytes=total,
+                              layer_bytes=each, held_bytes=n * one.held_bytes, assumptions=notes))
     return tuple(stages), unknown
 
 
@@ -158,12 +176,15 @@ def _notes(mesh: Mesh, stack: str, m: int, i: int, unknown: tuple[str, ...]) -> 
                         + ("whole (PyTorch/torchtitan SequenceParallel, zeroplan's default)" if stack == PYTORCH
                            else f"/ {mesh.tp} (Megatron-LM)") if sp else "norms, projection inputs and dropout "
                         "masks whole (no sequence parallelism)")
-                     + f"; vocab-parallel logits and loss / {mesh.tp}")
+                     + (f"; vocab-parallel logits and loss / {mesh.tp}" if mesh.vocab_parallel_logits else
+                        "; logits and loss whole on every rank (DeepSpeed AutoTP's head all-reduces them)"))
     if mesh.cp > 1:
         notes.append(f"context parallel {mesh.cp}: each rank holds seq-len / {mesh.cp} tokens of every sequence")
     if mesh.pp > 1:
-        notes.append(f"1F1B: pipeline stage {i} holds {m} micro-batch(es) in flight (stage i: min(pp - i, "
-                     "gradient accumulation))")
+        notes.append(f"pipeline schedule {mesh.schedule.value}: rank {i} keeps {m} "
+                     + (f"chunk-micro-batches of its {mesh.chunks} model chunks" if mesh.chunks > 1 else "micro-batch(es)")
+                     + f" in flight at its peak ({SCHEDULE_RULE[mesh.schedule].format(zb=ZERO_BUBBLE_CAVEAT)}; "
+                     "docs/parallelism.md)")
     if unknown:
         notes.append("activation terms not classified for tensor parallelism, counted whole: " + ", ".join(unknown))
     return tuple(notes)
