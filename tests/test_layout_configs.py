@@ -81,7 +81,7 @@ def test_torchtitan_sections_parse_and_lay_out_the_plan(model, gpus, batch, seq)
 
 
 def test_autotp_config_reads_back_as_the_plan():
-    advice = _advice("llama-3.1-70b", 16, 64, 4096, Stack.deepspeed)
+    advice = _advice("llama-3.1-70b", 32, 64, 4096, Stack.deepspeed)
     plan = advice.recommendation
     config = json.loads(json.dumps(autotp_config(advice)))
     assert config.get("tensor_parallel", {}).get("autotp_size", 1) == plan.tp
@@ -103,7 +103,7 @@ def test_autotp_config_reads_back_as_the_plan():
 
 
 def test_tensor_parallel_section_when_the_choice_has_tp():
-    advice = _advice("llama-3.1-70b", 16, 64, 4096, Stack.deepspeed)
+    advice = _advice("llama-3.1-70b", 32, 64, 4096, Stack.deepspeed)
     plans = [p for p in (advice.recommendation, *advice.alternatives) if p.tp > 1]
     assert plans
     chosen = advice.model_copy(update={"recommendation": plans[0]})

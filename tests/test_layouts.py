@@ -50,12 +50,13 @@ def test_space_without_flash_has_no_context_parallelism_and_tp_may_leave_the_nod
     assert any("flash attention" in why for why, _ in space.left_out)
 
 
-def test_loss_other_than_hf_keeps_tp_1():
+def test_loss_other_than_hf_keeps_torchtitan_at_tp_1():
     from zeroplan.memory.setup import Loss
 
     arch = load_model("llama-3.1-8b").config.architecture()
     space = enumerate_layouts(arch, 16, 8, 2048, Attention.flash, 64, loss=Loss.chunked)
-    assert space.degrees["tp"] == (1,) and any("--loss chunked" in why for why, _ in space.left_out)
+    assert {lay.stack for lay in space.layouts if lay.tp > 1} == {Stack.deepspeed}  # AutoTP's logits are whole
+    assert any("--loss chunked" in why for why, _ in space.left_out)
 
 
 def test_moe_expert_degrees_divide_experts_and_the_expert_group():
@@ -82,15 +83,28 @@ def test_deepspeed_stack_keeps_tp_x_dp_only():
     ("llama-3.1-8b", 8, 2, 1, 1, Stack.torchtitan, ZeroStage.zero0, Checkpointing.none, 1, 8),
     ("qwen3-30b-a3b", 2, 1, 2, 4, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
 ])
-def test_fit_equals_estimate_cli(runner, model, tp, pp, cp, ep, stack, stage, ckpt, micro, batch):
+def test_fit_equals_estimate_cli(runner, tmp_path, model, tp, pp, cp, ep, stack, stage, ckpt, micro, batch):
+    """torchtitan layouts against `estimate --tp ..`; DeepSpeed ones against `estimate --deepspeed-config` with the
+    AutoTP config (the embedding and logits whole, as zeroplan reads tensor_parallel.autotp_size)."""
+    from zeroplan.deepspeed.emit import ds_config
+
     gpus = 16
     fitter = _fitter(model, gpus, batch)
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), stack=stack)
     ga = batch // layout.dp // micro
     cached, exact = fitter.peak(layout, stage, ckpt, micro), fitter.exact(layout, stage, ckpt, micro)
-    args = ["estimate", "--model", model, "--gpus", str(gpus), "--hardware", H100, "--tp", str(tp),
-            "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--stage", str(int(stage)), "--micro-batch", str(micro),
-            "--grad-accum", str(ga), "--checkpointing", ckpt.value, "-f", "json"]
+    args = ["estimate", "--model", model, "--gpus", str(gpus), "--hardware", H100, "--checkpointing", ckpt.value,
+            "-f", "json"]
+    if stack is Stack.deepspeed:
+        knobs = fitter.scenario(layout, stage, ckpt, micro).knobs
+        config = ds_config(stage, knobs, fitter.scn.setup.precision, micro_batch=micro, grad_accum=ga, dp=layout.dp)
+        del config["train_batch_size"]
+        path = tmp_path / "autotp.json"
+        path.write_text(json.dumps({**config, "tensor_parallel": {"autotp_size": tp}}))
+        args += ["--deepspeed-config", str(path)]
+    else:
+        args += ["--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--stage", str(int(stage)),
+                 "--micro-batch", str(micro), "--grad-accum", str(ga)]
     res = runner.invoke(app, args + ["--sequence-parallel"] * layout.sequence_parallel)
     assert res.exit_code == 0, res.output
     printed = json.loads(res.stdout)["stages"][0]["gpu_bytes"]["total"]

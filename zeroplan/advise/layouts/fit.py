@@ -2,7 +2,7 @@
 `zeroplan estimate --tp T --pp P --cp C --ep E` prints for that run (memory.estimate.evaluate on a MeshModel).
 
 What depends only on part of the layout is computed once and reused: the pipeline stages' shares of one rank
-(memory.mesh.stage_shares: tp, pp and ep only) for every cp, dp, stage, checkpointing and micro-batch; each
+(memory.mesh.stage_shares: tp, pp, ep and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
 pipeline stage's activations (memory.mesh.mesh_activation_bytes: tp, cp, sequence parallelism, pp, checkpointing,
 micro-batch and min(accumulation, pp), 1F1B's in-flight count) for every dp and ZeRO stage; each pipeline stage's
 model states and buffers (memory.mesh.share_base) for every checkpointing and micro-batch. The peak is then
@@ -66,7 +66,7 @@ class Fitter:
         return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch)
 
     def shares(self, layout: Layout) -> tuple[StageShare, ...]:
-        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep),
+        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack),
                        lambda: stage_shares(self.decoder, layout.mesh()))
 
     def per_rank(self, layout: Layout) -> int:
@@ -101,7 +101,7 @@ class Fitter:
     def _activations(self, scn: Scenario, layout: Layout) -> tuple[int, ...]:
         setup = scn.setup
         key = (scn.arch, replace(setup, grad_accum=min(setup.grad_accum, layout.pp)), layout.tp, layout.cp,
-               layout.sequence_parallel, layout.pp)
+               layout.sequence_parallel, layout.pp, layout.stack)
         return _cached(_ACTIVATIONS, key, lambda: mesh_activation_bytes(scn.mesh, scn.arch, setup))
 
     def _stage_bases(self, scn: Scenario, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:

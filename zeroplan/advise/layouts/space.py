@@ -7,7 +7,8 @@ Degrees (docs/advisor.md, "Parallelism search"):
   arXiv:2104.04473, section 3.3, "tensor model parallelism within a node");
 - pp: divisors of the layer count (zeroplan's model splits layers evenly, memory/mesh.py);
 - cp: divisors of the sequence length, with flash attention only (ring attention, memory/activations/mesh.py);
-- tp > 1 only with the Hugging Face loss (the vocab-parallel loss is modelled for it only);
+- torchtitan's tp > 1 only with the Hugging Face loss (its vocab-parallel loss is modelled for it only; AutoTP's
+  logits are whole);
 - ep (MoE): divisors of the expert count that divide dp x cp (the experts' own data-parallel group, memory/mesh.py);
 - dp = GPUs / (tp x pp x cp), which must divide the global batch (micro-batch x accumulation x dp = global batch).
 Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh. Pure.
@@ -67,8 +68,12 @@ class Layout:
         return self.tp * self.pp * self.cp
 
     def mesh(self) -> Mesh:
+        # DeepSpeed AutoTP replaces linears only: the token embedding whole, the head's logits all-reduced whole
+        # (no tensor_parallel.vocab_parallel_lm_head is written); torchtitan is vocab-parallel (loss_parallel).
+        vocab = self.stack is Stack.torchtitan
         return Mesh(gpus=self.model_parallel * self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep,
-                    sequence_parallel=self.sequence_parallel)
+                    sequence_parallel=self.sequence_parallel, vocab_parallel_embedding=vocab,
+                    vocab_parallel_logits=vocab)
 
     def stages(self) -> tuple[ZeroStage, ...]:
         if self.stack is Stack.deepspeed:
@@ -128,9 +133,6 @@ def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len
     rules); the meshes left out are counted by reason."""
     left: Counter[str] = Counter()
     tps = tp_degrees(arch, gpus, gpus_per_node, tp_within_node)
-    if loss is not Loss.hf and len(tps) > 1:  # memory/activations/mesh.py models the vocab-parallel loss for hf only
-        left[f"tp > 1 with --loss {loss.value}: the vocab-parallel loss is modelled for --loss hf only"] += len(tps) - 1
-        tps = [1]
     pps = [p for p in divisors(arch.num_layers) if gpus % p == 0]
     cps = [c for c in divisors(seq_len) if gpus % c == 0]
     if attention is not Attention.flash and len(cps) > 1:
@@ -148,13 +150,13 @@ def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len
                     left[f"dp does not divide the global batch {global_batch}"] += 1
                     continue
                 for ep in eps:
-                    layouts += _with_stack(arch, tp, pp, cp, ep, dp, stack, left)
+                    layouts += _with_stack(arch, tp, pp, cp, ep, dp, stack, left, loss)
     degrees = {"tp": tuple(tps), "pp": tuple(pps), "cp": tuple(cps), "ep": tuple(eps)}
     return Space(tuple(layouts), degrees, tuple(left.items()))
 
 
 def _with_stack(arch: Architecture, tp: int, pp: int, cp: int, ep: int, dp: int, asked: Stack,
-                left: Counter[str]) -> list[Layout]:
+                left: Counter[str], loss: Loss = Loss.hf) -> list[Layout]:
     if (dp * cp) % ep:
         left["ep does not divide dp x cp (the experts' data-parallel group)"] += 1
         return []
@@ -163,6 +165,9 @@ def _with_stack(arch: Architecture, tp: int, pp: int, cp: int, ep: int, dp: int,
         left["DeepSpeed AutoTP runs tp x dp only (--stack deepspeed): pp, cp or ep above 1"] += 1
         return []
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, stack=chosen)
+    if loss is not Loss.hf and tp > 1 and chosen is Stack.torchtitan:  # memory/activations/mesh.py
+        left[f"torchtitan tp > 1 with --loss {loss.value}: the vocab-parallel loss is modelled for --loss hf only"] += 1
+        return []
     if found := mesh_problems(layout.mesh(), arch):  # the same checks `zeroplan estimate --tp ..` makes
         left[found[0]] += 1
         return []
