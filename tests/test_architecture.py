@@ -219,6 +219,7 @@ FROZEN = {
         "--engine",  # the search runs over the stages the engine supports (zeroplan.engines.supported_stages)
         "--emit-accelerate",  # the FSDP / DDP counterpart of --emit-deepspeed
         "--from", "--from-kind", "--html",
+        "--search-parallelism", "--stack", "--emit-torchtitan",  # the parallelism search (docs/advisor.md)
     },
     "throughput": SCENARIO - {"--units"} | {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",

@@ -22,7 +22,7 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 
-StepUnit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", ""]
+StepUnit = Literal["bytes", "percent", "sequences", "tokens", "fraction", "gpus", "seconds", ""]
 Value = Union[bool, int, float, str, None]
 
 

@@ -82,6 +82,12 @@ class AdvisorPolicy(Frozen):
     max_gpus: int = _threshold(
         1024, "zeroplan.memory.capacity.MAX_GPUS: where the fewest-GPUs search stops",
         "largest GPU count the fewest-GPUs search tries (default tree)", ge=1)
+    search_parallelism: bool = _threshold(
+        False, "zeroplan judgment: off keeps `zeroplan advise` to data parallelism unless asked (docs/advisor.md)",
+        "search tp x pp x cp x dp layouts as --search-parallelism does")
+    tp_within_node: bool = _threshold(
+        True, "Narayanan et al. 2021 (arXiv:2104.04473) 3.3: tensor parallelism's per-layer all-reduces stay "
+        "within a node's NVLink", "keep the tensor-parallel degree within one node (parallelism search)")
     overrides: tuple[tuple[str, str], ...] = Field(
         (), description="(field, where the value came from) for every overridden threshold")
 

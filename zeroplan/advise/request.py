@@ -16,6 +16,7 @@ from zeroplan.hardware.spec import Topology
 
 if TYPE_CHECKING:
     from zeroplan.advise.advice import Advice
+    from zeroplan.advise.layouts.result import LayoutAdvice
     from zeroplan.advise.policy import AdvisorPolicy
     from zeroplan.frameworks.apply import FromFile
     from zeroplan.scenario import ScenarioArgs
@@ -35,6 +36,8 @@ class AdviseArgs:
     policy_file: str | None = None
     assignments: tuple[str, ...] = ()  # --set key=value, applied after the policy file
     thresholds: Mapping[str, Any] | None = None  # the Python API's overrides, as values; applied last
+    search_parallelism: bool = False  # --search-parallelism (or the policy's search_parallelism)
+    stack: str = "auto"  # --stack: which stack the parallelism search plans for (advise.layouts.space.Stack)
 
 
 def load_policy(name: str, policy_file: str | None = None, assignments: tuple[str, ...] = (),
@@ -76,6 +79,37 @@ def advise_from(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
     if notes:
         update["assumptions"] = notes + advice.assumptions
     return advice.model_copy(update=update)
+
+
+def searching(opts: AdviseArgs) -> bool:
+    """Whether the request asks for the parallelism search: --search-parallelism or the policy's setting."""
+    if opts.search_parallelism:
+        return True
+    return load_policy(opts.policy, opts.policy_file, opts.assignments, opts.thresholds).search_parallelism
+
+
+def search_from(args: ScenarioArgs, opts: AdviseArgs) -> LayoutAdvice:
+    """The parallelism search's answer for the run `args` describes (advise.layouts.search)."""
+    from zeroplan.advise.layouts.search import search_parallelism
+    from zeroplan.advise.layouts.space import Stack
+    from zeroplan.errors import UsageError
+    from zeroplan.scenario import from_framework, needs_hardware, scenario
+    from zeroplan.units import parse_count
+
+    if opts.policy == "article":
+        raise UsageError("--search-parallelism plans meshes with zeroplan's default policy; --policy article is the "
+                         "article's data-parallel tree")
+    policy = load_policy(opts.policy, opts.policy_file, opts.assignments, opts.thresholds)
+    args, found = from_framework(args)
+    notes: tuple[str, ...] = ()
+    if found is not None:
+        args, opts, notes = _advising(args, opts, found)
+    planned = with_default_model(args)
+    scn = needs_hardware(scenario(planned), "advise")
+    advice = search_parallelism(scn, planned.model, policy, opts.topology,
+                                global_batch=parse_count(opts.global_batch, "--global-batch"), stack=Stack(opts.stack))
+    return advice.model_copy(update={"model_assumed": not (args.model or args.params),
+                                     "assumptions": notes + advice.assumptions})
 
 
 def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile) -> tuple[ScenarioArgs, AdviseArgs, tuple[str, ...]]:

@@ -1,5 +1,6 @@
 """`zeroplan advise`: parse -> compute -> render, and write the DeepSpeed or Accelerate config it recommends."""
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -63,6 +64,20 @@ from zeroplan.units import Unit
 
 if TYPE_CHECKING:  # the advice's pydantic models load when advise runs, not with every command
     from zeroplan.advise.advice import Advice
+    from zeroplan.advise.layouts.result import LayoutAdvice
+
+
+class StackName(str, Enum):
+    """--stack: what the parallelism search plans for (zeroplan.advise.layouts.space.Stack)."""
+
+    auto = "auto"
+    deepspeed = "deepspeed"
+    torchtitan = "torchtitan"
+
+
+SearchOpt = Annotated[bool, typer.Option("--search-parallelism", help="Search tp x pp x cp x dp x stage x checkpointing x micro-batch layouts and rank them by predicted step time.")]
+StackOpt = Annotated[StackName, typer.Option("--stack", help="With --search-parallelism: auto (DeepSpeed AutoTP where pp = cp = 1, torchtitan otherwise), deepspeed or torchtitan.")]
+EmitTitanOpt = Annotated[str | None, typer.Option("--emit-torchtitan", help="With --search-parallelism: write the torchtitan job-config sections of a torchtitan layout to this path.")]
 
 
 def advise(
@@ -89,6 +104,9 @@ def advise(
     assignments: SetOpt = None,
     emit_deepspeed: EmitOpt = None,
     emit_accelerate: EmitAccelerateOpt = None,
+    search_parallelism: SearchOpt = False,
+    stack: StackOpt = StackName.auto,
+    emit_torchtitan: EmitTitanOpt = None,
     force: ForceOpt = False,
     html: HtmlOpt = None,
     units: UnitsOpt = Unit.gib,
@@ -112,16 +130,22 @@ def advise(
 
     args = scenario_args(locals(), ctx)
     opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
-                      assignments=tuple(assignments or ()))
+                      assignments=tuple(assignments or ()), search_parallelism=search_parallelism,
+                      stack=stack.value)
     target = Path(emit_deepspeed) if emit_deepspeed is not None else None
     accelerate = Path(emit_accelerate) if emit_accelerate is not None else None
 
     def go() -> None:
-        from zeroplan.advise.request import advise_from
+        from zeroplan.advise.request import advise_from, searching
         from zeroplan.advise.view import advice_view
         from zeroplan.cli.files import check_target, html_target, write_report
         from zeroplan.cli.render import advice as render_advice
 
+        if searching(opts):
+            return search(opts, args, target, emit_torchtitan, emit_accelerate, html, force, units, fmt)
+        if emit_torchtitan is not None:
+            raise UsageError("--emit-torchtitan writes the config of a --search-parallelism layout; add "
+                             "--search-parallelism")
         check_emit(engine, emit_deepspeed, emit_accelerate)
         for path in (target, accelerate):
             if path is not None:
@@ -138,6 +162,54 @@ def advise(
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 
     run(go, fmt)
+
+
+def search(opts, args, target: Path | None, emit_torchtitan: str | None, emit_accelerate: str | None,
+           html: str | None, force: bool, units: Unit, fmt: Format) -> None:
+    """`advise --search-parallelism`: the search, its configs written first, then the answer."""
+    from zeroplan.advise.layouts.view import layout_advice_view
+    from zeroplan.advise.request import search_from
+    from zeroplan.cli.files import check_target
+    from zeroplan.cli.render.layouts import layout_renderables
+
+    if emit_accelerate is not None or html is not None:
+        option = "--emit-accelerate" if emit_accelerate is not None else "--html"
+        raise UsageError(f"{option} is not available with --search-parallelism (it writes --emit-deepspeed or "
+                         "--emit-torchtitan)")
+    titan = Path(emit_torchtitan) if emit_torchtitan is not None else None
+    for option, path in (("--emit-deepspeed", target), ("--emit-torchtitan", titan)):
+        if path is not None:
+            if not str(path).strip():
+                raise UsageError(f"{option} needs a file path, got {str(path)!r}")
+            check_target(path, force)
+    result = search_from(args, opts)
+    try:
+        _write_layout_configs(result, target, titan, force)
+    finally:
+        show(lambda: layout_advice_view(result), lambda: layout_renderables(result, units), fmt)
+
+
+def _write_layout_configs(result: "LayoutAdvice", target: Path | None, titan: Path | None, force: bool) -> None:
+    import json
+
+    from zeroplan.advise.layouts.configs import autotp_config, torchtitan_toml
+
+    if target is not None:
+        write_new_file(target, json.dumps(autotp_config(result), indent=2) + "\n", force=force)
+        console(stderr=True).print(f"wrote {target}: DeepSpeed AutoTP config for the chosen layout"
+                                   + _ckpt_note(result), soft_wrap=True)
+    if titan is not None:
+        write_new_file(titan, torchtitan_toml(result), force=force)
+        console(stderr=True).print(f"wrote {titan}: torchtitan job-config sections for the chosen layout; merge them "
+                                   "into the job's TOML", soft_wrap=True)
+
+
+def _ckpt_note(result: "LayoutAdvice") -> str:
+    plan = result.recommendation
+    if plan is None or plan.checkpointing.value == "none":
+        return ""
+    return (f"; turn on {plan.checkpointing.value} activation checkpointing in the training script (e.g. Hugging "
+            "Face model.gradient_checkpointing_enable()): a DeepSpeed config does not switch it on")
 
 
 def _write_configs(result: "Advice", target: Path | None, accelerate: Path | None, force: bool) -> None:

@@ -33,6 +33,8 @@ def _value(value, unit: str, display: Unit) -> str:
         return f"{value:.1f} %"
     if unit == "fraction":
         return f"{value:.0%}"
+    if unit == "seconds":
+        return f"{value:.3f} s"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return f"{value:,}" if isinstance(value, int) else str(value)

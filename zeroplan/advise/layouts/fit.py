@@ -1,0 +1,138 @@
+"""The fit of one layout x ZeRO stage x checkpointing x micro-batch: zeroplan's own mesh model, the number
+`zeroplan estimate --tp T --pp P --cp C --ep E` prints for that run (memory.estimate.evaluate on a MeshModel).
+
+What depends only on part of the layout is computed once and reused: the pipeline stages' shares of one rank
+(memory.mesh.stage_shares: tp, pp, ep and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
+pipeline stage's activations (memory.mesh.mesh_activation_bytes: tp, cp, sequence parallelism, pp, checkpointing,
+micro-batch and min(accumulation, pp), 1F1B's in-flight count) for every dp and ZeRO stage; each pipeline stage's
+model states and buffers (memory.mesh.share_base) for every checkpointing and micro-batch. The peak is then
+memory.mesh.mesh_evaluate's: the largest stage_peak over the pipeline stages.
+The largest fitting micro-batch is found by bisection over the divisors of the sequences per data-parallel rank:
+peak memory grows with the micro-batch (activations are linear in it, and a pipeline stage's in-flight
+micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from zeroplan.advise.layouts.space import Layout
+from zeroplan.memory.estimate import Scenario, evaluate, stage_knobs
+from zeroplan.memory.mesh import (
+    MeshModel,
+    StageShare,
+    mesh_activation_bytes,
+    share_base,
+    stage_shares,
+)
+from zeroplan.memory.setup import Checkpointing, OffloadDevice, Parallelism, ZeroStage
+from zeroplan.memory.stage import StageBase, StageEstimate, stage_peak
+from zeroplan.models.block import Decoder
+from zeroplan.scenario.mesh import with_mesh
+
+NONE = OffloadDevice.none
+CACHE_LIMIT = 4096  # entries per cache below, then it starts over (a long-lived process planning many models)
+# Shared by every search in the process (a benchmark over GPU counts reuses them): keyed by the frozen inputs.
+_SHARES: dict[tuple, tuple[StageShare, ...]] = {}
+_ACTIVATIONS: dict[tuple, tuple[int, ...]] = {}
+
+
+def _cached(cache: dict, key, make):
+    if key not in cache:
+        if len(cache) >= CACHE_LIMIT:
+            cache.clear()
+        cache[key] = make()
+    return cache[key]
+
+
+@dataclass
+class Fitter:
+    """Peak memory of layouts of one planned scenario, with the caches and the count of evaluations."""
+
+    scn: Scenario  # the planned scenario: micro-batch 1, the precision the hardware runs, DeepSpeed engine
+    decoder: Decoder
+    budget: int  # bytes a plan may use (usable memory less the policy's free share)
+    global_batch: int
+    evaluations: int = 0
+    _bases: dict[tuple, tuple[StageBase, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, scn: Scenario, model: str | None, budget: int, global_batch: int) -> Fitter:
+        """Refuses (ZeroplanError, one line) what zeroplan's mesh model does not lay out, as `estimate --tp` does."""
+        from zeroplan.models.mesh import Mesh
+        from zeroplan.models.presets import load_model
+
+        with_mesh(scn, Mesh(gpus=scn.parallelism.gpus), model)  # engine, fine-tune, model and family checks
+        return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch)
+
+    def shares(self, layout: Layout) -> tuple[StageShare, ...]:
+        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack),
+                       lambda: stage_shares(self.decoder, layout.mesh()))
+
+    def per_rank(self, layout: Layout) -> int:
+        """Sequences per data-parallel rank per optimizer step: micro-batch x accumulation."""
+        return self.global_batch // layout.dp
+
+    def scenario(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> Scenario:
+        """The run this configuration is: the mesh, no offload, DeepSpeed's overlap_comm default for the stage,
+        accumulation filling the global batch. `zeroplan estimate` with these options prints the same peak."""
+        scn = self.scn
+        knobs = stage_knobs(replace(scn.knobs, offload_optimizer=NONE, offload_param=NONE,
+                                    overlap_comm=scn.knobs.overlap_comm_for(stage)), stage)
+        setup = replace(scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
+                        grad_accum=self.per_rank(layout) // micro_batch)
+        par = Parallelism(gpus=scn.parallelism.gpus, nodes=scn.parallelism.nodes)
+        return replace(scn, knobs=knobs, setup=setup, parallelism=par,
+                       mesh=MeshModel(layout.mesh(), self.shares(layout)))
+
+    def peak(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
+        """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree)."""
+        self.evaluations += 1
+        scn = self.scenario(layout, stage, ckpt, micro_batch)
+        acts = self._activations(scn, layout)
+        bases = self._stage_bases(scn, layout, stage)
+        found = [stage_peak(base, a, scn.overheads, scn.usable_bytes) for base, a in zip(bases, acts, strict=True)]
+        return max(found, key=lambda e: e.total)
+
+    def exact(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
+        """The estimate as `zeroplan estimate` computes it, without the caches."""
+        return evaluate(self.scenario(layout, stage, ckpt, micro_batch), stage)
+
+    def _activations(self, scn: Scenario, layout: Layout) -> tuple[int, ...]:
+        setup = scn.setup
+        key = (scn.arch, replace(setup, grad_accum=min(setup.grad_accum, layout.pp)), layout.tp, layout.cp,
+               layout.sequence_parallel, layout.pp, layout.stack)
+        return _cached(_ACTIVATIONS, key, lambda: mesh_activation_bytes(scn.mesh, scn.arch, setup))
+
+    def _stage_bases(self, scn: Scenario, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
+        key = (layout, stage)
+        if key not in self._bases:
+            self._bases[key] = tuple(
+                share_base(scn.mesh, share, scn.recipe, stage, scn.parallelism, scn.knobs, scn.arch.hidden_size)
+                for share in scn.mesh.shares)
+        return self._bases[key]
+
+    def fits(self, est: StageEstimate) -> bool:
+        return est.total <= self.budget
+
+    def micro_batches(self, layout: Layout) -> list[int]:
+        """The micro-batches that keep micro-batch x accumulation x dp = global batch exact: divisors of per_rank."""
+        n = self.per_rank(layout)
+        return [d for d in range(1, n + 1) if n % d == 0]
+
+    def largest(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing,
+                at_one: StageEstimate | None = None) -> tuple[int, StageEstimate]:
+        """(the largest fitting micro-batch, its estimate), or (0, the estimate at micro-batch 1) if none fits."""
+        sizes = self.micro_batches(layout)
+        first = at_one or self.peak(layout, stage, ckpt, 1)
+        if not self.fits(first):
+            return 0, first
+        lo, hi, best = 0, len(sizes) - 1, first  # sizes[lo] fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            est = self.peak(layout, stage, ckpt, sizes[mid])
+            if self.fits(est):
+                lo, best = mid, est
+            else:
+                hi = mid - 1
+        return sizes[lo], best

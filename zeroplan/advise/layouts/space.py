@@ -1,0 +1,174 @@
+"""The layouts the parallelism search weighs: which tp x pp x cp (x ep) meshes a model lays out on over a GPU count,
+which stack runs each one, and why the others are left out.
+
+Degrees (docs/advisor.md, "Parallelism search"):
+- tp: powers of two dividing the attention heads and the key-value heads (Megatron-LM's check, models/mesh.py),
+  within one node by default (TP's per-layer all-reduces need the intra-node fabric: Narayanan et al. 2021,
+  arXiv:2104.04473, section 3.3, "tensor model parallelism within a node");
+- pp: divisors of the layer count (zeroplan's model splits layers evenly, memory/mesh.py);
+- cp: divisors of the sequence length, with flash attention only (ring attention, memory/activations/mesh.py);
+- torchtitan's tp > 1 only with the Hugging Face loss (its vocab-parallel loss is modelled for it only; AutoTP's
+  logits are whole);
+- ep (MoE): divisors of the expert count that divide dp x cp (the experts' own data-parallel group, memory/mesh.py);
+- dp = GPUs / (tp x pp x cp), which must divide the global batch (micro-batch x accumulation x dp = global batch).
+Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, ZeroStage
+from zeroplan.models.architecture import Architecture
+from zeroplan.models.mesh import Mesh, mesh_problems
+
+
+class Stack(str, Enum):
+    """What runs a layout, and so which config the search writes for it."""
+
+    auto = "auto"  # DeepSpeed where pp = cp = ep = 1, torchtitan otherwise
+    deepspeed = "deepspeed"  # DeepSpeed AutoTP + ZeRO (tp x dp)
+    torchtitan = "torchtitan"  # torchtitan's FSDP2 + TP (+ PP, CP, EP)
+
+
+# DeepSpeed AutoTP training runs ZeRO 0-3: stage 3 since v0.19.4 (deepspeedai/DeepSpeed@eec237ee8, PR #8168,
+# runtime/engine.py _configure_tensor_parallel_states; v0.19.3 asserted stage <= 2).
+DEEPSPEED_STAGES = tuple(ZeroStage)
+# torchtitan has no ZeRO-1: data_parallel_replicate_degree is DDP (ZeRO-0), data_parallel_shard_degree FSDP2 with
+# fsdp_reshard_after_forward "never" (ZeRO-2) or "always" (ZeRO-3) (pytorch/torchtitan@238fa99:
+# torchtitan/config/job_config.py, Parallelism). With cp > 1 it shards over dp x cp (dp_shard_cp) even without
+# data_parallel_shard_degree, so no ZeRO-0 there.
+TORCHTITAN_STAGES = (ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3)
+# torchtitan's "selective" activation checkpointing is its per-op (or every n-th layer) policy, not Korthikanti's
+# selective recompute that zeroplan's mesh model computes: only none and full are written for it.
+TORCHTITAN_CHECKPOINTING = (Checkpointing.none, Checkpointing.full)
+MESH_CHECKPOINTING = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # what the mesh model computes
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Layout:
+    """One mesh and the stack that runs it."""
+
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    dp: int
+    stack: Stack
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """torchtitan applies SequenceParallel to the norms whenever tp > 1; DeepSpeed AutoTP has none."""
+        return self.stack is Stack.torchtitan and self.tp > 1
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.pp * self.cp
+
+    def mesh(self) -> Mesh:
+        # DeepSpeed AutoTP replaces linears only: the token embedding whole, the head's logits all-reduced whole
+        # (no tensor_parallel.vocab_parallel_lm_head is written); torchtitan is vocab-parallel (loss_parallel).
+        vocab = self.stack is Stack.torchtitan
+        return Mesh(gpus=self.model_parallel * self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep,
+                    sequence_parallel=self.sequence_parallel, vocab_parallel_embedding=vocab,
+                    vocab_parallel_logits=vocab)
+
+    def stages(self) -> tuple[ZeroStage, ...]:
+        if self.stack is Stack.deepspeed:
+            return DEEPSPEED_STAGES
+        return TORCHTITAN_STAGES if self.cp == 1 else TORCHTITAN_STAGES[1:]
+
+    def levels(self, given: tuple[Checkpointing, ...]) -> tuple[Checkpointing, ...]:
+        """The checkpointing levels of `given` (least recompute first) this stack can be told to run."""
+        allowed = TORCHTITAN_CHECKPOINTING if self.stack is Stack.torchtitan else MESH_CHECKPOINTING
+        kept = tuple(c for c in given if c in allowed)
+        return kept or (Checkpointing.full,)
+
+    def describe(self) -> str:
+        parts = [f"tp {self.tp}", f"pp {self.pp}", f"cp {self.cp}"] + [f"ep {self.ep}"] * (self.ep > 1)
+        return " x ".join(parts + [f"dp {self.dp}"]) + f" ({self.stack.value}" + ", SP" * self.sequence_parallel + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """The layouts to weigh, the degrees each dimension took, and how many meshes each rule left out."""
+
+    layouts: tuple[Layout, ...]
+    degrees: dict[str, tuple[int, ...]]
+    left_out: tuple[tuple[str, int], ...]  # (reason, meshes)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_degrees(arch: Architecture, gpus: int, gpus_per_node: int, within_node: bool) -> list[int]:
+    """Powers of two dividing the GPUs, the heads and the kv heads (and a node's GPUs, when within_node)."""
+    limit = min(gpus, gpus_per_node) if within_node else gpus
+    found, t = [], 1
+    while t <= limit:
+        if gpus % t == 0 and arch.num_attention_heads % t == 0 and arch.num_key_value_heads % t == 0:
+            found.append(t)
+        t *= 2
+    return found
+
+
+def stack_for(pp: int, cp: int, ep: int, asked: Stack) -> Stack | None:
+    """The stack that runs a mesh: as asked, or (auto) DeepSpeed for tp x dp and torchtitan otherwise; None when the
+    asked stack cannot run it (DeepSpeed has no pipeline or context parallelism with AutoTP)."""
+    simple = pp == 1 and cp == 1 and ep == 1
+    if asked is Stack.auto:
+        return Stack.deepspeed if simple else Stack.torchtitan
+    if asked is Stack.deepspeed and not simple:
+        return None
+    return asked
+
+
+def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len: int, attention: Attention,
+                      global_batch: int, stack: Stack = Stack.auto, tp_within_node: bool = True,
+                      loss: Loss = Loss.hf) -> Space:
+    """Every tp x pp x cp (x ep) mesh of `gpus` that `arch` lays out on, with its stack (the module docstring's
+    rules); the meshes left out are counted by reason."""
+    left: Counter[str] = Counter()
+    tps = tp_degrees(arch, gpus, gpus_per_node, tp_within_node)
+    pps = [p for p in divisors(arch.num_layers) if gpus % p == 0]
+    cps = [c for c in divisors(seq_len) if gpus % c == 0]
+    if attention is not Attention.flash and len(cps) > 1:
+        left[f"cp > 1 needs flash attention (ring attention), attention is {attention.value}"] += len(cps) - 1
+        cps = [1]
+    eps = [e for e in divisors(arch.num_experts) if gpus % e == 0] if arch.is_moe else [1]
+    layouts = []
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                if gpus % (tp * pp * cp):
+                    continue
+                dp = gpus // (tp * pp * cp)
+                if global_batch % dp:
+                    left[f"dp does not divide the global batch {global_batch}"] += 1
+                    continue
+                for ep in eps:
+                    layouts += _with_stack(arch, tp, pp, cp, ep, dp, stack, left, loss)
+    degrees = {"tp": tuple(tps), "pp": tuple(pps), "cp": tuple(cps), "ep": tuple(eps)}
+    return Space(tuple(layouts), degrees, tuple(left.items()))
+
+
+def _with_stack(arch: Architecture, tp: int, pp: int, cp: int, ep: int, dp: int, asked: Stack,
+                left: Counter[str], loss: Loss = Loss.hf) -> list[Layout]:
+    if (dp * cp) % ep:
+        left["ep does not divide dp x cp (the experts' data-parallel group)"] += 1
+        return []
+    chosen = stack_for(pp, cp, ep, asked)
+    if chosen is None:
+        left["DeepSpeed AutoTP runs tp x dp only (--stack deepspeed): pp, cp or ep above 1"] += 1
+        return []
+    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, stack=chosen)
+    if loss is not Loss.hf and tp > 1 and chosen is Stack.torchtitan:  # memory/activations/mesh.py
+        left[f"torchtitan tp > 1 with --loss {loss.value}: the vocab-parallel loss is modelled for --loss hf only"] += 1
+        return []
+    if found := mesh_problems(layout.mesh(), arch):  # the same checks `zeroplan estimate --tp ..` makes
+        left[found[0]] += 1
+        return []
+    return [layout]
