@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import param_count
@@ -22,8 +20,8 @@ from zeroplan.validate import as_json
 
 
 def mesh_model(scn, mesh: Mesh, model: str | None) -> MeshModel:
-    """`scn`'s model laid out on `mesh`: the memory model's stage shares (they depend on tp, pp, ep only, so the
-    schedule and virtual stages are checked here and not passed to the memory model, which refuses them)."""
+    """`scn`'s model laid out on `mesh`: the memory model's stage shares, the schedule's chunk placement included
+    (interleaved: rank r holds chunks r, r + pp, ...; zbv: r and 2 pp - 1 - r, the head on rank 0)."""
     vpp = mesh.vpp or 1
     if vpp > 1 and mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
         raise ZeroplanError(f"--vpp {vpp} with --pp-schedule {mesh.schedule.value}: virtual stages run only in the "
@@ -35,8 +33,7 @@ def mesh_model(scn, mesh: Mesh, model: str | None) -> MeshModel:
         if mesh.schedule is Schedule.zbv and scn.arch.num_layers % (ZBV_CHUNKS * mesh.pp):
             raise ZeroplanError(f"{scn.arch.num_layers} layers do not split into the 2 x --pp {mesh.pp} chunks "
                                 "ZB-V places (two per rank)")
-    laid = with_mesh(scn, replace(mesh, vpp=None, schedule=Schedule.one_f_one_b), model)
-    return MeshModel(mesh, laid.mesh.shares)
+    return with_mesh(scn, mesh, model).mesh
 
 
 def _zero0(knobs: DeepSpeedKnobs) -> DeepSpeedKnobs:
