@@ -171,8 +171,8 @@ def test_cli_throughput_on_a_mesh_states_the_mesh_and_every_term(runner) -> None
     (["--tp", "3"], "num_attention_heads (64) is not a multiple of --tp 3"),
     (["--pp", "4", "--vpp", "2", "--pp-schedule", "interleaved-zb"], "states no bubble"),
     (["--tp", "2", "--sweep", "auto"], "data-parallel only"),
-    (["--pp", "4", "--vpp", "2", "--pp-schedule", "1f1b"], "virtual stages run only in the interleaved schedules"),
-    (["--pp", "4", "--vpp", "4", "--pp-schedule", "zbv"], "exactly 2 chunks per rank"),
+    (["--pp", "4", "--vpp", "2", "--pp-schedule", "1f1b"], "--vpp 2 interleaves model chunks: give --pp-schedule interleaved-1f1b, interleaved-zb or zbv, not 1f1b"),
+    (["--pp", "4", "--vpp", "4", "--pp-schedule", "zbv"], "--pp-schedule zbv runs exactly 2 model chunks per rank (PyTorch's ScheduleZBVZeroBubble); --vpp 4 given"),
 ])
 def test_cli_throughput_mesh_refusals_are_one_line(runner, extra, message) -> None:
     from zeroplan.cli.app import app

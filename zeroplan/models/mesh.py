@@ -27,6 +27,10 @@ class Schedule(str, Enum):
     zbv = "zbv"
 
 
+ZBV_CHUNKS = 2  # ZB-V puts exactly two model chunks on each rank, in a V (PyTorch's ScheduleZBVZeroBubble;
+# sail-sg/zero-bubble-pipeline-parallelism README)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mesh:
     """Parallel degrees: tensor, pipeline (with virtual stages), context, expert (and expert-tensor)."""
@@ -64,7 +68,7 @@ class Mesh:
     @property
     def chunks(self) -> int:
         """Model chunks per pipeline rank: vpp (2 under zbv, which runs exactly two), 1 without interleaving."""
-        return 2 if self.schedule is Schedule.zbv else (self.vpp or 1)
+        return ZBV_CHUNKS if self.schedule is Schedule.zbv else (self.vpp or 1)
 
     def describe(self) -> str:
         parts = f"tp {self.tp} x pp {self.pp} x cp {self.cp} x dp {self.dp} = {self.gpus} GPUs"
@@ -107,8 +111,8 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
 def schedule_problems(mesh: Mesh) -> list[str]:
     """Schedule and virtual-stage combinations no stack runs, one line each (empty: they run)."""
     v = mesh.vpp or 1
-    if mesh.schedule is Schedule.zbv and v not in (1, 2):
-        return [f"--pp-schedule zbv runs exactly 2 model chunks per rank (PyTorch's ScheduleZBVZeroBubble); "
+    if mesh.schedule is Schedule.zbv and v not in (1, ZBV_CHUNKS):
+        return [f"--pp-schedule zbv runs exactly {ZBV_CHUNKS} model chunks per rank (PyTorch's ScheduleZBVZeroBubble); "
                 f"--vpp {v} given"]
     if mesh.schedule in (Schedule.gpipe, Schedule.one_f_one_b) and v > 1:
         return [f"--vpp {v} interleaves model chunks: give --pp-schedule interleaved-1f1b, interleaved-zb or zbv, "

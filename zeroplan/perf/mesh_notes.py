@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from zeroplan.memory.setup import TrainingSetup, ZeroStage
 from zeroplan.models.mesh import Schedule
-from zeroplan.perf.pipeline import chunks_per_rank
 
 
 def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[str, ...]:
@@ -41,7 +40,7 @@ def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[s
 
 
 def _pipeline_note(mesh) -> str:
-    v = chunks_per_rank(mesh)
+    v = mesh.chunks
     bubble = {Schedule.one_f_one_b: "(p - 1) micro-batch times (arXiv:2104.04473)",
               Schedule.gpipe: "(p - 1) micro-batch times (arXiv:2104.04473)",
               Schedule.interleaved: f"(p - 1)/v micro-batch times, v = {v} (arXiv:2104.04473)",

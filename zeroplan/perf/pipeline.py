@@ -13,18 +13,6 @@ from __future__ import annotations
 from zeroplan.errors import ZeroplanError
 from zeroplan.models.mesh import Mesh, Schedule
 
-ZBV_CHUNKS = 2  # ZB-V puts exactly two model chunks on each rank (sail-sg/zero-bubble-pipeline-parallelism README)
-
-
-def chunks_per_rank(mesh: Mesh) -> int:
-    """Model chunks on each pipeline rank: v for interleaved 1F1B, 2 for ZB-V, else 1."""
-    if mesh.schedule is Schedule.zbv:
-        return ZBV_CHUNKS
-    if mesh.schedule is Schedule.interleaved:
-        return mesh.vpp or 1
-    return 1
-
-
 def bubble_micro_batches(mesh: Mesh) -> float:
     """Idle time per optimizer step, in micro-batch (forward + backward) times of one stage.
 
@@ -37,7 +25,7 @@ def bubble_micro_batches(mesh: Mesh) -> float:
     if mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
         return float(p - 1)
     if mesh.schedule is Schedule.interleaved:
-        return (p - 1) / chunks_per_rank(mesh)
+        return (p - 1) / mesh.chunks
     if mesh.schedule is Schedule.zbv:
         return 0.0
     raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: the zero-bubble paper (arXiv:2401.10241) states no "
@@ -48,4 +36,4 @@ def bubble_micro_batches(mesh: Mesh) -> float:
 def boundaries_per_micro_batch(mesh: Mesh) -> int:
     """Stage boundaries one rank sends across per micro-batch and direction: one per model chunk it holds (the
     last rank's last chunk sends nothing; the busiest rank is counted)."""
-    return chunks_per_rank(mesh) if mesh.pp > 1 else 0
+    return mesh.chunks if mesh.pp > 1 else 0

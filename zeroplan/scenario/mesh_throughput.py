@@ -8,11 +8,10 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import param_count
 from zeroplan.memory.mesh import MeshModel
 from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
-from zeroplan.models.mesh import Mesh, Schedule, check_mesh
+from zeroplan.models.mesh import Mesh
 from zeroplan.perf.collectives import check_topology, default_topology
 from zeroplan.perf.mesh import MeshLayout, MeshStep, mesh_layout, mesh_step
 from zeroplan.perf.mesh_notes import mesh_assumptions
-from zeroplan.perf.pipeline import ZBV_CHUNKS
 from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
 from zeroplan.scenario.mesh import with_mesh
 from zeroplan.scenario.parallel import MeshArgs
@@ -21,18 +20,8 @@ from zeroplan.validate import as_json
 
 def mesh_model(scn, mesh: Mesh, model: str | None) -> MeshModel:
     """`scn`'s model laid out on `mesh`: the memory model's stage shares, the schedule's chunk placement included
-    (interleaved: rank r holds chunks r, r + pp, ...; zbv: r and 2 pp - 1 - r, the head on rank 0)."""
-    vpp = mesh.vpp or 1
-    if vpp > 1 and mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
-        raise ZeroplanError(f"--vpp {vpp} with --pp-schedule {mesh.schedule.value}: virtual stages run only in the "
-                            "interleaved schedules (interleaved-1f1b, interleaved-zb; zbv with 2)")
-    if mesh.schedule is Schedule.zbv and vpp not in (1, ZBV_CHUNKS):
-        raise ZeroplanError(f"--vpp {vpp} with --pp-schedule zbv: ZB-V places exactly {ZBV_CHUNKS} chunks per rank")
-    if scn.arch is not None:
-        check_mesh(mesh, scn.arch)
-        if mesh.schedule is Schedule.zbv and scn.arch.num_layers % (ZBV_CHUNKS * mesh.pp):
-            raise ZeroplanError(f"{scn.arch.num_layers} layers do not split into the 2 x --pp {mesh.pp} chunks "
-                                "ZB-V places (two per rank)")
+    (interleaved: rank r holds chunks r, r + pp, ...; zbv: r and 2 pp - 1 - r, the head on rank 0). The mesh is
+    checked once, by with_mesh, with the same lines `estimate` prints."""
     return with_mesh(scn, mesh, model).mesh
 
 
