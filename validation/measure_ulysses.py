@@ -29,7 +29,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from validation.tp_predicted import BATCH, CONFIG, SEQ  # noqa: E402
 
-SPS = (2, 4)
+SPS = tuple(int(s) for s in os.environ.get("ZP_SPS", "2,4").split(","))
 OUT = Path(__file__).with_name("ulysses_measured.json")
 
 
@@ -112,6 +112,9 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
             logits = model(input_ids=ids[:, local].contiguous(), position_ids=positions).logits
             loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels[:, local].reshape(-1))
         acts = sum(t.untyped_storage().nbytes() for t in saved.values())
+        if rank == 0 and os.environ.get("ZP_SHOW_SAVED"):  # the saved storages, for attributing a gap
+            for t in saved.values():
+                print(tuple(t.shape), t.untyped_storage().nbytes(), flush=True)
         if logits.untyped_storage().data_ptr() not in saved:
             acts += logits.untyped_storage().nbytes()
         loss.backward()
