@@ -2,7 +2,9 @@
 model needs to be laid out on it, checked once for every method (zeroplan's own and Megatron-LM's).
 
 The checks are Megatron-LM's (megatron/training/arguments.py): the GPU count a multiple of tp x pp x cp, heads and
-key-value heads multiples of tp, layers a multiple of the pipeline stages, experts a multiple of ep. Each failure
+key-value heads multiples of tp, experts a multiple of ep; layers must split into the pipeline stages as the
+stacks split them (split_problems: Megatron-LM's first/last stage counts, torchtitan's default when they do not
+divide; equal chunks under the interleaved and zbv schedules). Each failure
 is one line with the numbers. Pure: no I/O.
 """
 
@@ -45,6 +47,10 @@ class Mesh:
     # head all-reduces whole logits unless tensor_parallel.vocab_parallel_lm_head.
     vocab_parallel_embedding: bool = True
     vocab_parallel_logits: bool = True
+    # Layers of the first / last pipeline stage (Megatron-LM's --decoder-first/last-pipeline-num-layers); None:
+    # the stack's default split (memory.activations.pipeline.stage_layer_counts).
+    pp_first_layers: int | None = None
+    pp_last_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is None:
@@ -86,11 +92,7 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
     if arch.num_key_value_heads % mesh.tp:
         found.append(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
     found += schedule_problems(mesh)
-    stages = mesh.pp * mesh.chunks
-    if arch.num_layers % stages:
-        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
-                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}" if mesh.chunks > 1 else f"--pp {mesh.pp}")
-        found.append(f"{arch.num_layers} layers do not split evenly into {what} pipeline stages")
+    found += split_problems(mesh, arch.num_layers)
     if mesh.vpp and mesh.pp == 1:
         found.append(f"--vpp {mesh.vpp} interleaves pipeline stages and needs --pp 2 or more")
     if arch.is_moe and arch.num_experts % mesh.ep:
@@ -102,6 +104,33 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
         found.append(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
                      f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
     return found
+
+
+def split_problems(mesh: Mesh, num_layers: int) -> list[str]:
+    """Why `num_layers` do not split into `mesh`'s pipeline stages, one line (empty: they do). One chunk per rank
+    splits as the stacks allow (stage_layer_counts: Megatron-LM's first/last counts, torchtitan's default for a
+    count that does not divide); the interleaved and zbv schedules keep equal chunks (zeroplan models no other)."""
+    from zeroplan.memory.activations.pipeline import stage_layer_counts
+
+    stages = mesh.pp * mesh.chunks
+    explicit = mesh.pp_first_layers is not None or mesh.pp_last_layers is not None
+    if mesh.chunks > 1:
+        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
+                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}")
+        if explicit:
+            return [f"--pp-first-layers / --pp-last-layers with {what} model chunks are not modelled (one chunk per "
+                    "rank only)"]
+        if num_layers % stages:
+            return [f"{num_layers} layers do not split evenly into {what} pipeline stages (uneven splits are modelled "
+                    "for one chunk per rank only)"]
+        return []
+    if mesh.pp == 1 and not explicit:
+        return []
+    try:
+        stage_layer_counts(num_layers, stages, mesh.pp_first_layers, mesh.pp_last_layers)
+    except ZeroplanError as e:
+        return [str(e)]
+    return []
 
 
 def schedule_problems(mesh: Mesh) -> list[str]:
