@@ -8,7 +8,7 @@ What each parallelism splits (docs/parallelism.md has the table and its sources)
   other tensors are replicated. Experts split their intermediate width by tp (Megatron's expert-tensor size
   defaults to tp) and their count by ep.
 - pipeline parallelism: pp x chunks contiguous blocks of layers (equal where they divide; else torchtitan's default
-  split, or Megatron-LM's given first / last stage counts: activations.pipeline.stage_layer_counts) (chunks = vpp model chunks per rank under
+  split, or Megatron-LM's given first / last stage counts: models.mesh.stage_layer_counts) (chunks = vpp model chunks per rank under
   an interleaved schedule, rank r holding stages r, r + pp, ...; 2 under zbv, rank r holding r and 2 pp - 1 - r),
   the embedding (and any extra non-layer tensors) on the rank of the first stage, the final norm and the head on
   the rank of the last; a tied head keeps its own copy of the embedding on another rank (Megatron-LM's shared
@@ -98,7 +98,7 @@ def _whole_embedding(m: Module, mesh: Mesh, dec: Decoder) -> bool:
 
 
 def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
-    """One StageShare per pipeline rank of `dec` on `mesh` (layers split as activations.pipeline.stage_layer_counts says);
+    """One StageShare per pipeline rank of `dec` on `mesh` (layers split as models.mesh.stage_layer_counts says);
     the embedding on the rank of the first stage, the final norm and head on the rank of the last."""
     from zeroplan.memory.activations.pipeline import head_rank, rank_layers
 

@@ -74,7 +74,7 @@ def torchtitan_sections(advice: LayoutAdvice) -> dict[str, dict]:
     }
     if plan.pp > 1:  # the stages zeroplan's mesh model split (1F1B, the schedule it models): equal where the layers
         # divide (weights 0 make torchtitan's generate_llm_fqn_per_model_part split evenly), else torchtitan's
-        # default weights of 1 (memory.activations.pipeline.stage_layer_counts)
+        # default weights of 1 (models.mesh.stage_layer_counts)
         less = 1 if advice.scenario.arch.num_layers % plan.pp else 0
         parallelism.update(pipeline_parallel_schedule="1F1B", pipeline_parallel_microbatch_size=plan.micro_batch,
                            pipeline_parallel_first_stage_less_layers=less, pipeline_parallel_last_stage_less_layers=less)

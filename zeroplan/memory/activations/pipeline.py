@@ -29,7 +29,7 @@ chunk keeps 1 micro-batch in flight (m under gpipe, min(pp, m) under interleaved
 from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.models.mesh import Mesh, Schedule, stage_layer_counts  # noqa: F401 (re-exported)
 
 
 def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
@@ -37,45 +37,6 @@ def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
     if mesh.schedule is Schedule.zbv:
         return rank, 2 * mesh.pp - 1 - rank
     return tuple(rank + k * mesh.pp for k in range(mesh.chunks))
-
-
-def stage_layer_counts(num_layers: int, stages: int, first: int | None = None,
-                       last: int | None = None) -> tuple[int, ...]:
-    """Layers in each of `stages` pipeline stages (0 = first), as the stacks split them:
-
-    - `first` / `last` given: Megatron-LM's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
-      (NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__): those
-      stages hold that many, and the remaining layers must split evenly over the middle stages;
-    - layers a multiple of `stages`: equal stages (Megatron-LM's default; what validation/measure_pp.py ran);
-    - otherwise torchtitan's default (pytorch/torchtitan@02ef790:torchtitan/distributed/pipeline_parallel.py
-      generate_llm_fqn_per_model_part, pipeline_parallel_first_stage_less_layers = last_stage_less_layers = 1):
-      the embedding and the head weigh one layer each, E = L + 2 effective layers split E // S per stage, the first
-      E % S stages one more, the first stage holding its share less 1 layer and the last its share less 1.
-    One ZeroplanError line where no split exists."""
-    if first is not None or last is not None:
-        if stages < 2:
-            raise ZeroplanError("--pp-first-layers / --pp-last-layers need --pp 2 or more")
-        given = [n for n in (first, last) if n is not None]
-        if any(n <= 0 for n in given):
-            raise ZeroplanError(f"--pp-first-layers / --pp-last-layers must be above 0, got {', '.join(map(str, given))}")
-        middle, rest = num_layers - sum(given), stages - len(given)
-        if middle < 0 or (rest and middle % rest) or (not rest and middle):
-            raise ZeroplanError(f"{num_layers} layers less {' + '.join(map(str, given))} (first/last stages) = {middle} "
-                                f"do not split evenly over the {rest} middle pipeline stages (Megatron-LM's rule)")
-        each = middle // rest if rest else 0
-        return tuple(first if i == 0 and first is not None else last if i == stages - 1 and last is not None
-                     else each for i in range(stages))
-    if num_layers % stages == 0:
-        return (num_layers // stages,) * stages
-    effective = num_layers + 2  # torchtitan's input_weight = output_weight = 1
-    per, extra = divmod(effective, stages)
-    if per < 2:  # torchtitan refuses weights above per; per == 1 would leave the first or last stage empty
-        raise ZeroplanError(f"{num_layers} layers do not split into {stages} pipeline stages: torchtitan's split of "
-                            f"{effective} effective layers (embedding and head weigh one each) leaves a stage empty")
-    counts = [per + (i < extra) for i in range(stages)]
-    counts[0] -= 1
-    counts[-1] -= 1
-    return tuple(counts)
 
 
 def rank_layers(num_layers: int, mesh: Mesh) -> tuple[tuple[tuple[int, int], ...], ...]:
