@@ -36,7 +36,8 @@ def test_space_follows_the_divisibility_rules():
     arch = load_model("llama-3.1-405b").config.architecture()  # 128 heads, 8 kv heads, 126 layers
     space = enumerate_layouts(arch, 1024, 8, 8192, Attention.flash, 512)
     assert space.degrees["tp"] == (1, 2, 4, 8)  # powers of two dividing 8 kv heads, within a node of 8
-    assert space.degrees["pp"] == (1, 2)  # divisors of 126 that divide 1024
+    # 126 = 2 x 63: pp 2 even; 4, 8, 16 torchtitan's uneven split (space.UNEVEN_PP_MAX); 32 and up not searched
+    assert space.degrees["pp"] == (1, 2, 4, 8, 16)
     for lay in space.layouts:
         assert lay.tp * lay.pp * lay.cp * lay.dp == 1024 and 512 % lay.dp == 0
         assert lay.stack is (Stack.deepspeed if (lay.pp, lay.cp) == (1, 1) else Stack.torchtitan)

@@ -71,7 +71,7 @@ def test_sequence_parallel_is_off_without_tensor_parallelism():
     ("gpt2-xl", Mesh(gpus=8, tp=2), "num_attention_heads (25) is not a multiple of --tp 2"),
     ("llama-3.1-8b", Mesh(gpus=64, tp=64), "num_attention_heads (32) is not a multiple of --tp 64"),
     ("llama-3.1-70b", Mesh(gpus=128, tp=16), "num_key_value_heads (8) is not a multiple of --tp 16"),
-    ("llama-3.1-8b", Mesh(gpus=24, pp=3), "32 layers do not split evenly into --pp 3 pipeline stages"),
+    ("llama-3.1-8b", Mesh(gpus=24, pp=3), "--method megatron: 32 layers do not split evenly into --pp 3 stages"),
     ("llama-3.1-8b", Mesh(gpus=16, pp=2, vpp=3), "32 layers do not split evenly into --pp 2 x --vpp 3 = 6"),
     ("llama-3.1-8b", Mesh(gpus=8, vpp=2), "--vpp 2 interleaves pipeline stages and needs --pp 2 or more"),
     ("mixtral-8x7b", Mesh(gpus=48, ep=6), "num_experts (8) is not a multiple of --ep 6"),

@@ -63,7 +63,11 @@ def test_zero_shards_over_dp_times_cp_not_the_gpu_count():
 @pytest.mark.parametrize(("mesh", "message"), [
     (Mesh(gpus=8, pp=3), "--gpus 8 is not a multiple of tp x pp x cp = 1 x 3 x 1 = 3"),
     (Mesh(gpus=24, tp=3), "num_attention_heads (32) is not a multiple of --tp 3"),
-    (Mesh(gpus=20, pp=5), "32 layers do not split evenly into --pp 5 pipeline stages"),
+    (Mesh(gpus=24, pp=24), "32 layers do not split into 24 pipeline stages: torchtitan's split of 34 effective "
+                           "layers (embedding and head weigh one each) leaves a stage empty"),
+    (Mesh(gpus=4, pp=4, pp_first_layers=7, pp_last_layers=8),
+     "32 layers less 7 + 8 (first/last stages) = 17 do not split evenly over the 2 middle pipeline stages "
+     "(Megatron-LM's rule)"),
     (Mesh(gpus=16, tp=16), "num_key_value_heads (8) is not a multiple of --tp 16"),
 ])
 def test_a_mesh_that_does_not_divide_is_one_line_with_the_numbers(mesh, message):

@@ -34,8 +34,11 @@ def _plan(tmp_path, mesh: dict | None, gpus: int = 8, model: str = "llama-3.1-8b
      ["--gpus 12 is not a multiple of tp x pp x cp = 8 x 2 x 1 = 16"]),
     ({"tp": 3}, 12, "llama-3.1-8b",
      ["num_attention_heads (32) is not a multiple of --tp 3", "num_key_value_heads (8) is not a multiple of --tp 3"]),
-    ({"pp": 3}, 12, "llama-3.1-8b", ["32 layers do not split evenly into --pp 3 pipeline stages"]),
-    ({"pp": 4, "vpp": 3}, 8, "llama-3.1-8b", ["32 layers do not split evenly into --pp 4 x --vpp 3 = 12 pipeline stages"]),
+    ({"pp": 4, "pp_first_layers": 7, "pp_last_layers": 8}, 8, "llama-3.1-8b",
+     ["32 layers less 7 + 8 (first/last stages) = 17 do not split evenly over the 2 middle pipeline stages "
+      "(Megatron-LM's rule)"]),
+    ({"pp": 4, "vpp": 3}, 8, "llama-3.1-8b", ["32 layers do not split evenly into --pp 4 x --vpp 3 = 12 pipeline stages "
+                                              "(uneven splits are modelled for one chunk per rank only)"]),
     ({"ep": 3}, 12, "llama-3.1-8b", ["--ep 3 divides experts, and llama has none"]),
 ])
 def test_each_mesh_problem_is_one_finding_with_the_numbers(tmp_path, mesh, gpus, model, messages):

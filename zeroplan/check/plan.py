@@ -87,11 +87,16 @@ class PlanMesh(Frozen):
     # false: the token embedding whole and the logits gathered on every rank (Hugging Face's tp_plan, as
     # Accelerate's ParallelismConfig applies it); true: vocab-parallel (Megatron, torchtitan)
     vocab_parallel: bool = True
+    # layers of the first / last pipeline stage (Megatron-LM's --decoder-first/last-pipeline-num-layers); none:
+    # equal stages where the layers divide, torchtitan's default split where they do not (docs/parallelism.md)
+    pp_first_layers: Count | None = None
+    pp_last_layers: Count | None = None
 
     def mesh(self, gpus: int) -> Mesh:
         return Mesh(gpus=gpus, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, vpp=self.vpp,
                     sequence_parallel=self.sequence_parallel, schedule=self.pp_schedule,
-                    vocab_parallel_embedding=self.vocab_parallel, vocab_parallel_logits=self.vocab_parallel)
+                    vocab_parallel_embedding=self.vocab_parallel, vocab_parallel_logits=self.vocab_parallel,
+                    pp_first_layers=self.pp_first_layers, pp_last_layers=self.pp_last_layers)
 
 
 class Training(Frozen):
@@ -138,7 +143,7 @@ class Plan(Frozen):
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
     engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
-    mesh: PlanMesh | None = Field(None, description="tp, pp, cp, ep, vpp, sequence_parallel, pp_schedule "
+    mesh: PlanMesh | None = Field(None, description="tp, pp, cp, ep, vpp, sequence_parallel, pp_schedule, pp_first_layers, pp_last_layers "
                                   "(docs/parallelism.md); absent: data parallelism only")
     finetune: dict[str, Any] | None = Field(None, description="the fine-tuning mode (docs/finetune.md): lora_rank, "
                                             "lora_targets, freeze, quant, ... or adapter_config (a peft file)")

@@ -46,6 +46,8 @@ from zeroplan.cli.options import (
     StageOpt,
     TpOpt,
     UnitsOpt,
+    PpFirstOpt,
+    PpLastOpt,
     VppOpt,
 )
 from zeroplan.cli.options import (
@@ -128,6 +130,8 @@ def estimate(
     cp: CpOpt = None,
     ep: EpOpt = None,
     vpp: VppOpt = None,
+    pp_first_layers: PpFirstOpt = None,
+    pp_last_layers: PpLastOpt = None,
     pp_schedule: PpScheduleOpt = None,
     sequence_parallel: SeqParallelOpt = False,
     units: UnitsOpt = Unit.gib,
@@ -148,6 +152,7 @@ def estimate(
             raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
         report = html_target(html, force)
         mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+                        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
                         sequence_parallel=sequence_parallel)
         if method is Method.megatron:
             from zeroplan.megatron.view import megatron_view

@@ -74,6 +74,8 @@ PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--m
 CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
 EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
 VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Model chunks (virtual stages) per pipeline rank, for the interleaved schedules (docs/parallelism.md).")]
+PpFirstOpt = Annotated[Optional[str], typer.Option("--pp-first-layers", help="Layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers; docs/parallelism.md).")]
+PpLastOpt = Annotated[Optional[str], typer.Option("--pp-last-layers", help="Layers of the last pipeline stage (Megatron-LM's --decoder-last-pipeline-num-layers).")]
 PpScheduleOpt = Annotated[Optional[Schedule], typer.Option("--pp-schedule", help="Pipeline schedule with --pp (docs/parallelism.md); default 1f1b.")]
 SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
 UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]

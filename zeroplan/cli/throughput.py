@@ -52,6 +52,8 @@ from zeroplan.cli.options import (
     SweepOpt,
     TopologyOpt,
     TpOpt,
+    PpFirstOpt,
+    PpLastOpt,
     VppOpt,
 )
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
@@ -94,6 +96,8 @@ def throughput(
     cp: CpOpt = None,
     ep: EpOpt = None,
     vpp: VppOpt = None,
+    pp_first_layers: PpFirstOpt = None,
+    pp_last_layers: PpLastOpt = None,
     pp_schedule: PpScheduleOpt = None,
     sequence_parallel: SeqParallelOpt = False,
     freeze: FreezeOpt = None,
@@ -121,6 +125,7 @@ def throughput(
         from zeroplan.scenario.parallel import MeshArgs
 
         mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+                        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
                         sequence_parallel=sequence_parallel)
         if mesh.given:
             from zeroplan.cli.render.mesh_throughput import mesh_throughput_renderables

@@ -22,6 +22,12 @@ def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: 
         raise ZeroplanError(f"--method megatron: Megatron's formula has no linear-attention layers, and {arch.family} "
                             f"has {arch.attention_types.count('linear_attention')}")
     check_mesh(mesh, arch)
+    if mesh.pp_first_layers is not None or mesh.pp_last_layers is not None:
+        raise ZeroplanError("--method megatron: Megatron's theoretical-memory formula counts L / pp layers per stage; "
+                            "--pp-first-layers / --pp-last-layers are modelled by zeroplan's own method only")
+    if arch.num_layers % mesh.pp:
+        raise ZeroplanError(f"--method megatron: {arch.num_layers} layers do not split evenly into --pp {mesh.pp} "
+                            "stages (Megatron-LM's default split; zeroplan's own method takes torchtitan's uneven one)")
     return MegatronArgs(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,

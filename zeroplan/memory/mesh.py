@@ -7,7 +7,8 @@ What each parallelism splits (docs/parallelism.md has the table and its sources)
   vocab-parallel (split on the vocabulary); norms, qk-norms, routers, position tables, linears kept whole and
   other tensors are replicated. Experts split their intermediate width by tp (Megatron's expert-tensor size
   defaults to tp) and their count by ep.
-- pipeline parallelism: pp x chunks contiguous equal blocks of layers (chunks = vpp model chunks per rank under
+- pipeline parallelism: pp x chunks contiguous blocks of layers (equal where they divide; else torchtitan's default
+  split, or Megatron-LM's given first / last stage counts: models.mesh.stage_layer_counts) (chunks = vpp model chunks per rank under
   an interleaved schedule, rank r holding stages r, r + pp, ...; 2 under zbv, rank r holding r and 2 pp - 1 - r),
   the embedding (and any extra non-layer tensors) on the rank of the first stage, the final norm and the head on
   the rank of the last; a tied head keeps its own copy of the embedding on another rank (Megatron-LM's shared
@@ -97,13 +98,15 @@ def _whole_embedding(m: Module, mesh: Mesh, dec: Decoder) -> bool:
 
 
 def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
-    """One StageShare per pipeline rank of `dec` on `mesh` (layers split evenly: mesh_problems refuses the rest);
+    """One StageShare per pipeline rank of `dec` on `mesh` (layers split as models.mesh.stage_layer_counts says);
     the embedding on the rank of the first stage, the final norm and head on the rank of the last."""
     from zeroplan.memory.activations.pipeline import head_rank, rank_layers
 
+    from zeroplan.models.mesh import split_problems
+
     layers = [layer for layer, n in dec.layers for _ in range(n)]
-    if len(layers) % (mesh.pp * mesh.chunks):
-        raise ZeroplanError(f"{len(layers)} layers do not split evenly into {mesh.pp * mesh.chunks} pipeline stages")
+    if found := split_problems(mesh, len(layers)):
+        raise ZeroplanError(found[0])
     outer = [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
     last_names = {dec.head} | ({f"{dec.body}.{dec.final_norm}" if dec.body else dec.final_norm} if dec.final_norm else set())
     modules_of = {}
@@ -197,8 +200,9 @@ class MeshModel:
                          f"in-features (their biases whole), {vocab}; norms, qk-norms, "
                          "routers, position tables and unsplit linears replicated (docs/parallelism.md)")
         if self.mesh.pp > 1:
-            first, last = self.shares[0].chunks[0]
-            per, chunks = last - first + 1, self.mesh.chunks
+            counts = [b - a + 1 for s in self.shares for a, b in s.chunks]
+            chunks = self.mesh.chunks
+            per = str(counts[0]) if len(set(counts)) == 1 else f"{', '.join(map(str, counts))} (uneven)"
             layout = (f"pipeline {self.mesh.pp} stages of {per} layers" if chunks == 1 else
                       f"pipeline {self.mesh.pp} ranks of {chunks} model chunks of {per} layers (rank 0 holds layers "
                       f"{layer_ranges(self.shares[0])})")

@@ -2,7 +2,9 @@
 model needs to be laid out on it, checked once for every method (zeroplan's own and Megatron-LM's).
 
 The checks are Megatron-LM's (megatron/training/arguments.py): the GPU count a multiple of tp x pp x cp, heads and
-key-value heads multiples of tp, layers a multiple of the pipeline stages, experts a multiple of ep. Each failure
+key-value heads multiples of tp, experts a multiple of ep; layers must split into the pipeline stages as the
+stacks split them (split_problems: Megatron-LM's first/last stage counts, torchtitan's default when they do not
+divide; equal chunks under the interleaved and zbv schedules). Each failure
 is one line with the numbers. Pure: no I/O.
 """
 
@@ -49,6 +51,10 @@ class Mesh:
     # head all-reduces whole logits unless tensor_parallel.vocab_parallel_lm_head.
     vocab_parallel_embedding: bool = True
     vocab_parallel_logits: bool = True
+    # Layers of the first / last pipeline stage (Megatron-LM's --decoder-first/last-pipeline-num-layers); None:
+    # the stack's default split (models.mesh.stage_layer_counts).
+    pp_first_layers: int | None = None
+    pp_last_layers: int | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is None:
@@ -90,11 +96,7 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
     if arch.num_key_value_heads % mesh.tp:
         found.append(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
     found += schedule_problems(mesh)
-    stages = mesh.pp * mesh.chunks
-    if arch.num_layers % stages:
-        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
-                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}" if mesh.chunks > 1 else f"--pp {mesh.pp}")
-        found.append(f"{arch.num_layers} layers do not split evenly into {what} pipeline stages")
+    found += split_problems(mesh, arch.num_layers)
     if mesh.vpp and mesh.pp == 1:
         found.append(f"--vpp {mesh.vpp} interleaves pipeline stages and needs --pp 2 or more")
     if arch.is_moe and arch.num_experts % mesh.ep:
@@ -106,6 +108,70 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
         found.append(f"--gpus {mesh.gpus} is not a multiple of etp x ep x pp = {mesh.etp or mesh.tp} x "
                      f"{mesh.ep} x {mesh.pp} = {expert_parallel}")
     return found
+
+
+def stage_layer_counts(num_layers: int, stages: int, first: int | None = None,
+                       last: int | None = None) -> tuple[int, ...]:
+    """Layers in each of `stages` pipeline stages (0 = first), as the stacks split them:
+
+    - `first` / `last` given: Megatron-LM's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+      (NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py, TransformerConfig.__post_init__): those
+      stages hold that many, and the remaining layers must split evenly over the middle stages;
+    - layers a multiple of `stages`: equal stages (Megatron-LM's default; what validation/measure_pp.py ran);
+    - otherwise torchtitan's default (pytorch/torchtitan@02ef790:torchtitan/distributed/pipeline_parallel.py
+      generate_llm_fqn_per_model_part, pipeline_parallel_first_stage_less_layers = last_stage_less_layers = 1):
+      the embedding and the head weigh one layer each, E = L + 2 effective layers split E // S per stage, the first
+      E % S stages one more, the first stage holding its share less 1 layer and the last its share less 1.
+    One ZeroplanError line where no split exists."""
+    if first is not None or last is not None:
+        if stages < 2:
+            raise ZeroplanError("--pp-first-layers / --pp-last-layers need --pp 2 or more")
+        given = [n for n in (first, last) if n is not None]
+        if any(n <= 0 for n in given):
+            raise ZeroplanError(f"--pp-first-layers / --pp-last-layers must be above 0, got {', '.join(map(str, given))}")
+        middle, rest = num_layers - sum(given), stages - len(given)
+        if middle < 0 or (rest and middle % rest) or (not rest and middle):
+            raise ZeroplanError(f"{num_layers} layers less {' + '.join(map(str, given))} (first/last stages) = {middle} "
+                                f"do not split evenly over the {rest} middle pipeline stages (Megatron-LM's rule)")
+        each = middle // rest if rest else 0
+        return tuple(first if i == 0 and first is not None else last if i == stages - 1 and last is not None
+                     else each for i in range(stages))
+    if num_layers % stages == 0:
+        return (num_layers // stages,) * stages
+    effective = num_layers + 2  # torchtitan's input_weight = output_weight = 1
+    per, extra = divmod(effective, stages)
+    if per < 2:  # torchtitan refuses weights above per; per == 1 would leave the first or last stage empty
+        raise ZeroplanError(f"{num_layers} layers do not split into {stages} pipeline stages: torchtitan's split of "
+                            f"{effective} effective layers (embedding and head weigh one each) leaves a stage empty")
+    counts = [per + (i < extra) for i in range(stages)]
+    counts[0] -= 1
+    counts[-1] -= 1
+    return tuple(counts)
+
+
+def split_problems(mesh: Mesh, num_layers: int) -> list[str]:
+    """Why `num_layers` do not split into `mesh`'s pipeline stages, one line (empty: they do). One chunk per rank
+    splits as the stacks allow (stage_layer_counts: Megatron-LM's first/last counts, torchtitan's default for a
+    count that does not divide); the interleaved and zbv schedules keep equal chunks (zeroplan models no other)."""
+    stages = mesh.pp * mesh.chunks
+    explicit = mesh.pp_first_layers is not None or mesh.pp_last_layers is not None
+    if mesh.chunks > 1:
+        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
+                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}")
+        if explicit:
+            return [f"--pp-first-layers / --pp-last-layers with {what} model chunks are not modelled (one chunk per "
+                    "rank only)"]
+        if num_layers % stages:
+            return [f"{num_layers} layers do not split evenly into {what} pipeline stages (uneven splits are modelled "
+                    "for one chunk per rank only)"]
+        return []
+    if mesh.pp == 1 and not explicit:
+        return []
+    try:
+        stage_layer_counts(num_layers, stages, mesh.pp_first_layers, mesh.pp_last_layers)
+    except ZeroplanError as e:
+        return [str(e)]
+    return []
 
 
 def schedule_problems(mesh: Mesh) -> list[str]:

@@ -72,9 +72,12 @@ def torchtitan_sections(advice: LayoutAdvice) -> dict[str, dict]:
         "pipeline_parallel_degree": plan.pp, "context_parallel_degree": plan.cp,
         "expert_parallel_degree": plan.ep, "expert_tensor_parallel_degree": plan.tp if plan.ep > 1 else 1,
     }
-    if plan.pp > 1:  # even stages, as zeroplan's mesh model splits them; 1F1B, the schedule it models
+    if plan.pp > 1:  # the stages zeroplan's mesh model split (1F1B, the schedule it models): equal where the layers
+        # divide (weights 0 make torchtitan's generate_llm_fqn_per_model_part split evenly), else torchtitan's
+        # default weights of 1 (models.mesh.stage_layer_counts)
+        less = 1 if advice.scenario.arch.num_layers % plan.pp else 0
         parallelism.update(pipeline_parallel_schedule="1F1B", pipeline_parallel_microbatch_size=plan.micro_batch,
-                           pipeline_parallel_first_stage_less_layers=0, pipeline_parallel_last_stage_less_layers=0)
+                           pipeline_parallel_first_stage_less_layers=less, pipeline_parallel_last_stage_less_layers=less)
     training = {"local_batch_size": per_rank if plan.pp > 1 else plan.micro_batch,
                 "global_batch_size": advice.global_batch, "seq_len": advice.scenario.setup.seq_len}
     mode = "full" if plan.checkpointing is Checkpointing.full else "none"

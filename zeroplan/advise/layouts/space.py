@@ -5,7 +5,9 @@ Degrees (docs/advisor.md, "Parallelism search"):
 - tp: powers of two dividing the attention heads and the key-value heads (Megatron-LM's check, models/mesh.py),
   within one node by default (TP's per-layer all-reduces need the intra-node fabric: Narayanan et al. 2021,
   arXiv:2104.04473, section 3.3, "tensor model parallelism within a node");
-- pp: divisors of the layer count (zeroplan's model splits layers evenly, memory/mesh.py);
+- pp: divisors of the GPU count the layers split into: evenly where they divide; else torchtitan's default uneven
+  split (models/mesh.py split_problems), up to pp 16 (UNEVEN_PP_MAX: the most Llama 3 405B ran, Dubey et al. 2024,
+  arXiv:2407.21783, Table 4; it keeps the 405B search under its 2 s budget);
 - cp: divisors of the sequence length, with flash attention only (ring attention, memory/activations/mesh.py);
 - torchtitan's tp > 1 only with the Hugging Face loss (its vocab-parallel loss is modelled for it only; AutoTP's
   logits are whole);
@@ -22,7 +24,9 @@ from enum import Enum
 
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, ZeroStage
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.mesh import Mesh, mesh_problems
+from zeroplan.models.mesh import Mesh, mesh_problems, split_problems
+
+UNEVEN_PP_MAX = 16  # docstring: uneven pipeline splits searched up to this many stages
 
 
 class Stack(str, Enum):
@@ -133,7 +137,8 @@ def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len
     rules); the meshes left out are counted by reason."""
     left: Counter[str] = Counter()
     tps = tp_degrees(arch, gpus, gpus_per_node, tp_within_node)
-    pps = [p for p in divisors(arch.num_layers) if gpus % p == 0]
+    pps = [p for p in divisors(gpus) if (arch.num_layers % p == 0 or p <= UNEVEN_PP_MAX)
+           and not split_problems(Mesh(gpus=gpus, pp=p), arch.num_layers)]
     cps = [c for c in divisors(seq_len) if gpus % c == 0]
     if attention is not Attention.flash and len(cps) > 1:
         left[f"cp > 1 needs flash attention (ring attention), attention is {attention.value}"] += len(cps) - 1

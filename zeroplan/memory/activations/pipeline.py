@@ -1,6 +1,7 @@
 """The micro-batches each pipeline rank keeps in flight at its peak, per schedule, and which model chunks it holds.
 
-A rank holds `vpp` model chunks of L / (pp x vpp) layers (one chunk, its stage, without interleaving). A chunk's
+A rank holds `vpp` model chunks of L / (pp x vpp) layers (one chunk, its stage, without interleaving; a layer count
+that does not divide, or given first / last stage counts, splits as stage_layer_counts says). A chunk's
 saved activations for one micro-batch are alive from its forward until its backward frees them; the counts below
 are the most chunk-micro-batches alive at once on rank r (0 = first) with m micro-batches, read from the schedules'
 own source (torch 2.13 torch/distributed/pipelining/schedules.py, and Megatron-LM's
@@ -28,7 +29,7 @@ chunk keeps 1 micro-batch in flight (m under gpipe, min(pp, m) under interleaved
 from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.models.mesh import Mesh, Schedule, stage_layer_counts  # noqa: F401 (re-exported)
 
 
 def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
@@ -39,10 +40,11 @@ def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
 
 
 def rank_layers(num_layers: int, mesh: Mesh) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Per pipeline rank, the (first, last) layers of each of its model chunks: pp x chunks contiguous equal
-    blocks, rank r holding the stages rank_stages names."""
-    per = num_layers // (mesh.pp * mesh.chunks)
-    return tuple(tuple((g * per, (g + 1) * per - 1) for g in rank_stages(mesh, r)) for r in range(mesh.pp))
+    """Per pipeline rank, the (first, last) layers of each of its model chunks: pp x chunks contiguous stages
+    (stage_layer_counts), rank r holding the stages rank_stages names."""
+    counts = stage_layer_counts(num_layers, mesh.pp * mesh.chunks, mesh.pp_first_layers, mesh.pp_last_layers)
+    starts = [sum(counts[:g]) for g in range(len(counts))]
+    return tuple(tuple((starts[g], starts[g] + counts[g] - 1) for g in rank_stages(mesh, r)) for r in range(mesh.pp))
 
 
 def head_rank(mesh: Mesh) -> int:
