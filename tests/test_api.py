@@ -53,7 +53,16 @@ def cli_json(runner, *args):
       "overlap_comm": False, "fragmentation": 0.1}),
     (["--model", "gemma2-9b", "--deepspeed-config", "configs/plans/ds/article-zero3-bf16.json", "--micro-batch", "2"],
      {"model": "gemma2-9b", "deepspeed_config": Path("configs/plans/ds/article-zero3-bf16.json"), "micro_batch": 2}),
-], ids=["preset", "bare-count", "one-stage-no-hardware", "fsdp2", "offload-and-knobs", "deepspeed-config"])
+    (["--model", "llama-3.1-70b", "--gpus", "32", "--tp", "4", "--pp", "2", "--sequence-parallel"],
+     {"model": "llama-3.1-70b", "gpus": 32, "tp": 4, "pp": 2, "sequence_parallel": True}),
+    (["--model", "llama-3.1-8b", "--gpus", "16", "--pp", "4", "--vpp", "2", "--pp-schedule", "interleaved-1f1b",
+      "--cp", "2", "-s", "3"],
+     {"model": "llama-3.1-8b", "gpus": 16, "pp": "4", "vpp": 2, "pp_schedule": "interleaved-1f1b", "cp": 2, "stage": 3}),
+    (["--model", "mixtral-8x7b", "--gpus", "16", "--tp", "2", "--ep", "8", "--engine", "deepspeed"],
+     {"model": "mixtral-8x7b", "gpus": 16, "tp": 2, "ep": 8, "pp_schedule": zeroplan.Schedule.one_f_one_b}),
+    (["--model", "llama-3.1-8b", "--engine", "fsdp2", "--tp", "2"], {"model": "llama-3.1-8b", "engine": "fsdp2", "tp": 2}),
+], ids=["preset", "bare-count", "one-stage-no-hardware", "fsdp2", "offload-and-knobs", "deepspeed-config",
+        "tp-pp-sp", "pp-vpp-cp", "moe-tp-ep", "fsdp2-tp"])
 def test_estimate_is_what_the_cli_prints(runner, monkeypatch, argv, kwargs):
     monkeypatch.chdir(ROOT)
     code, printed = cli_json(runner, "estimate", *argv)
@@ -69,7 +78,13 @@ def test_estimate_is_what_the_cli_prints(runner, monkeypatch, argv, kwargs):
      {"policy": "article", "topology": "pcie", "global_batch": 1024}),
     (["--model", "llama-3.1-8b", "--engine", "fsdp", "--set", "max_zero3_overhead_pct=5"],
      {"model": "llama-3.1-8b", "engine": "fsdp", "thresholds": {"max_zero3_overhead_pct": 5}}),
-], ids=["defaults", "multinode", "article-pcie", "fsdp-threshold"])
+    (["--model", "llama-3.1-8b", "--gpus", "16", "--seq-len", "4096", "--global-batch", "64", "--search-parallelism"],
+     {"model": "llama-3.1-8b", "gpus": 16, "seq_len": 4096, "global_batch": 64, "search_parallelism": True}),
+    (["--model", "llama-3.1-70b", "--gpus", "32", "--search-parallelism", "--stack", "deepspeed", "--global-batch", "128"],
+     {"model": "llama-3.1-70b", "gpus": 32, "search_parallelism": True, "stack": "deepspeed", "global_batch": 128}),
+    (["--model", "llama-3.1-8b", "--set", "search_parallelism=true"],
+     {"model": "llama-3.1-8b", "thresholds": {"search_parallelism": True}}),
+], ids=["defaults", "multinode", "article-pcie", "fsdp-threshold", "search", "search-deepspeed", "search-by-policy"])
 def test_recommend_is_what_advise_prints(runner, argv, kwargs):
     code, printed = cli_json(runner, "advise", *argv)
     view = zeroplan.to_dict(zeroplan.recommend(**kwargs))
@@ -125,6 +140,19 @@ def test_to_dict_prints_the_bytes_the_cli_prints(runner):
 
 
 @pytest.mark.parametrize(("argv", "call"), [
+    (["estimate", "--model", "llama-3.1-70b", "--gpus", "32", "--tp", "8", "--cp", "2", "--units", "gb"],
+     lambda: zeroplan.to_dict(zeroplan.estimate(model="llama-3.1-70b", gpus=32, tp=8, cp=2), units="gb")),
+    (["advise", "--model", "llama-3.1-8b", "--gpus", "16", "--search-parallelism", "--stack", "torchtitan"],
+     lambda: zeroplan.to_dict(zeroplan.recommend(model="llama-3.1-8b", gpus=16, search_parallelism=True,
+                                                 stack="torchtitan"))),
+], ids=["mesh-estimate", "search"])
+def test_the_mesh_and_the_search_print_the_bytes_the_cli_prints(runner, argv, call):
+    res = runner.invoke(app, [*argv, "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.dumps(call(), indent=2) + "\n" == res.stdout
+
+
+@pytest.mark.parametrize(("argv", "call"), [
     (["estimate", "--model", "gemma-9b"], lambda: zeroplan.estimate(model="gemma-9b")),
     (["estimate", "--model", "gpt2", "--params", "1e9"], lambda: zeroplan.estimate(model="gpt2", params=1e9)),
     (["estimate"], lambda: zeroplan.estimate()),
@@ -139,8 +167,15 @@ def test_to_dict_prints_the_bytes_the_cli_prints(runner):
     (["advise", "--set", "max_zero3_overhead=3"], lambda: zeroplan.recommend(thresholds={"max_zero3_overhead": 3})),
     (["check", "configs/plans/*.yaml", "--ignore", "no-such-rule"],
      lambda: zeroplan.check_plans("configs/plans/*.yaml", ignore=["no-such-rule"])),
+    (["estimate", "--model", "llama-3.1-8b", "--tp", "3"], lambda: zeroplan.estimate(model="llama-3.1-8b", tp=3)),
+    (["estimate", "--params", "9e9", "--tp", "2"], lambda: zeroplan.estimate(params=9e9, tp=2)),
+    (["estimate", "--model", "llama-3.1-8b", "--engine", "fsdp2", "--pp", "2"],
+     lambda: zeroplan.estimate(model="llama-3.1-8b", engine="fsdp2", pp=2)),
+    (["advise", "--search-parallelism", "--policy", "article"],
+     lambda: zeroplan.recommend(search_parallelism=True, policy="article")),
 ], ids=["unknown-preset", "model-and-params", "no-model", "gpus-nodes", "zero-gpus", "fraction", "unknown-hardware",
-        "fragmentation", "engine-stage", "no-hardware", "global-batch", "unknown-threshold", "unknown-rule"])
+        "fragmentation", "engine-stage", "no-hardware", "global-batch", "unknown-threshold", "unknown-rule",
+        "tp-not-dividing", "mesh-on-a-count", "fsdp2-pp", "search-article"])
 def test_bad_input_raises_the_message_the_cli_prints(runner, monkeypatch, argv, call):
     monkeypatch.chdir(ROOT)
     res = runner.invoke(app, argv)
@@ -160,9 +195,12 @@ def test_bad_input_raises_the_message_the_cli_prints(runner, monkeypatch, argv, 
     (lambda: zeroplan.estimate(model="gpt2", nccl_gib="1"), "--nccl-gib '1' is not a number"),
     (lambda: zeroplan.recommend(topology="infiniband"), "--topology 'infiniband' is not one of: nvlink, pcie, multinode"),
     (lambda: zeroplan.recommend(policy="strict"), "unknown policy 'strict'; policies: article, default"),
+    (lambda: zeroplan.recommend(search_parallelism=True, stack="megatron"), "--stack 'megatron' is not one of: auto, deepspeed, torchtitan"),
+    (lambda: zeroplan.estimate(model="llama-3.1-8b", pp=2, pp_schedule="zb"), "--pp-schedule 'zb' is not one of: 1f1b, interleaved-1f1b, gpipe, interleaved-zb, zbv"),
+    (lambda: zeroplan.estimate(model="llama-3.1-8b", tp=True), "--tp True is not a number"),
     (lambda: zeroplan.check_plans(), "give plan files (or globs)"),
     (lambda: zeroplan.count_params(7e9), "count_params takes a preset name, a model file path, a config mapping or a ModelSpec, not float"),
-    (lambda: zeroplan.to_dict(zeroplan.count_params("gpt2")), "to_dict takes an Estimate, an Advice or a CheckReport, not ParamCount"),
+    (lambda: zeroplan.to_dict(zeroplan.count_params("gpt2")), "to_dict takes an Estimate, an Advice, a LayoutAdvice or a CheckReport, not ParamCount"),
     (lambda: zeroplan.to_dict(zeroplan.estimate(model="gpt2"), units="mib"), "--units 'mib' is not one of: gib, gb"),
     (lambda: zeroplan.load_model("gpt3"), "unknown model preset 'gpt3'; did you mean gpt2, gpt2-xl, opt-1.3b?"),
 ])

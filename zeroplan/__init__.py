@@ -15,6 +15,8 @@ _EXPORTS = {
     "Estimate": "zeroplan.memory.estimate",
     "StageEstimate": "zeroplan.memory.stage",
     "Advice": "zeroplan.advise.advice",
+    "LayoutAdvice": "zeroplan.advise.layouts.result",
+    "Schedule": "zeroplan.models.mesh",
     "CheckReport": "zeroplan.check.runner",
     "ParamCount": "zeroplan.models.architecture",
     "ModelSpec": "zeroplan.models.families",

@@ -44,12 +44,15 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.models import presets as model_presets
 from zeroplan.models.architecture import ParamCount
+from zeroplan.models.mesh import Schedule
 from zeroplan.registry import preset_names
 from zeroplan.scenario import answers
+from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
 from zeroplan.units import Unit
 
 if TYPE_CHECKING:  # loaded by the functions that return them: an estimate never imports the advisor or the checks
     from zeroplan.advise.advice import Advice
+    from zeroplan.advise.layouts.result import LayoutAdvice
     from zeroplan.check.runner import CheckReport
     from zeroplan.models.families import FamilyConfig, ModelSpec
 
@@ -110,6 +113,13 @@ def estimate(
     load_in_8bit: bool = False,
     adapter_config: str | Path | None = None,
     optimizer_in_backward: bool = False,
+    tp: Count | None = None,
+    pp: Count | None = None,
+    cp: Count | None = None,
+    ep: Count | None = None,
+    vpp: Count | None = None,
+    pp_schedule: Schedule | str | None = None,
+    sequence_parallel: bool = False,
 ) -> Estimate:
     """Per-GPU memory under each ZeRO stage, or `stage` only: `zeroplan estimate`.
 
@@ -119,10 +129,18 @@ def estimate(
     option). Returns Estimate: `.stages` (one StageEstimate per stage: `.total` bytes, `.fits`,
     `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
     (the config's unknown and duplicate keys, which the CLI prints to stderr). The fine-tuning arguments are the
-    CLI's --freeze, --lora-*, --qlora, ... (docs/finetune.md); name lists may be lists.
+    CLI's --freeze, --lora-*, --qlora, ... (docs/finetune.md); name lists may be lists. `tp`, `pp`, `cp`, `ep`,
+    `vpp`, `pp_schedule`, `sequence_parallel` lay the run on a mesh (docs/parallelism.md), as --tp ... do:
+    `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
+    the busiest rank's.
     """
     options = dict(locals())
     only = _stage(options.pop("stage"))
+    mesh = _mesh_args(options)
+    if mesh.given:
+        from zeroplan.scenario.mesh import mesh_estimate
+
+        return mesh_estimate(_scenario_args(options), mesh, only)
     return answers.estimate(_scenario_args(options), only)
 
 
@@ -146,7 +164,9 @@ def recommend(
     policy: str = DEFAULT_POLICY,
     policy_file: str | Path | None = None,
     thresholds: Mapping[str, Any] | None = None,
-) -> Advice:
+    search_parallelism: bool = False,
+    stack: str = "auto",
+) -> Advice | LayoutAdvice:
     """What to run -- stage (or the engine's equivalent), offload, micro-batch, checkpointing -- and why.
 
     `zeroplan advise`, without writing a config. The model defaults to the advisor's (advise/request.py DEFAULT_MODEL) when neither `model` nor `params`
@@ -154,11 +174,25 @@ def recommend(
     `policy_file`'s thresholds, then `thresholds` (a mapping, as `--set` takes them). Returns Advice:
     `.recommendation` (`.stage`, `.micro_batch`, `.grad_accum`, `.fits`, `.summary`), `.trace` (the rules
     asked, in order), `.alternatives`, `.advisories`, `.assumptions`.
+
+    `search_parallelism=True` (or the policy's `search_parallelism`) is `advise --search-parallelism`: the tp x
+    pp x cp x dp (x ep) layouts ranked by predicted step time, on `stack` ("auto", "deepspeed", "torchtitan").
+    Returns LayoutAdvice: `.recommendation` (a LayoutPlan: `.tp`, `.pp`, `.cp`, `.ep`, `.dp`, `.stage`,
+    `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`.
     """
+    from zeroplan.advise.layouts.space import Stack
+    from zeroplan.advise.request import search_from, searching
+
     options = dict(locals())
+    for name in ("Stack", "search_from", "searching"):
+        options.pop(name)
     opts = AdviseArgs(global_batch=_count_text(options.pop("global_batch"), "--global-batch"),
                       topology=_member(Topology, options.pop("topology"), "--topology"), policy=options.pop("policy"),
-                      policy_file=_path_text(options.pop("policy_file")), thresholds=options.pop("thresholds"))  # fmt: skip
+                      policy_file=_path_text(options.pop("policy_file")), thresholds=options.pop("thresholds"),
+                      search_parallelism=options.pop("search_parallelism"),
+                      stack=_member(Stack, options.pop("stack"), "--stack").value)  # fmt: skip
+    if searching(opts):
+        return search_from(_scenario_args(options), opts)
     return advise_from(_scenario_args(options), opts)
 
 
@@ -219,7 +253,7 @@ def load_hardware(name: str | Path) -> HardwareSpec:
     return hardware_presets.load_hardware(str(name))
 
 
-def to_dict(result: Estimate | Advice | CheckReport, *, units: Unit | str = Unit.gib) -> dict[str, Any]:
+def to_dict(result: Estimate | Advice | LayoutAdvice | CheckReport, *, units: Unit | str = Unit.gib) -> dict[str, Any]:
     """What `--format json` prints for `result`: the same keys and integers (docs/json.md, docs/advisor.md,
     docs/checks.md). `units` is the display unit an estimate names (`"gib"` or `"gb"`); bytes stay bytes."""
     if isinstance(result, Estimate):
@@ -227,6 +261,7 @@ def to_dict(result: Estimate | Advice | CheckReport, *, units: Unit | str = Unit
 
         return estimate_view(result, _member(Unit, units, "--units"))
     from zeroplan.advise.advice import Advice
+    from zeroplan.advise.layouts.result import LayoutAdvice
     from zeroplan.check.runner import CheckReport
 
     if isinstance(result, Advice):
@@ -237,7 +272,14 @@ def to_dict(result: Estimate | Advice | CheckReport, *, units: Unit | str = Unit
         from zeroplan.check.formats import check_view
 
         return check_view(result)
-    raise ZeroplanError(f"to_dict takes an Estimate, an Advice or a CheckReport, not {type(result).__name__}")
+    from zeroplan.advise.layouts.result import LayoutAdvice
+
+    if isinstance(result, LayoutAdvice):
+        from zeroplan.advise.layouts.view import layout_advice_view
+
+        return layout_advice_view(result)
+    raise ZeroplanError(f"to_dict takes an Estimate, an Advice, a LayoutAdvice or a CheckReport, "
+                        f"not {type(result).__name__}")
 
 
 # -- plain values -> ScenarioArgs, the options as the CLI holds them --------------------------------------------
@@ -248,6 +290,13 @@ def _scenario_args(options: dict[str, Any]) -> scenarios.ScenarioArgs:
     values = {name: _option(name, value) for name, value in options.items()}
     given = frozenset(name for name, value in values.items() if value != getattr(_RUN_DEFAULTS, name))
     return scenarios.ScenarioArgs(**values, given=given)
+
+
+def _mesh_args(options: dict[str, Any]) -> MeshArgs:
+    """The mesh arguments, popped from `options`, as --tp --pp --cp --ep --vpp --pp-schedule --sequence-parallel."""
+    degrees = {name: _count_text(options.pop(name), f"--{name}") for name in MESH_OPTIONS}
+    schedule = _member(Schedule, options.pop("pp_schedule"), "--pp-schedule")
+    return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"))
 
 
 def _option(name: str, value: Any) -> Any:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import Topology
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def advise_from(args: ScenarioArgs, opts: AdviseArgs) -> Advice:
     args, found = from_framework(args)
     notes: tuple[str, ...] = ()
     if found is not None:
-        args, opts, notes = _advising(args, opts, found)
+        args, opts, notes = _advising(args, opts, found, search=False)
     scn = needs_hardware(scenario(with_default_model(args)), "advise")
     advice = advise(scn, policy, opts.topology, global_batch=parse_count(opts.global_batch, "--global-batch"))
     update = {"model_assumed": not (args.model or args.params)}
@@ -103,7 +104,7 @@ def search_from(args: ScenarioArgs, opts: AdviseArgs) -> LayoutAdvice:
     args, found = from_framework(args)
     notes: tuple[str, ...] = ()
     if found is not None:
-        args, opts, notes = _advising(args, opts, found)
+        args, opts, notes = _advising(args, opts, found, search=True)
     planned = with_default_model(args)
     scn = needs_hardware(scenario(planned), "advise")
     advice = search_parallelism(scn, planned.model, policy, opts.topology,
@@ -112,14 +113,24 @@ def search_from(args: ScenarioArgs, opts: AdviseArgs) -> LayoutAdvice:
                                      "assumptions": notes + advice.assumptions})
 
 
-def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile) -> tuple[ScenarioArgs, AdviseArgs, tuple[str, ...]]:
+def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile,
+              search: bool) -> tuple[ScenarioArgs, AdviseArgs, tuple[str, ...]]:  # fmt: skip
     """What advise takes from a --from file: the run, and the global batch its micro-batch and accumulation make.
 
-    advise chooses the stage, offload and micro-batch itself, so the file's DeepSpeed config is not read.
+    advise chooses the stage, offload and micro-batch itself, so the file's DeepSpeed config is not read. A file
+    that lays the run on a tensor-parallel mesh is refused by the data-parallel advisor, in one line (never
+    advised as pure data parallelism); the parallelism search chooses the mesh itself, and says so.
     """
     from zeroplan.units import parse_count
 
     notes = list(found.notes)
+    if (mesh := _file_tp(args, found)) is not None:
+        where, tp = mesh
+        if not search:
+            raise ZeroplanError(f"{where} is a tensor-parallel mesh; advise plans data parallelism only: add "
+                                "--search-parallelism to plan the mesh, or `zeroplan estimate --from` the file for "
+                                "this layout")
+        notes.append(f"{where}: not kept; the parallelism search chooses the mesh itself")
     if args.deepspeed_config or found.deepspeed is not None:
         args = replace(args, deepspeed_config=None)
         notes.append("advise recommends the stage, offload and micro-batch itself: the DeepSpeed config's are not used")
@@ -130,3 +141,18 @@ def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile) -> tuple[Sc
         notes.append(f"global batch {micro * gas * gpus} = micro-batch {micro} x accumulation {gas} x {gpus} GPUs, "
                      "from the file (--global-batch overrides it)")  # fmt: skip
     return args, opts, tuple(notes)
+
+
+def _file_tp(args: ScenarioArgs, found: FromFile) -> tuple[str, int] | None:
+    """Where a --from file sets a tensor-parallel degree above 1, and the degree: its DeepSpeed config's
+    tensor_parallel.autotp_size, or an Accelerate file's parallelism_config tp_size (None: data parallelism)."""
+    from zeroplan.deepspeed.parallel import autotp_size
+    from zeroplan.scenario import deepspeed_source
+
+    source = deepspeed_source(args, found)
+    if source is not None and (tp := autotp_size(source.data)) > 1:
+        return f"{source.origin}: tensor_parallel.autotp_size {tp}", tp
+    taken = found.run.get("tp")
+    if taken is not None and int(taken.value) > 1:
+        return f"{found.run.origin}: {taken.key} {int(taken.value)}", int(taken.value)
+    return None
