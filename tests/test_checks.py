@@ -289,7 +289,8 @@ EVERY_RULE = (
     '  "bf16": {"enabled": true}, "fp16": {"enabled": true}, "bfloat16": {"enabled": true},\n'
     '  "optimizer": {"type": "OneBitAdam"}, "train_batch_size": 10, "amp": {"enabled": true},\n'
     '  "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "cpu_offload": true, "stage3_max_live_params": 1,\n'
-    '    "offload_optimizer": {"device": "cpu", "ratio": 0.5}, "offload_param": {"device": "cpu"}}\n}'
+    '    "offload_optimizer": {"device": "cpu", "ratio": 0.5}, "offload_param": {"device": "cpu"}},\n'
+    '  "pipeline": {"stages": 2}\n}'
 )
 
 

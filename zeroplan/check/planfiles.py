@@ -126,6 +126,12 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
     setup, problems = settle_precision(plan, setup, config)
     if problems:
         raise SpecError("; ".join(problems))
+    if mesh is not None and mesh.pipe_partition:  # PipelineEngine: its checkpoint interval, its layer split
+        from zeroplan.deepspeed.parallel import with_pipeline_checkpointing
+        from zeroplan.scenario.meshed import partition_of
+
+        setup = with_pipeline_checkpointing(ds.data, setup, frozenset(plan.training.model_fields_set))
+        mesh = partition_of(mesh, model)
     extra = plan.overheads
     tuning = _plan_tuning(plan, model, base)
     scenario = Scenario(
@@ -156,11 +162,12 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
 def _mesh(plan: Plan, ds: DeepSpeedSource) -> tuple[Mesh | None, Plan]:
     """The plan's `mesh:` or the config's AutoTP mesh (not both), and the plan with that tensor-parallel degree, so
     its batch arithmetic counts data-parallel ranks."""
-    stated = config_mesh(ds.data, ds.origin, plan.gpus)  # refuses Ulysses and PipelineEngine stages
+    stated = config_mesh(ds.data, ds.origin, plan.gpus)  # AutoTP or PipelineEngine; refuses Ulysses
     if stated is not None and plan.mesh is not None:
-        raise SpecError(f"mesh: and {ds.origin}'s tensor_parallel.autotp_size both give a mesh; give it in one place")
+        key = "pipeline.stages" if stated.pp > 1 else "tensor_parallel.autotp_size"
+        raise SpecError(f"mesh: and {ds.origin}'s {key} both give a mesh; give it in one place")
     if stated is not None:
-        return stated, plan.model_copy(update={"mesh": PlanMesh(tp=stated.tp)})
+        return stated, plan.model_copy(update={"mesh": PlanMesh(tp=stated.tp, pp=stated.pp)})
     return (plan.mesh.mesh(plan.gpus) if plan.mesh else None), plan
 
 

@@ -21,7 +21,7 @@ from zeroplan.check.rules import check_rule_ids, count_by_severity, failed, run_
 from zeroplan.check.rules.fabric import FabricEvidence
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.hardware.spec import Topology
-from zeroplan.memory.estimate import evaluate, param_count
+from zeroplan.memory.estimate import evaluate, param_count, stage_refusal
 from zeroplan.memory.setup import Attention, DeepSpeedKnobs, ZeroStage
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.scenario import ScenarioArgs
@@ -131,7 +131,8 @@ def _invalid(path: str, message: str) -> PlanResult:
 
 def check_run(run: PlannedRun, ignore: Iterable[str] = ()) -> PlanResult:
     """The rules over one resolved plan, with the memory estimate of its stage and its fabric as evidence."""
-    memory = None if run.mesh_problems else evaluate(run.scenario, run.config.stage)
+    refused = stage_refusal(run.scenario, run.config.stage)  # a finding says why (pipeline-zero-stage)
+    memory = None if run.mesh_problems or refused else evaluate(run.scenario, run.config.stage)
     evidence = {"memory": memory, "throughput": fabric_evidence(run), "mesh": run.mesh_problems}
     findings = run_checks(run.config, run.context, evidence=evidence, ignore={*ignore, *run.plan.ignore})
     return PlanResult(run.origin, findings, run, memory)

@@ -47,6 +47,8 @@ class DeepSpeedConfig(Frozen):
     duplicate_keys: tuple[tuple[str, int], ...] = ()
     has_comments: bool = False
     key_lines: dict[str, int] = Field(default_factory=dict)
+    pipeline_stages: int = Field(1, ge=1, description="pipeline.stages read as PipelineEngine's stages (1: none)")
+    pipeline_notes: tuple[str, ...] = ()  # what reading the pipeline block assumed (deepspeed.parallel)
 
     @property
     def model_dtype(self) -> DType:

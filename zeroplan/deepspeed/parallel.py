@@ -12,19 +12,32 @@ one line, never read as data parallelism.
 - `sequence_parallel_size` (DeepSpeed-Ulysses / ALST, a top-level key read raw by deepspeed/runtime/config.py, which
   divides the world size by it): refused, Ulysses' all-to-all attention is not modelled (validation/
   measure_ulysses.py measured its saved activations 3.8% above the context-parallel model's, docs/parallelism.md).
-- `pipeline.stages` (PipelineEngine): refused when it states a stage count above 1 (the count is PipelineModule's).
+- `pipeline` (DeepSpeed's PipelineEngine; deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/config.py
+  get_pipeline_config: stages "auto", partition "best", seed_layers false, activation_checkpoint_interval 0,
+  pipe_partitioned and grad_partitioned true). DeepSpeed itself never reads `stages` or `partition`: the stage
+  count is PipelineModule's `num_stages` (or its topology's pipe axis) and the split its `partition_method`
+  (pipe/module.py). zeroplan reads a whole `stages` above 1 as the pipeline degree the module was built with, and
+  `partition`, where it names one of PipelineModule's methods ('parameters', 'uniform', 'type:REGEX'), as that
+  method (else 'parameters', PipelineModule's default); both stated in the output. PipelineEngine reads
+  `activation_checkpoint_interval` (pipe/engine.py: > 0 sets the module's interval): 1 is a checkpoint per layer,
+  zeroplan's full checkpointing. The schedule is TrainSchedule (pipe/schedule.py), 1F1B over
+  gradient_accumulation_steps micro-batches (PipelineEngine: micro_batches = gradient_accumulation_steps()).
+  ZeRO-2/3 are refused with DeepSpeed's own assertion; AutoTP with PipelineEngine is refused (not modelled).
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from zeroplan.errors import SpecError
-from zeroplan.models.mesh import Mesh
+from zeroplan.memory.setup import Checkpointing, TrainingSetup
+from zeroplan.models.mesh import Mesh, Schedule
 
 AUTOTP_SOURCE = "DeepSpeed AutoTP training, deepspeed/runtime/tensor_parallel/config.py autotp_size"
+PIPE_METHODS = ("parameters", "uniform")  # and "type:REGEX" (pipe/module.py _partition_layers)
 
 
 def _count(value: Any) -> int | None:
@@ -49,18 +62,88 @@ def refused(data: object) -> list[str]:
     sp = _count(data.get("sequence_parallel_size", 1))
     if sp is not None and sp > 1:
         found.append(f"sequence_parallel_size: {sp} (sequence parallelism) is not modelled yet")
-    pipe = data.get("pipeline")
-    stages = _count(pipe.get("stages")) if isinstance(pipe, Mapping) else None
-    if stages is not None and stages > 1:
-        found.append(f"pipeline.stages: {stages} (DeepSpeed's PipelineEngine) is not modelled yet")
+    pp = pipeline_stages(data)
+    if pp > 1 and autotp_size(data) > 1:
+        found.append(f"pipeline.stages {pp} with tensor_parallel.autotp_size {autotp_size(data)}: AutoTP under "
+                     "DeepSpeed's PipelineEngine is not modelled")
     return found
 
 
+def pipeline_block(data: object) -> Mapping:
+    """The `pipeline` block as written ({} when absent or not a mapping)."""
+    block = data.get("pipeline") if isinstance(data, Mapping) else None
+    return block if isinstance(block, Mapping) else {}
+
+
+def pipeline_stages(data: object) -> int:
+    """pipeline.stages as the pipeline degree (1: absent, "auto", DeepSpeed's default, or 1); SpecError otherwise."""
+    value = pipeline_block(data).get("stages", "auto")
+    if value == "auto":
+        return 1
+    stages = _count(value)
+    if stages is None or stages < 1:
+        raise SpecError(f"pipeline.stages: expected a whole number of stages or \"auto\", got {value!r}")
+    return stages
+
+
+def pipeline_partition(data: object) -> tuple[str, str]:
+    """The partition_method zeroplan splits by, and how it was chosen (in words, for the assumptions)."""
+    value = pipeline_block(data).get("partition")
+    if isinstance(value, str) and (value.lower() in PIPE_METHODS or value.lower().startswith("type:")):
+        return value.lower(), (f"pipeline.partition {value!r} read as the PipelineModule's partition_method "
+                               "(DeepSpeed itself does not read pipeline.partition)")
+    said = f"pipeline.partition {value!r} is no PipelineModule method and " if value is not None else ""
+    return "parameters", f"{said}PipelineModule's default partition_method 'parameters' assumed"
+
+
+def checkpoint_interval(data: object) -> int:
+    """pipeline.activation_checkpoint_interval (0: DeepSpeed's default, no checkpointing set by the config)."""
+    value = pipeline_block(data).get("activation_checkpoint_interval", 0)
+    interval = _count(value)
+    if interval is None or interval < 0:
+        raise SpecError(f"pipeline.activation_checkpoint_interval: expected a whole number of layers, got {value!r}")
+    return interval
+
+
+def pipeline_notes(data: object) -> tuple[str, ...]:
+    """What zeroplan assumed reading the pipeline block, in words (empty without pipeline stages)."""
+    pp = pipeline_stages(data)
+    if pp == 1:
+        return ()
+    _, how = pipeline_partition(data)
+    return (f"pipeline.stages {pp} read as DeepSpeed's PipelineEngine with PipelineModule(num_stages={pp}) (DeepSpeed "
+            "itself does not read pipeline.stages: the module's num_stages or topology sets the stages); TrainSchedule "
+            "1F1B over gradient_accumulation_steps micro-batches",
+            how)
+
+
+def with_pipeline_checkpointing(data: object, setup: TrainingSetup, given: frozenset[str]) -> TrainingSetup:
+    """`setup` with PipelineEngine's activation_checkpoint_interval (1: each layer checkpointed, zeroplan's full
+    checkpointing) unless --checkpointing was given; an interval above 1 is refused (not modelled on a mesh)."""
+    interval = checkpoint_interval(data)
+    if interval == 0 or "checkpointing" in given:
+        return setup
+    if interval > 1:
+        raise SpecError(f"pipeline.activation_checkpoint_interval {interval} checkpoints {interval} layers as one unit: "
+                        "not modelled on a pipeline mesh (1, a layer a unit, is --checkpointing full)")
+    return replace(setup, checkpointing=Checkpointing.full, checkpoint_every=1)
+
+
 def config_mesh(data: object, origin: str, gpus: int) -> Mesh | None:
-    """The AutoTP mesh of a ds_config over `gpus` (None: data parallelism only); SpecError for what is refused or
-    does not divide."""
+    """The AutoTP or PipelineEngine mesh of a ds_config over `gpus` (None: data parallelism only); SpecError for what
+    is refused or does not divide."""
+    try:
+        return _config_mesh(data, origin, gpus)
+    except SpecError as exc:
+        message = str(exc)
+        raise SpecError(message if message.startswith(f"{origin}: ") else f"{origin}: {message}") from None
+
+
+def _config_mesh(data: object, origin: str, gpus: int) -> Mesh | None:
     if problems := refused(data):
         raise SpecError(f"{origin}: " + "; ".join(problems))
+    if (pp := pipeline_stages(data)) > 1:
+        return _pipeline_mesh(data, origin, gpus, pp)
     tp = autotp_size(data)
     if tp == 1:
         return None
@@ -70,3 +153,10 @@ def config_mesh(data: object, origin: str, gpus: int) -> Mesh | None:
     block = data["tensor_parallel"]
     head = block.get("vocab_parallel_lm_head") is True
     return Mesh(gpus=gpus, tp=tp, vocab_parallel_embedding=False, vocab_parallel_logits=head)
+
+
+def _pipeline_mesh(data: Mapping, origin: str, gpus: int, pp: int) -> Mesh:
+    """DeepSpeed's PipelineEngine over `gpus`: pp stages, 1F1B (TrainSchedule), the module's partition_method."""
+    checkpoint_interval(data)  # a bad value is one line here; scenario reads it into the setup
+    method, _ = pipeline_partition(data)
+    return Mesh(gpus=gpus, pp=pp, schedule=Schedule.one_f_one_b, pipe_partition=method)

@@ -132,7 +132,17 @@ class _Reader:
             duplicate_keys=source.duplicate_keys if source else (),
             has_comments=source.has_comments if source else False,
             key_lines=dict(source.key_lines) if source else {},
+            **self.pipeline(data),
         )
+
+    def pipeline(self, data: Mapping) -> dict:
+        """PipelineEngine's stages and what reading them assumed (deepspeed.parallel)."""
+        from zeroplan.deepspeed.parallel import pipeline_notes, pipeline_stages
+
+        try:
+            return {"pipeline_stages": pipeline_stages(data), "pipeline_notes": pipeline_notes(data)}
+        except SpecError as exc:
+            raise SpecError(f"{self.origin}: {exc}") from None
 
     # --- value checks -------------------------------------------------------------------------
 

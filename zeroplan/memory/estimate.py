@@ -214,22 +214,39 @@ def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
 
 
 def refused_stages(scn: Scenario, stages: tuple[ZeroStage, ...]) -> tuple[tuple[ZeroStage, ...], tuple[str, ...]]:
-    """The stages a fine-tune's base can run at, and one warning per stage the stacks refuse it at."""
-    if scn.tuning is None:
-        return stages, ()
+    """The stages the run can use, and one warning per stage the stacks refuse it at (a fine-tune's base; DeepSpeed's
+    PipelineEngine above ZeRO-1); none left: the first refusal as a ZeroplanError."""
     from zeroplan.errors import ZeroplanError
-    from zeroplan.memory.tuned import check_quant_engine
 
     kept, why = [], []
     for stage in stages:
-        try:
-            check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
+        if problem := stage_refusal(scn, stage):
+            why.append(f"stage {int(stage)} left out: {problem}")
+        else:
             kept.append(stage)
-        except ZeroplanError as exc:
-            why.append(f"stage {int(stage)} left out: {exc}")
     if not kept:
         raise ZeroplanError(why[0].split(": ", 1)[1])
     return tuple(kept), tuple(why)
+
+
+def stage_refusal(scn: Scenario, stage: ZeroStage) -> str | None:
+    """Why the stacks will not run `scn` at `stage` (None: they run it)."""
+    mesh = scn.mesh.mesh if scn.mesh is not None else None
+    if mesh is not None and mesh.pipe_partition:
+        from zeroplan.memory.pipeengine import pipe_zero_refusal
+
+        if problem := pipe_zero_refusal(int(stage), mesh.pp):
+            return problem
+    if scn.tuning is None:
+        return None
+    from zeroplan.errors import ZeroplanError
+    from zeroplan.memory.tuned import check_quant_engine
+
+    try:
+        check_quant_engine(scn.tuning, scn.recipe, scn.engine, stage)
+    except ZeroplanError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,9 +335,8 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
     recipe = scn.recipe
-    if len(stages) > 1:
-        stages, left_out = refused_stages(scn, stages)
-        warnings = warnings + left_out
+    stages, left_out = refused_stages(scn, stages)
+    warnings = warnings + left_out
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn)
     if scn.mesh is not None:  # one rank of each pipeline stage, its own activations (memory.mesh)
         acts = activations_for(scn.arch, scn.setup, scn.mesh)

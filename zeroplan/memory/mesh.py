@@ -209,7 +209,20 @@ class MeshModel:
             head = "rank 0 (the V of zbv)" if self.mesh.schedule.value == "zbv" else "the last"
             notes.append(f"{layout}, embedding on the first rank, final norm and head on {head} (a tied head keeps "
                          "a copy on another rank); figures are the busiest rank's")
+            if self.mesh.pipe_partition:
+                notes.append(pipe_split_note(self.mesh.pipe_partition))
         return notes
+
+
+def pipe_split_note(method: str) -> str:
+    """Which split DeepSpeed's PipelineModule gave the layers, in words (models.partition)."""
+    how = {"uniform": "ds_utils.partition_uniform over the items' count",
+           "parameters": "ds_utils.partition_balanced over the items' parameter counts"}.get(
+        method, "ds_utils.partition_balanced over weights of 1 for the decoder layers, 0 for the rest (the regex "
+                "assumed to match the decoder layers only)")
+    return (f"layers split as DeepSpeed's PipelineModule partition_method '{method}' splits them: {how}, the items "
+            "being the embedding, each decoder layer, the final norm and the head (Megatron-DeepSpeed's GPTModelPipe "
+            "order, parameter-free functions left out; models/partition.py)")
 
 
 def layer_ranges(share: StageShare) -> str:

@@ -106,7 +106,9 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
     prefix = [0]
     for b in acts.layer_bytes:
         prefix.append(prefix[-1] + b)
-    return ActivationProfile(layers_bytes=acts.layers_bytes, embedding=acts.embedding_bytes,
+    # DeepSpeed's pipe buffers (memory.pipeengine) are alive the whole step, as the embedding's outputs are
+    embedding = acts.embedding_bytes + getattr(acts, "pipe_buffer_bytes", 0)
+    return ActivationProfile(layers_bytes=acts.layers_bytes, embedding=embedding,
                              num_layers=arch.num_layers + arch.num_encoder_layers,
                              head=acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes,
                              loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating,

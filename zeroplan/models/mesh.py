@@ -55,6 +55,12 @@ class Mesh:
     # the stack's default split (models.mesh.stage_layer_counts).
     pp_first_layers: int | None = None
     pp_last_layers: int | None = None
+    # DeepSpeed's PipelineEngine (a ds_config's pipeline.stages): its PipelineModule's partition_method, which splits
+    # the layers (models.partition), and its pipe buffers, which hold each in-flight micro-batch's stage input and
+    # output (memory.activations.pipebuffers). None: another stack.
+    pipe_partition: str | None = None
+    # Decoder layers per pipeline stage as that partition gives them (scenario.meshed resolves it with the model).
+    pp_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is None:
@@ -80,6 +86,7 @@ class Mesh:
         parts = f"tp {self.tp} x pp {self.pp} x cp {self.cp} x dp {self.dp} = {self.gpus} GPUs"
         extra = [f"ep {self.ep}"] * (self.ep > 1) + [f"vpp {self.vpp}"] * bool(self.vpp and self.vpp > 1)
         extra += ["sequence parallel"] * (self.sequence_parallel and self.tp > 1)
+        extra += [f"DeepSpeed PipelineEngine, partition_method '{self.pipe_partition}'"] * bool(self.pipe_partition)
         extra += [f"schedule {self.schedule.value}"] * (self.pp > 1 and self.schedule is not Schedule.one_f_one_b)
         return parts + (f" ({', '.join(extra)})" if extra else "")
 
@@ -149,10 +156,20 @@ def stage_layer_counts(num_layers: int, stages: int, first: int | None = None,
     return tuple(counts)
 
 
+def layer_counts(mesh: Mesh, num_layers: int) -> tuple[int, ...]:
+    """Layers in each of the mesh's pp x chunks stages: the stack's partition where it gave one (pp_layers), else
+    stage_layer_counts."""
+    if mesh.pp_layers is not None:
+        return mesh.pp_layers
+    return stage_layer_counts(num_layers, mesh.pp * mesh.chunks, mesh.pp_first_layers, mesh.pp_last_layers)
+
+
 def split_problems(mesh: Mesh, num_layers: int) -> list[str]:
     """Why `num_layers` do not split into `mesh`'s pipeline stages, one line (empty: they do). One chunk per rank
     splits as the stacks allow (stage_layer_counts: Megatron-LM's first/last counts, torchtitan's default for a
     count that does not divide); the interleaved and zbv schedules keep equal chunks (zeroplan models no other)."""
+    if mesh.pipe_partition is not None:
+        return _partition_problems(mesh, num_layers)
     stages = mesh.pp * mesh.chunks
     explicit = mesh.pp_first_layers is not None or mesh.pp_last_layers is not None
     if mesh.chunks > 1:
@@ -171,6 +188,20 @@ def split_problems(mesh: Mesh, num_layers: int) -> list[str]:
         stage_layer_counts(num_layers, stages, mesh.pp_first_layers, mesh.pp_last_layers)
     except ZeroplanError as e:
         return [str(e)]
+    return []
+
+
+def _partition_problems(mesh: Mesh, num_layers: int) -> list[str]:
+    """A DeepSpeed partition that leaves a stage without a decoder layer (zeroplan's stages hold at least one)."""
+    counts = mesh.pp_layers
+    if counts is None:  # not resolved against the model yet
+        return []
+    if len(counts) != mesh.pp or sum(counts) != num_layers:
+        return [f"the pipeline split {', '.join(map(str, counts))} is not {num_layers} layers over {mesh.pp} stages"]
+    if min(counts) < 1:
+        return [f"DeepSpeed's partition_method '{mesh.pipe_partition}' splits the {num_layers} layers into "
+                f"{', '.join(map(str, counts))} per stage over pipeline.stages {mesh.pp}: a stage without a decoder "
+                "layer is not modelled"]
     return []
 
 

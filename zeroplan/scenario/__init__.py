@@ -231,6 +231,13 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 
         mesh = config_mesh(source.data, source.origin, par.gpus)  # AutoTP: a tensor-parallel mesh, never dp
         config, setup = _with_config(args, arch, mesh.dp if mesh else par.dp, setup, source)
+        if mesh is not None and mesh.pipe_partition:  # PipelineEngine: its ZeRO stages, its checkpoint interval
+            from zeroplan.deepspeed.parallel import with_pipeline_checkpointing
+            from zeroplan.memory.pipeengine import pipe_zero_refusal
+
+            if problem := pipe_zero_refusal(int(config.stage), mesh.pp):
+                raise SpecError(f"{source.origin}: {problem}")
+            setup = with_pipeline_checkpointing(source.data, setup, args.given)
         knobs = knobs_from(args, config.knobs)
         summary = replace(summary, small_param_numel=small_param_numel(arch, knobs))
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),

@@ -44,7 +44,7 @@ def config_notes(config: DeepSpeedConfig, setup: TrainingSetup) -> tuple[str, ..
              "zero_optimization knobs from the file; options given on the command line override it"]  # fmt: skip
     notes += [f"{auto.key} = {auto.value}, not in the file ({auto.how})" if auto.added
               else f'"auto" {auto.key} = {auto.value} ({auto.how})' for auto in config.autos]  # fmt: skip
-    return tuple(notes)
+    return tuple(notes) + config.pipeline_notes
 
 
 def config_warnings(config: DeepSpeedConfig) -> tuple[str, ...]:

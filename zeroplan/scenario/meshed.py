@@ -11,6 +11,7 @@ from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.mesh import MeshModel, stage_shares, tensor_parallel_layout
 from zeroplan.memory.setup import Engine
 from zeroplan.models.mesh import Mesh, check_mesh
+from zeroplan.models.partition import with_partition
 from zeroplan.models.presets import load_model
 
 
@@ -25,6 +26,7 @@ def with_mesh(scn: Scenario, mesh: Mesh, model: str | None) -> Scenario:
     if decoder is None:
         raise ZeroplanError(f"{scn.arch.family}: no block description, so which tensors a mesh splits is unknown; "
                             "zeroplan lays out decoder-only families on a mesh")
+    mesh = with_partition(mesh, decoder)  # DeepSpeed's PipelineModule split, from the layers' parameters
     check_mesh(mesh, scn.arch)
     layout = None
     if scn.engine is Engine.fsdp2:
@@ -60,3 +62,12 @@ def file_mesh(found, mesh: Mesh | None, gpus: int) -> Mesh | None:
         raise ZeroplanError(f"{found.run.origin}: {taken.key} and a DeepSpeed config's autotp_size both give a mesh")
     return Mesh(gpus=gpus, tp=int(taken.value), vocab_parallel_embedding=False, vocab_parallel_logits=False)
 
+
+
+def partition_of(mesh: Mesh, model: str | None) -> Mesh:
+    """`mesh` with DeepSpeed's PipelineModule split of `model`'s layers (unchanged without one, or without the
+    modules to weigh: with_mesh then refuses it)."""
+    if mesh.pipe_partition is None or model is None:
+        return mesh
+    decoder = load_model(model).config.decoder()
+    return with_partition(mesh, decoder) if decoder is not None else mesh

@@ -75,6 +75,8 @@ class ActivationEstimate:
     loss: str = "hf"  # as --loss spells it
     # The part of loss_bytes alive only while the loss's forward runs (fp32 copy, Liger's chunk and temporaries).
     loss_transient_bytes: int = 0
+    # DeepSpeed's PipelineEngine: the stage inputs and outputs its pipe buffers hold (memory.pipeengine); else 0.
+    pipe_buffer_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:

@@ -27,6 +27,7 @@ from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, acti
 from zeroplan.memory.activations.loss import INDEX_BYTES
 from zeroplan.memory.activations.terms import final_norm_terms
 from zeroplan.memory.activations.traits import traits_of
+from zeroplan.memory.pipeengine import pipe_buffer_bytes
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
 from zeroplan.memory.activations.pipeline import chunks_in_flight, head_in_flight, head_rank, rank_layers
@@ -158,13 +159,28 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
         layers = n * (chunk + one.held_bytes)
         embedding = min(n, m) * one.embedding_bytes if i == 0 else 0
         final, logits, softcap, loss = one.final_norm_bytes, one.logits_bytes, one.logit_softcap_bytes, one.loss_bytes
-        total = layers + one.recompute_bytes + embedding + h * (final + logits + softcap + loss)
-        notes = one.assumptions + _notes(mesh, stack, n, i, unknown)
+        pipe = pipe_buffer_bytes(i, mesh.pp, n, _boundary_bytes(arch, setup, mesh)) if mesh.pipe_partition else 0
+        total = layers + one.recompute_bytes + embedding + h * (final + logits + softcap + loss) + pipe
+        notes = one.assumptions + _notes(mesh, stack, n, i, unknown) + _pipe_notes(mesh, pipe)
         stages.append(replace(one, layers_bytes=layers, embedding_bytes=embedding, final_norm_bytes=h * final,
+                              pipe_buffer_bytes=pipe,
                               logits_bytes=h * logits, logit_softcap_bytes=h * softcap, loss_bytes=h * loss,
                               loss_transient_bytes=one.loss_transient_bytes if h else 0, total_bytes=total,
                               layer_bytes=each, held_bytes=n * one.held_bytes, assumptions=notes))
     return tuple(stages), unknown
+
+
+def _boundary_bytes(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int:
+    """One micro-batch's tensor at a stage boundary: b x s/cp x h in the compute dtype."""
+    return setup.micro_batch * (setup.seq_len // mesh.cp) * arch.hidden_size * setup.precision.compute_bytes
+
+
+def _pipe_notes(mesh: Mesh, pipe: int) -> tuple[str, ...]:
+    if not mesh.pipe_partition:
+        return ()
+    return (f"DeepSpeed PipelineEngine's pipe buffers: {pipe} B on this rank, each in-flight micro-batch's received "
+            "input (after the first stage) and output (before the last) plus one receive and one gradient buffer, "
+            "b x s x h each (memory/pipeengine.py)",)
 
 
 def _notes(mesh: Mesh, stack: str, m: int, i: int, unknown: tuple[str, ...]) -> tuple[str, ...]:

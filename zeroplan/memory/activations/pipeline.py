@@ -29,7 +29,7 @@ chunk keeps 1 micro-batch in flight (m under gpipe, min(pp, m) under interleaved
 from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.models.mesh import Mesh, Schedule, stage_layer_counts  # noqa: F401 (re-exported)
+from zeroplan.models.mesh import Mesh, Schedule, layer_counts, stage_layer_counts  # noqa: F401 (re-exported)
 
 
 def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
@@ -42,7 +42,7 @@ def rank_stages(mesh: Mesh, rank: int) -> tuple[int, ...]:
 def rank_layers(num_layers: int, mesh: Mesh) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Per pipeline rank, the (first, last) layers of each of its model chunks: pp x chunks contiguous stages
     (stage_layer_counts), rank r holding the stages rank_stages names."""
-    counts = stage_layer_counts(num_layers, mesh.pp * mesh.chunks, mesh.pp_first_layers, mesh.pp_last_layers)
+    counts = layer_counts(mesh, num_layers)
     starts = [sum(counts[:g]) for g in range(len(counts))]
     return tuple(tuple((starts[g], starts[g] + counts[g] - 1) for g in rank_stages(mesh, r)) for r in range(mesh.pp))
 
