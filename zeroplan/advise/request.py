@@ -125,9 +125,9 @@ def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile,
 
     notes = list(found.notes)
     if (mesh := _file_tp(args, found)) is not None:
-        where, tp = mesh
+        where, kind = mesh
         if not search:
-            raise ZeroplanError(f"{where} is a tensor-parallel mesh; advise plans data parallelism only: add "
+            raise ZeroplanError(f"{where} is a {kind} mesh; advise plans data parallelism only: add "
                                 "--search-parallelism to plan the mesh, or `zeroplan estimate --from` the file for "
                                 "this layout")
         notes.append(f"{where}: not kept; the parallelism search chooses the mesh itself")
@@ -143,16 +143,19 @@ def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile,
     return args, opts, tuple(notes)
 
 
-def _file_tp(args: ScenarioArgs, found: FromFile) -> tuple[str, int] | None:
-    """Where a --from file sets a tensor-parallel degree above 1, and the degree: its DeepSpeed config's
-    tensor_parallel.autotp_size, or an Accelerate file's parallelism_config tp_size (None: data parallelism)."""
-    from zeroplan.deepspeed.parallel import autotp_size
+def _file_tp(args: ScenarioArgs, found: FromFile) -> tuple[str, str] | None:
+    """Where a --from file sets a tensor-parallel or pipeline degree above 1, and which: its DeepSpeed config's
+    tensor_parallel.autotp_size or pipeline.stages, or an Accelerate file's parallelism_config tp_size (None: data
+    parallelism)."""
+    from zeroplan.deepspeed.parallel import autotp_size, pipeline_stages
     from zeroplan.scenario import deepspeed_source
 
     source = deepspeed_source(args, found)
     if source is not None and (tp := autotp_size(source.data)) > 1:
-        return f"{source.origin}: tensor_parallel.autotp_size {tp}", tp
+        return f"{source.origin}: tensor_parallel.autotp_size {tp}", "tensor-parallel"
+    if source is not None and (pp := pipeline_stages(source.data)) > 1:
+        return f"{source.origin}: pipeline.stages {pp}", "pipeline"
     taken = found.run.get("tp")
     if taken is not None and int(taken.value) > 1:
-        return f"{found.run.origin}: {taken.key} {int(taken.value)}", int(taken.value)
+        return f"{found.run.origin}: {taken.key} {int(taken.value)}", "tensor-parallel"
     return None
