@@ -178,7 +178,7 @@ def _boundary_bytes(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int
 def _pipe_notes(mesh: Mesh, pipe: int) -> tuple[str, ...]:
     if not mesh.pipe_partition:
         return ()
-    return (f"DeepSpeed PipelineEngine's pipe buffers: {pipe} B on this rank, each in-flight micro-batch's received "
+    return (f"DeepSpeed PipelineEngine's pipe buffers: {pipe:,} B ({pipe / 2**30:.2f} GiB) on this rank, each in-flight micro-batch's received "
             "input (after the first stage) and output (before the last) plus one receive and one gradient buffer, "
             "b x s x h each (memory/pipeengine.py)",)
 
