@@ -8,7 +8,7 @@ imports nothing but the version.
 
 from zeroplan.version import __version__
 
-# name -> the module that defines it; the functions are zeroplan/api.py's.
+# name -> the module that defines it; the functions are zeroplan/api/'s (api/__init__.py re-exports them).
 _EXPORTS = {
     **dict.fromkeys(("estimate", "recommend", "check_plans", "count_params", "model_names", "hardware_names",
                      "load_model", "load_hardware", "to_dict"), "zeroplan.api"),
