@@ -56,14 +56,16 @@ def _tensors(m: Module, index: int | None) -> list[NamedParam]:
     """The tensors of one module instance (`index` fills the `*` of a layer's module)."""
     module = m.name if index is None else m.name.replace("*", str(index), 1)
     linear = m.kind in LINEAR_KINDS or (m.kind == EMBEDDING_KIND and m.in_features > 0)
-    names = EXPERT_TENSORS.get(len(m.shapes), SUFFIXES) if m.kind == EXPERTS_KIND else SUFFIXES
+    names = m.tensors or (EXPERT_TENSORS.get(len(m.shapes), SUFFIXES) if m.kind == EXPERTS_KIND else SUFFIXES)
     features = (m.in_features, m.out_features)
     return [NamedParam(f"{module}.{name}", shape, module, linear, features) for name, shape in zip(names, m.shapes)]
 
 
 def named_parameters(spec: fam.ModelSpec) -> list[NamedParam]:
-    """The model's parameter tensors in named_parameters() order and naming; ZeroplanError for a family described
-    without a Decoder (T5). Tensors of kind `other` (sinks, conv1d, per-head scalars) are named .weight/.bias."""
+    """The model's parameter tensors in named_parameters() naming, layer by layer (inside a layer the order may
+    differ: transformers lists a module's own tensors before its children's, and registers routers and experts in
+    each family's order); ZeroplanError for a family described without a Decoder (T5). A module's tensors are
+    .weight/.bias unless its description names them (Module.tensors: sinks, dt_bias, A_log)."""
     dec = spec.config.decoder()
     if dec is None:
         raise ZeroplanError(f"{spec.name}: fine-tuning modes need the decoder description of family "

@@ -132,7 +132,8 @@ class GPTNeoXConfig(FamilyConfig):
         return self
 
     def decoder(self) -> Decoder:
-        """GPTNeoXForCausalLM (modeling_gpt_neox.py): fused query_key_value, untied embed_out.
+        """GPTNeoXForCausalLM (modeling_gpt_neox.py): fused query_key_value, an untied head named lm_head (transformers 5;
+        conversion_mapping.py renames a checkpoint's embed_out to it).
 
         P = 2 V d + L (4 d^2 + 2 d I + 9 d + I) + 2 d   (attention_bias; 4 d fewer per layer without)
         """
@@ -142,7 +143,7 @@ class GPTNeoXConfig(FamilyConfig):
         mlp = MLP(inner=self.intermediate_size, gated=False, bias=True, names=PLAIN)
         return layernorm_decoder(self.num_hidden_layers, attention, mlp, hidden=d, vocab=self.vocab_size,
                                   tie_word_embeddings=self.tie_word_embeddings, parallel=self.use_parallel_residual,
-                                  body="gpt_neox", embed="embed_in", final_norm="final_layer_norm", head="embed_out")
+                                  body="gpt_neox", embed="embed_in", final_norm="final_layer_norm", head="lm_head")
 
     def architecture(self) -> Architecture:
         return layernorm_architecture(

@@ -73,7 +73,7 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
         modules += [norm_module(_join(p, "q_norm"), q_width if full else a.head_dim, dec),
                     norm_module(_join(p, "k_norm"), kv_width if full else a.head_dim, dec)]
     if a.sinks:
-        modules.append(_module(p, ((a.heads,),), OTHER))
+        modules.append(_module(p, ((a.heads,),), OTHER, tensors=("sinks",)))  # GptOssAttention.sinks
     return modules
 
 
@@ -102,7 +102,7 @@ def _linear_attention(a: LinearAttention, base: str, dec: Decoder) -> list[Modul
     d, p = dec.hidden, _join(base, a.prefix)
     keys, values = a.key_heads * a.key_head_dim, a.value_heads * a.value_head_dim
     return [
-        _module(p, ((a.value_heads,), (a.value_heads,)), OTHER),  # dt_bias, A_log
+        _module(p, ((a.value_heads,), (a.value_heads,)), OTHER, tensors=("dt_bias", "A_log")),
         _module(_join(p, "conv1d"), ((2 * keys + values, 1, a.conv_kernel),), OTHER),
         linear_module(_join(p, "in_proj_qkvz"), d, 2 * keys + 2 * values, False, COLUMN),
         linear_module(_join(p, "in_proj_ba"), d, 2 * a.value_heads, False, COLUMN),
@@ -185,7 +185,7 @@ def decoder_modules(dec: Decoder) -> list[Module]:
     if dec.lm_head_bias and dec.tie_word_embeddings:
         # A tied head (GPT-J) shares its weight only: the module still holds weight + bias (its own parameters,
         # DeepSpeed's largest-layer unit), and the bias is counted here, once.
-        modules.append(_module(dec.head, ((dec.vocab,),), OTHER))
+        modules.append(_module(dec.head, ((dec.vocab,),), OTHER, tensors=("bias",)))
     return [m for m in modules if m is not None]
 
 

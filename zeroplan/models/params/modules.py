@@ -42,6 +42,9 @@ class Module(NamedTuple):
     in_features: int = 0  # linears (and experts, per expert): nn.Linear's in_features; 0 = not a linear
     out_features: int = 0
     active: int | None = None  # own parameters one token touches (experts: k of E); None = all of them
+    # Its tensors' attribute names where they are not nn.Linear's weight/bias: gpt-oss's `sinks`, Qwen3-Next's
+    # `dt_bias` and `A_log`, a tied head's lone `bias` (zeroplan.models.named); () = weight, bias.
+    tensors: tuple[str, ...] = ()
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
