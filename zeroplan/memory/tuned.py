@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.finetune import Tuning
+from zeroplan.memory.finetune import AdaptedParam, Tuning
 from zeroplan.memory.quant import Quant
 from zeroplan.memory.recipes import FP32_BYTES, INT8_BYTES, Recipe
 from zeroplan.memory.setup import (
@@ -219,17 +219,27 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
                    backward_bytes=backward, step_bytes=step)
 
 
+def wrapped_note(wrapped: tuple[AdaptedParam, ...]) -> str:
+    """The MoE parameters peft adapts as parameters, by kind: router weights (2-D) and fused expert tensors (E, ...)."""
+    experts = sum(1 for w in wrapped if len(w.shape) == 3)
+    kinds = [f"{n} {what}" for n, what in ((len(wrapped) - experts, "router weights"), (experts, "expert tensors")) if n]
+    fused = "; rank 2 r on the fused gate_up_proj" if any(w.name.endswith(".gate_up_proj") for w in wrapped) else ""
+    return (f"peft adapts {len(wrapped)} MoE parameters ({', '.join(kinds)}) with a ParamWrapper each "
+            f"(target_parameters: lora_A r E x in, lora_B out x r E{fused})")
+
+
 def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
     """What the estimate assumes about the fine-tune, in words."""
     spec = tuning.spec
     notes = [f"fine-tuning mode {spec.mode}: {tuning.num_trainable:,} of {tuning.num_params:,} parameters train; "
              "frozen ones hold no gradients and no optimizer states (ZeRO-3 and FSDP still shard and gather them)"]
     if spec.lora_rank:
-        notes.append(f"adapters of rank {spec.lora_rank} on {len(tuning.adapted)} linears (peft: lora_A r x in, "
-                     "lora_B out x r" + (", DoRA magnitude out" if spec.dora else "") + "); alpha and rsLoRA change no byte")
+        if tuning.adapted:
+            notes.append(f"adapters of rank {spec.lora_rank} on {len(tuning.adapted)} linears (peft: lora_A r x in, "
+                         "lora_B out x r" + (", DoRA magnitude out" if spec.dora else "") + ")")
         if tuning.adapted_params:
-            notes.append(f"peft's all-linear on this MoE also wraps {len(tuning.adapted_params)} expert and router "
-                         "parameters (ParamWrapper: lora_A r E x in, lora_B out x r E; rank 2 r on the fused gate_up_proj)")
+            notes.append(wrapped_note(tuning.adapted_params))
+        notes.append("alpha and rsLoRA change no byte")
         notes.append("DeepSpeed casts the adapters to the 16-bit dtype with an fp32 master in the optimizer"
                      if engine is Engine.deepspeed else
                      "adapters fp32 (peft autocast_adapter_dtype) on a 16-bit base; FSDP1 wraps them as units of "

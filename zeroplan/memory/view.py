@@ -78,7 +78,8 @@ def finetune_view(tuning) -> dict | None:
     return {"mode": tuning.spec.mode, **as_json(tuning.spec), "num_params_with_adapters": tuning.num_params,
             "num_trainable_params": tuning.num_trainable, "frozen_float_params": tuning.frozen_float_numel,
             "quantized_params": tuning.quantized_numel, "packed_weight_bytes": tuning.packed_bytes,
-            "quant_state_bytes": tuning.quant_state_bytes, "adapted_linears": len(tuning.adapted)}
+            "quant_state_bytes": tuning.quant_state_bytes, "adapted_linears": len(tuning.adapted),
+            "adapted_parameters": len(tuning.adapted_params)}
 
 
 def estimate_view(est: Estimate, unit: Unit) -> dict:
