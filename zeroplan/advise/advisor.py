@@ -18,7 +18,8 @@ from zeroplan.advise.trees.article import article_tree
 from zeroplan.advise.trees.default import default_tree
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.hardware.spec import Topology
-from zeroplan.memory.estimate import Scenario, scenario_notes
+from zeroplan.memory.assumptions import scenario_notes
+from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import Engine, Precision
 from zeroplan.perf.collectives import check_topology, default_topology
 
