@@ -22,7 +22,7 @@ from zeroplan.models.mesh import Schedule
 from zeroplan.units import Unit
 
 # The defaults every command shows are the inputs' own (memory/setup.py), as ScenarioArgs's and the Python
-# API's are (zeroplan/scenario/, zeroplan/api/runs.py); counts become text, as typed.
+# API's are (zeroplan/scenario/args.py, zeroplan/api/runs.py); counts become text, as typed.
 SETUP, PARALLELISM = TrainingSetup(), Parallelism()
 
 

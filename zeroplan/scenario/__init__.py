@@ -1,17 +1,17 @@
-"""From what a user typed to a Scenario, and the estimates it answers: resolve the model and hardware,
-build the training setup and DeepSpeed knobs, read a --deepspeed-config, call the calculator.
+"""From what a user typed (ScenarioArgs, scenario/args.py) to a Scenario, and the estimates it answers: resolve the
+model and hardware, build the training setup and DeepSpeed knobs, read a --deepspeed-config, call the calculator.
 
 Shared by the CLI, the checks and the Python API. Raises ZeroplanError for bad input; never prints or exits.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeroplan.errors import SpecError, UsageError, ZeroplanError
-from zeroplan.hardware.presets import DEFAULT_HARDWARE, load_hardware
+from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.estimate import (
     Scenario,
@@ -20,15 +20,9 @@ from zeroplan.memory.estimate import (
     summarize_model,
 )
 from zeroplan.memory.setup import (
-    Attention,
-    Checkpointing,
     DeepSpeedKnobs,
     Engine,
-    Loss,
-    OffloadDevice,
-    Optimizer,
     Parallelism,
-    Precision,
     TrainingSetup,
     ZeroStage,
     parse_checkpointing,
@@ -37,6 +31,7 @@ from zeroplan.memory.setup import (
 from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
+from zeroplan.scenario.args import KNOB_OPTIONS, ScenarioArgs  # the package's names: what a caller fills
 from zeroplan.units import parse_count
 from zeroplan.validate import validated
 
@@ -44,80 +39,6 @@ if TYPE_CHECKING:  # imported where used: `estimate` never loads the DeepSpeed-c
     from zeroplan.deepspeed.reader import DeepSpeedConfig
     from zeroplan.deepspeed.source import DeepSpeedSource
     from zeroplan.frameworks.apply import FromFile
-
-
-_SETUP, _PARALLELISM = TrainingSetup(), Parallelism()  # the defaults, as the CLI shows them (cli/options.py)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScenarioArgs:
-    """The options that describe one planned run, as typed on the command line (numbers still text).
-
-    `scenario()` parses the numbers and validates the calculators' inputs from them (zeroplan.validate), so a
-    bad value is one SpecError line naming it.
-    """
-
-    model: str | None = None
-    params: str | None = None
-    largest_layer: str | None = None
-    gpus: str = str(_PARALLELISM.gpus)
-    nodes: str | None = None  # None: the fewest nodes of the hardware's size (memory.setup.spread_gpus)
-    hardware: str = DEFAULT_HARDWARE
-    precision: Precision = _SETUP.precision
-    optimizer: Optimizer = _SETUP.optimizer
-    fp32_grad_accum: bool = _SETUP.fp32_grad_accum
-    seq_len: str = str(_SETUP.seq_len)
-    micro_batch: str = str(_SETUP.micro_batch)
-    grad_accum: str = str(_SETUP.grad_accum)
-    checkpointing: Checkpointing | str = _SETUP.checkpointing  # str: every:N (memory.setup.parse_checkpointing)
-    attention: Attention = _SETUP.attention
-    loss: Loss = _SETUP.loss
-    offload_optimizer: OffloadDevice = OffloadDevice.none
-    offload_param: OffloadDevice = OffloadDevice.none
-    reduce_bucket_size: str | None = None
-    overlap_comm: bool | None = None
-    prefetch_bucket_size: str | None = None
-    max_live_parameters: str | None = None
-    param_persistence_threshold: str | None = None
-    sub_group_size: str | None = None
-    hpz_partition_size: str | None = None
-    cuda_context_gib: float | None = None
-    nccl_gib: float | None = None
-    fragmentation: float | None = None
-    deepspeed_config: str | None = None
-    engine: Engine = Engine.deepspeed
-    from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it
-    from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
-    # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.
-    freeze: str | None = None  # comma-separated globs over HF parameter names
-    lora_rank: str | None = None
-    lora_targets: str | None = None  # comma-separated module names, or all-linear
-    lora_dropout: float | None = None
-    dora: bool = False
-    modules_to_save: str | None = None
-    qlora: bool = False
-    quant_type: str = "nf4"
-    double_quant: bool = False
-    quant_storage: str = "uint8"
-    load_in_8bit: bool = False
-    adapter_config: str | None = None  # a peft adapter_config.json
-    optimizer_in_backward: bool = False  # torchtune's optimizer_in_bwd
-    # Set by a --from file only (zeroplan.frameworks.tuning), resolved against the model: LoRA on every linear
-    # but the head, named one by one, plus these comma-separated names; and a rule for what trains, the rest frozen.
-    lora_linear_names: str | None = None
-    train_only: object | None = None  # zeroplan.frameworks.tuning.TrainOnly
-    given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
-
-
-# CLI option -> DeepSpeedKnobs field, for the knobs given as element counts.
-KNOB_OPTIONS = {
-    "reduce_bucket_size": "reduce_bucket_size",
-    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
-    "max_live_parameters": "stage3_max_live_parameters",
-    "param_persistence_threshold": "stage3_param_persistence_threshold",
-    "sub_group_size": "sub_group_size",
-    "hpz_partition_size": "zero_hpz_partition_size",
-}
 
 
 def resolve_model(model: str | None, params: str | None, largest_layer: str | None,
