@@ -64,3 +64,27 @@ def test_what_is_adapted_is_what_peft_wraps(family: str, targets: str, tmp_path:
         assert f"peft adapts {routers + experts} MoE parameters ({kinds})" in notes
     else:
         assert "peft adapts" not in notes
+
+
+# transformers 5 names GPT-NeoX's head lm_head (it was embed_out): all-linear leaves it out as peft does, by the
+# output-embedding rule, and zeroplan finds it by that name (models.named.OUTPUT_HEAD).
+NEOX = {"model_type": "gpt_neox", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 96}
+
+
+def test_all_linear_on_gpt_neox_leaves_the_head_out_as_peft_does(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    from peft.tuners.lora.layer import Linear
+
+    config = transformers.AutoConfig.for_model("gpt_neox", **{k: v for k, v in NEOX.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = peft.get_peft_model(transformers.AutoModelForCausalLM.from_config(config),
+                                    peft.LoraConfig(r=8, target_modules="all-linear"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(NEOX))
+    finetune = zeroplan.to_dict(zeroplan.estimate(model=path, lora_rank=8, lora_targets="all-linear", stage=3, gpus=1,
+                                                  hardware=None))["finetune"]
+    ours = (finetune["num_trainable_params"], finetune["num_params_with_adapters"], finetune["adapted_linears"])
+    assert ours == (*model.get_nb_trainable_parameters(), sum(isinstance(m, Linear) for m in model.modules()))
