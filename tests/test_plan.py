@@ -5,7 +5,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from zeroplan.check.plan import Plan, merge_setup
+from zeroplan.check.merge import merge_setup
+from zeroplan.check.plan import Plan
 from zeroplan.check.planfiles import load_plan
 from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.errors import SpecError, ZeroplanError

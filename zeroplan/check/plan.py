@@ -4,12 +4,12 @@ Key names follow DeepSpeed where it has one (train_batch_size, train_micro_batch
 gradient_accumulation_steps), Hugging Face where it has one (attn_implementation), and zeroplan's CLI
 options otherwise (precision, optimizer, seq_len, checkpointing). Schema: docs/checks.md.
 
-Pure: check/planfiles.py reads the file, resolves the presets and the DeepSpeed config, and builds the Scenario.
+Pure: check/planfiles.py reads the file, resolves the presets and the DeepSpeed config, and builds the Scenario;
+check/merge.py settles the plan's training setup against that config.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,7 +21,6 @@ from pydantic import (
 )
 
 from zeroplan.deepspeed.batch import BATCH_KEYS
-from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.errors import ZeroplanError
 from zeroplan.frozen import Frozen
 from zeroplan.hardware.spec import Topology
@@ -57,7 +56,6 @@ def _count(value: Any) -> Any:
 Count = Annotated[PositiveInt, BeforeValidator(_count)]
 MICRO, GAS, TBS = BATCH_KEYS  # train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size
 
-# Hugging Face `attn_implementation` values; all but eager keep no score matrices (zeroplan's `flash`).
 def _checkpointing_text(value: str) -> str:
     try:
         parse_checkpointing(value)
@@ -70,6 +68,7 @@ def _checkpointing_text(value: str) -> str:
 CheckpointingText = Annotated[
     str, BeforeValidator(lambda v: v.value if isinstance(v, Checkpointing) else v), AfterValidator(_checkpointing_text)
 ]
+# Hugging Face `attn_implementation` values; all but eager keep no score matrices (zeroplan's `flash`).
 AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
 
 
@@ -223,85 +222,3 @@ class Plan(Frozen):
         if self.topology is Topology.pcie or intra_node_fabric == "pcie":
             return Topology.pcie
         return Topology.nvlink
-
-
-def _deepspeed_batch(config: DeepSpeedConfig, dp: int) -> dict[str, tuple[int, bool]]:
-    """key -> (value, derived by DeepSpeed) for each batch value the config states or DeepSpeed derives from it."""
-    given = {key: getattr(config, key) for key in BATCH_KEYS if getattr(config, key) is not None}
-    triple = config.batch(dp)
-    if triple is None:
-        return {key: (value, False) for key, value in given.items()}
-    derived = dict(zip(BATCH_KEYS, (triple.micro_batch, triple.grad_acc, triple.train_batch)))
-    return {key: (value, key not in given) for key, value in derived.items()}
-
-
-def merge_setup(plan: Plan, config: DeepSpeedConfig) -> tuple[TrainingSetup, list[str]]:
-    """The setup the run has, and every stated value that disagrees with it (Hugging Face refuses those too).
-
-    The plan's values first; what it leaves open from the DeepSpeed config (as given, or derived by
-    DeepSpeed's batch rule), else the defaults. `config` is read without the plan's setup, so its
-    `"auto"` values are still open.
-    """
-    t, dp, origin = plan.training, plan.data_parallel, config.origin
-    theirs = _deepspeed_batch(config, dp)
-    micro, gas = plan.batch(theirs.get(MICRO, (None,))[0], theirs.get(GAS, (None,))[0])
-    ours = {MICRO: micro, GAS: gas, TBS: micro * gas * dp}
-    problems = []
-    uneven = t.train_batch_size is not None and t.train_batch_size != ours[TBS]
-    if uneven:
-        problems.append(f"training.train_batch_size ({t.train_batch_size}) is not a whole multiple of "
-                        f"{MICRO} x gpus ({micro} x {dp}, the micro-batch {origin} gives)")  # fmt: skip
-    for key, (value, derived) in theirs.items():
-        # Only what the plan says can disagree with the config; the config against itself is DeepSpeed's
-        # batch assert, the batch-identity rule's finding (which --ignore and every report format see).
-        if value != ours[key] and not (key == TBS and uneven) and _plan_states(t, key):
-            how = " (derived by DeepSpeed)" if derived else ""
-            problems.append(f"training.{key} is {ours[key]}{_how(t, key)} but {origin} gives {value}{how}")
-    pinned = config.setup_fields()
-    precision = pinned.get("precision")
-    if "precision" in t.model_fields_set and precision is not None and precision is not t.precision:
-        problems.append(f"training.precision is {t.precision.value} but {origin} makes DeepSpeed run {precision.value}")
-    update = {"fp32_grad_accum": pinned["fp32_grad_accum"]}
-    if precision is not None and "precision" not in t.model_fields_set:
-        update["precision"] = precision
-    return replace(plan.setup(micro, gas), **update), problems
-
-
-def assumed_fields(plan: Plan, config: DeepSpeedConfig) -> frozenset[str]:
-    """The setup fields the run takes from zeroplan's defaults: neither the plan nor the config (read without
-    the plan's setup) states them. The config's "auto" values that take them say so."""
-    t, theirs = plan.training, _deepspeed_batch(config, plan.data_parallel)
-    found = {"precision"} if "precision" not in t.model_fields_set and config.precision_left_open else set()
-    found |= {field for key, field in ((MICRO, "micro_batch"), (GAS, "grad_accum"))
-              if not _plan_states(t, key) and key not in theirs}  # fmt: skip
-    return frozenset(found)
-
-
-def settle_precision(plan: Plan, setup: TrainingSetup, config: DeepSpeedConfig) -> tuple[TrainingSetup, list[str]]:
-    """The setup with the precision DeepSpeed runs, read with its "auto" filled (config read with `setup`).
-
-    One precision for the run: a plan that states another is refused, as in merge_setup; otherwise the config's
-    is used, so what an "auto" resolved to (or a section Accelerate adds) and the byte recipe agree.
-    """
-    pinned, t = config.setup_fields(), plan.training
-    if "precision" in t.model_fields_set and pinned["precision"] is not t.precision:
-        runs = pinned["precision"].value
-        return setup, [f"training.precision is {t.precision.value} but {config.origin} makes DeepSpeed run {runs}"]
-    return replace(setup, precision=pinned["precision"], fp32_grad_accum=pinned["fp32_grad_accum"]), []
-
-
-def _plan_states(training: Training, key: str) -> bool:
-    """Whether the plan gives `key`: stated, or derived from batch values it states."""
-    stated = training.model_fields_set
-    return key in stated or {
-        TBS: bool({MICRO, GAS} & stated), GAS: TBS in stated, MICRO: {TBS, GAS} <= stated,
-    }.get(key, False)
-
-
-def _how(training: Training, key: str) -> str:
-    """'' for a value the plan states, else ' (derived)' or ' (default)'."""
-    stated = training.model_fields_set
-    if key in stated:
-        return ""
-    derived = key == TBS or (key == GAS and TBS in stated) or (key == MICRO and {TBS, GAS} <= stated)
-    return " (derived)" if derived else " (default)"

@@ -1,8 +1,8 @@
 """Plan files -> the runs that `zeroplan check` checks (PlannedRun: Scenario and DeepSpeedConfig).
 
-Reads through zeroplan.readers (size limit, UTF-8, safe YAML without duplicate keys); check/plan.py stays pure.
-A path inside a plan (model, hardware, deepspeed) is relative to the plan's folder. Every problem is a
-ZeroplanError whose message starts with the file.
+Reads through zeroplan.readers (size limit, UTF-8, safe YAML without duplicate keys); check/plan.py and
+check/merge.py stay pure. A path inside a plan (model, hardware, deepspeed) is relative to the plan's folder.
+Every problem is a ZeroplanError whose message starts with the file.
 """
 
 from __future__ import annotations
@@ -13,13 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zeroplan.check.findings import RunContext
-from zeroplan.check.plan import (
-    Plan,
-    PlanMesh,
-    assumed_fields,
-    merge_setup,
-    settle_precision,
-)
+from zeroplan.check.merge import assumed_fields, merge_setup, settle_precision
+from zeroplan.check.plan import Plan, PlanMesh
 from zeroplan.check.rules import check_rule_ids
 from zeroplan.deepspeed.parallel import config_mesh
 from zeroplan.deepspeed.reader import DeepSpeedConfig
