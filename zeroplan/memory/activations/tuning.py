@@ -2,9 +2,10 @@
 
 Pure: no I/O. Symbols as in zeroplan.memory.activations (T = b s tokens, e compute bytes, h hidden), a = adapter
 element bytes (4: peft keeps adapters fp32 on a 16-bit base under the PyTorch engines; e: DeepSpeed casts them).
-The per-layer rules (which saved tensor serves which gradient) are memory.activations.flow's; this module walks
-the layers in order, carrying whether the residual stream needs a gradient, and adds the embedding's and head's
-changes. Checked against peft by validation/measure_finetune_activations.py (docs/finetune.md).
+The per-layer rules (which saved tensor serves which gradient) are memory.activations.flow's (per op,
+memory.activations.site's); this module walks the layers in order, carrying whether the residual stream needs a
+gradient, and adds the embedding's and head's changes. Checked against peft by
+validation/measure_finetune_activations.py (docs/finetune.md).
 
   no / selective checkpointing: total + sum over layers of the layer deltas + the embedding's and head's
   full checkpointing: layer inputs kept as before; total + the head's + the change in
@@ -16,10 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import recompute_extra_bytes
-from zeroplan.memory.activations.flow import Site, layer_change, norm_change
+from zeroplan.memory.activations.flow import layer_change
 from zeroplan.memory.activations.loss import loss_bytes
 from zeroplan.memory.activations.moe import layer_kinds
 from zeroplan.memory.activations.ops import INDEX_BYTES, norm_bytes
+from zeroplan.memory.activations.site import Site, norm_change
 from zeroplan.memory.activations.terms import (
     embedding_terms,
     layer_input_saved_bytes,

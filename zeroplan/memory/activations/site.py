@@ -1,0 +1,105 @@
+"""One layer's fine-tune (Site) and what a single op saves under it: a norm, the linears reading one tensor, and
+their LoRA / DoRA adapters; memory.activations.flow walks a layer's attention and MLP with these.
+
+Pure: no I/O. Symbols as in memory.activations.flow (T tokens, e compute bytes, a adapter element bytes, r the
+rank, p the dropout). An op saves nothing for a gradient nobody needs:
+  - a linear saves its input for its weight's gradient only (the weight itself, a parameter, is not counted);
+  - a norm's `weight * x_hat` saves x_hat for the weight's gradient (e T n in LlamaRMSNorm, 4 T n in Gemma's
+    fp32 (1 + w)), the rest (the fp32 input, rsqrt, Gemma's 1 + w) for its input's; native LayerNorm saves
+    everything for either.
+peft's lora.Linear (tuners/lora/layer.py Linear.forward): x cast to the adapter dtype, dropout (nn.Identity at
+p = 0), lora_A saves its input, lora_B lora_A's output (a T r).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from zeroplan.memory.activations.ops import FP32_BYTES, MASK_BYTES
+
+
+@dataclass(frozen=True)
+class Site:
+    """One layer's fine-tune, in its own (local) names: what trains, what carries adapters, dtype and tokens."""
+
+    trained: frozenset[str]  # every dotted prefix of a local parameter name that trains (or that peft wraps)
+    adapted: frozenset[str]  # local module names with LoRA adapters
+    wrapped: tuple  # the AdaptedParams of this layer (peft ParamWrapper on experts and routers)
+    t: int
+    e: int
+    a: int
+    rank: int
+    dropout: float
+    dora: bool
+
+    @classmethod
+    def of(cls, prefix: str, trains, adapted, wrapped, t: int, e: int, a: int = 0, rank: int = 0,
+           dropout: float = 0.0, dora: bool = False) -> Site:
+        """The site under `prefix` (model.layers.i.) from full names: trainable parameters, adapted modules,
+        wrapped AdaptedParams."""
+        wrapped = tuple(replace(w, name=w.name[len(prefix):]) for w in wrapped if w.name.startswith(prefix))
+        names = [n[len(prefix):] for n in trains if n.startswith(prefix)] + [w.name for w in wrapped]
+        trained = {".".join(parts[:i]) for parts in (n.split(".") for n in names) for i in range(1, len(parts) + 1)}
+        local = frozenset(m[len(prefix):] for m in adapted if m.startswith(prefix))
+        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora)
+
+    def train(self, local: str) -> bool:
+        """A base parameter (or any under a module) of this layer trains."""
+        return local in self.trained
+
+    def changes(self, local: str) -> bool:
+        """The module's output needs a gradient whatever its input: it trains or carries an adapter."""
+        return local in self.trained or local in self.adapted
+
+
+def weight_part(style: str, rows: int, width: int, e: int) -> int:
+    """What a norm saves for its weight's gradient only (x_hat before the weight multiplies it)."""
+    if style in ("llama", "t5"):
+        return e * rows * width
+    if style in ("gemma", "olmo2"):  # Gemma's normed fp32 x (1 + w); Olmo2's weight * fp32 x_hat
+        return FP32_BYTES * rows * width
+    return 0  # native_layer_norm keeps input, mean and rstd for either gradient
+
+
+def norm_change(site: Site, local: str, style: str, full: int, rows: int, width: int, grad_in: bool) -> int:
+    """Saved bytes of one norm minus full training's."""
+    trains = site.train(local)
+    if style == "layernorm":
+        return 0 if trains or grad_in else -full
+    w = weight_part(style, rows, width, site.e)
+    return (w if trains else 0) + (full - w if grad_in else 0) - full
+
+
+def dora_bytes(t: int, n_in: int, n_out: int, e: int, a: int, dropout: float, grad_in: bool) -> int:
+    """What one DoRA linear saves beyond LoRA (peft tuners/lora/dora.py DoraLinearLayer.forward, variants.py):
+
+        p = 0: e T out (the base output, reused) + a T out (the LoRA output) + a out (the detached weight norm)
+               + a out (magnitude / norm) + a out (that minus 1, where the input needs a gradient)
+        p > 0: the base output is recomputed from the dropped-out input in the adapter dtype, a T out, and
+               F.linear keeps the weight cast to it, a out in, where the input needs a gradient and a != e.
+    The lora_B(lora_A(I)) weight is built with a graph used only detached: freed when the forward ends.
+    """
+    scale = a * n_out * (3 if grad_in else 2)
+    if dropout == 0:
+        return e * t * n_out + a * t * n_out + scale
+    weight = a * n_out * n_in if grad_in and a != e else 0
+    return 2 * a * t * n_out + scale + weight
+
+
+def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in: bool) -> int:
+    """One input tensor (x_bytes of it saved only for its linears' weights) and the linears that read it (local
+    name -> out features): what frozen weights drop and adapters add."""
+    t, e, a, r, p = site.t, site.e, site.a, site.rank, site.dropout
+    base = any(site.train(n + ".weight") for n in outs)
+    adapters = [n for n in outs if n in site.adapted]
+    shared = bool(adapters) and a == e and p == 0  # lora_A saves the input tensor itself, once for all of them
+    delta = 0 if base or shared else -x_bytes
+    for name in adapters:
+        if p > 0:
+            delta += a * t * width + (MASK_BYTES * t * width if grad_in else 0)
+        elif a != e:
+            delta += a * t * width  # the cast copy lora_A saves
+        delta += a * t * r
+        if site.dora:
+            delta += dora_bytes(t, width, outs[name], e, a, p, grad_in)
+    return delta
