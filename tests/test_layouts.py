@@ -4,15 +4,17 @@ pruning against a brute-force search, the invariants of its answer and its trace
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from zeroplan.advise.advisor import planned_scenario
 from zeroplan.advise.layouts.fit import Fitter
 from zeroplan.advise.layouts.search import rank_key, search_parallelism
-from zeroplan.advise.layouts.space import Layout, Stack, enumerate_layouts
+from zeroplan.advise.layouts.space import Layout, Stack, enumerate_layouts, virtual_stages
 from zeroplan.cli.app import app
 from zeroplan.errors import ZeroplanError
+from zeroplan.memory.activations.pipeline import rounds_divide
 from zeroplan.memory.setup import Attention, Checkpointing, ZeroStage
 from zeroplan.models.presets import load_model
 from zeroplan.scenario import ScenarioArgs, scenario
@@ -124,10 +126,14 @@ def _brute_best(model: str, gpus: int, batch: int, seq: int):
     scn = fitter.scn
     topology, timed, timing = default_topology(scn.hardware, scn.parallelism), [], {}
     space = enumerate_layouts(scn.arch, gpus, 8, seq, scn.setup.attention, batch)
-    for lay in space.layouts:
+    variants = [replace(lay, vpp=v) for lay in space.layouts if lay.stack is Stack.torchtitan
+                for v in virtual_stages(scn.arch.num_layers, lay.pp)]
+    for lay in space.layouts + tuple(variants):
         for stage in lay.stages():
             for ckpt in lay.levels((Checkpointing.none, Checkpointing.selective, Checkpointing.full)):
                 for m in fitter.micro_batches(lay):
+                    if lay.vpp > 1 and not rounds_divide(lay.pp, fitter.per_rank(lay) // m):
+                        continue
                     est = fitter.peak(lay, stage, ckpt, m)
                     if fitter.fits(est):
                         step = speed.step(fitter.scenario(lay, stage, ckpt, m), stage, topology, None, timing)
@@ -151,12 +157,12 @@ def test_answer_keeps_what_the_user_trains_and_fits():
     for p in plans:
         assert p.micro_batch * p.grad_accum * p.dp == 256 and p.tp * p.pp * p.cp * p.dp == 64
         assert p.peak_bytes <= advice.scenario.usable_bytes
-        lay = Layout(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep, dp=p.dp, stack=p.stack)
+        lay = Layout(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep, dp=p.dp, stack=p.stack, vpp=p.vpp)
         assert fitter.exact(lay, p.stage, p.checkpointing, p.micro_batch).total == p.peak_bytes
     assert [rank_key(p) for p in plans] == sorted(rank_key(p) for p in plans)
     assert len({p.mesh_key for p in plans}) == len(plans)  # one row per mesh
     assert [s.rule for s in advice.trace] == [
-        "search.space", "search.fit", "search.pruned", "search.best", "search.runner-up"]
+        "search.space", "search.fit", "search.pruned", "search.best", "search.schedule", "search.runner-up"]
     assert advice.trace[-1].threshold == round(advice.alternatives[0].step_time_s, 6)
 
 

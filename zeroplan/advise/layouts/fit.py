@@ -2,14 +2,17 @@
 `zeroplan estimate --tp T --pp P --cp C --ep E` prints for that run (memory.estimate.evaluate on a MeshModel).
 
 What depends only on part of the layout is computed once and reused: the pipeline stages' shares of one rank
-(memory.mesh.stage_shares: tp, pp, ep and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
+(memory.mesh.stage_shares: tp, pp, ep, vpp and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
 pipeline stage's activations (memory.mesh.mesh_activation_bytes: tp, cp, sequence parallelism, pp, checkpointing,
-micro-batch and min(accumulation, pp), 1F1B's in-flight count) for every dp and ZeRO stage; each pipeline stage's
+micro-batch and min(accumulation, pp), 1F1B's in-flight count; the whole accumulation and vpp under interleaved
+1F1B) for every dp and ZeRO stage; each pipeline stage's
 model states and buffers (memory.mesh.share_base) for every checkpointing and micro-batch. The peak is then
 memory.mesh.mesh_evaluate's: the largest stage_peak over the pipeline stages.
 The largest fitting micro-batch is found by bisection over the divisors of the sequences per data-parallel rank:
 peak memory grows with the micro-batch (activations are linear in it, and a pipeline stage's in-flight
-micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). Pure: no I/O.
+micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). That holds for 1F1B
+only: interleaved 1F1B's rounds make its count jump with the accumulation, so the search evaluates its schedule
+variants at every micro-batch instead (search.py). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ class Fitter:
         return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch)
 
     def shares(self, layout: Layout) -> tuple[StageShare, ...]:
-        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack),
+        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack, layout.vpp),
                        lambda: stage_shares(self.decoder, layout.mesh()))
 
     def per_rank(self, layout: Layout) -> int:
@@ -99,9 +102,10 @@ class Fitter:
         return evaluate(self.scenario(layout, stage, ckpt, micro_batch), stage)
 
     def _activations(self, scn: Scenario, layout: Layout) -> tuple[int, ...]:
-        setup = scn.setup
-        key = (scn.arch, replace(setup, grad_accum=min(setup.grad_accum, layout.pp)), layout.tp, layout.cp,
-               layout.sequence_parallel, layout.pp, layout.stack)
+        setup = scn.setup  # 1F1B's in-flight count reads min(pp - r, m): m beyond pp changes nothing
+        accumulation = min(setup.grad_accum, layout.pp) if layout.vpp == 1 else setup.grad_accum
+        key = (scn.arch, replace(setup, grad_accum=accumulation), layout.tp, layout.cp,
+               layout.sequence_parallel, layout.pp, layout.stack, layout.vpp)
         return _cached(_ACTIVATIONS, key, lambda: mesh_activation_bytes(scn.mesh, scn.arch, setup))
 
     def _stage_bases(self, scn: Scenario, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
