@@ -58,6 +58,15 @@ class Fitter:
     global_batch: int
     evaluations: int = 0
     _bases: dict[tuple, tuple[StageBase, ...]] = field(default_factory=dict)
+    _knobs: dict[ZeroStage, object] = field(default_factory=dict)
+    _meshes: dict[Layout, MeshModel] = field(default_factory=dict)
+    _parallel: Parallelism | None = None
+
+    @property
+    def _par(self) -> Parallelism:
+        if self._parallel is None:
+            self._parallel = Parallelism(gpus=self.scn.parallelism.gpus, nodes=self.scn.parallelism.nodes)
+        return self._parallel
 
     @classmethod
     def of(cls, scn: Scenario, model: str | None, budget: int, global_batch: int) -> Fitter:
@@ -80,13 +89,14 @@ class Fitter:
         """The run this configuration is: the mesh, no offload, DeepSpeed's overlap_comm default for the stage,
         accumulation filling the global batch. `zeroplan estimate` with these options prints the same peak."""
         scn = self.scn
-        knobs = stage_knobs(replace(scn.knobs, offload_optimizer=NONE, offload_param=NONE,
-                                    overlap_comm=scn.knobs.overlap_comm_for(stage)), stage)
+        if stage not in self._knobs:  # what depends on the stage or the layout alone is built once
+            self._knobs[stage] = stage_knobs(replace(scn.knobs, offload_optimizer=NONE, offload_param=NONE,
+                                                     overlap_comm=scn.knobs.overlap_comm_for(stage)), stage)
+        if layout not in self._meshes:
+            self._meshes[layout] = MeshModel(layout.mesh(), self.shares(layout))
         setup = replace(scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
                         grad_accum=self.per_rank(layout) // micro_batch)
-        par = Parallelism(gpus=scn.parallelism.gpus, nodes=scn.parallelism.nodes)
-        return replace(scn, knobs=knobs, setup=setup, parallelism=par,
-                       mesh=MeshModel(layout.mesh(), self.shares(layout)))
+        return replace(scn, knobs=self._knobs[stage], setup=setup, parallelism=self._par, mesh=self._meshes[layout])
 
     def peak(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
         """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree)."""

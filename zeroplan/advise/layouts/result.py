@@ -71,6 +71,8 @@ class SearchCounts(Frozen):
     evaluations: int = Field(description="peak-memory evaluations (each a full mesh estimate)")
     fitting: int = Field(description="layout x stage x checkpointing combinations that fit at some micro-batch")
     timed: int = Field(description="configurations (with their micro-batch) whose step time was predicted")
+    interleaved: int = Field(0, description="interleaved-1f1b configurations (virtual stages x micro-batch) weighed "
+                                            "for the pipelined 1F1B ones that could still win")
     pruned: int = Field(description="combinations skipped because a cheaper one answers for them (the trace says why)")
 
 

@@ -135,7 +135,8 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
     plans = [_plan(fitter, t) for t in shown]
     best, others = (plans[0], tuple(plans[1:])) if plans else (None, ())
     counts = SearchCounts(layouts=len(space.layouts), configurations=tally.configurations,
-                          evaluations=fitter.evaluations, fitting=tally.fitting, timed=len(tally.timed),
+                          evaluations=fitter.evaluations, fitting=tally.fitting,
+                          timed=len(tally.timed) + len(tally.variants), interleaved=tally.variants_weighed,
                           pruned=sum(tally.pruned.values()))
     trace = tuple(pre) + search_trace(space, tally, best, others, fitter, planned, stack, policy)
     return LayoutAdvice(policy=policy, scenario=planned, stack=stack, gpus=gpus, nodes=planned.parallelism.nodes,
