@@ -16,7 +16,8 @@ Degrees (docs/advisor.md, "Parallelism search"):
 Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh.
 Schedules: every mesh is weighed under 1F1B; a torchtitan mesh with pp > 1 also under interleaved 1F1B with v
 virtual stages per rank (virtual_stages: 2, torchtitan's default for a multi-stage schedule, and the VPP_LARGEST
-largest v that split and that torchtitan can be told), re-ranked by the search for its best pipelined layouts.
+largest v that split and that torchtitan can be told), weighed by the search for the pipelined 1F1B
+configurations that could still win (search._interleave).
 Pure.
 """
 
