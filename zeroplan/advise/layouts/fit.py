@@ -61,6 +61,7 @@ class Fitter:
     _knobs: dict[ZeroStage, object] = field(default_factory=dict)
     _meshes: dict[Layout, MeshModel] = field(default_factory=dict)
     _parallel: Parallelism | None = None
+    _acts: dict | None = None
 
     @property
     def _par(self) -> Parallelism:
@@ -88,42 +89,58 @@ class Fitter:
     def scenario(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> Scenario:
         """The run this configuration is: the mesh, no offload, DeepSpeed's overlap_comm default for the stage,
         accumulation filling the global batch. `zeroplan estimate` with these options prints the same peak."""
-        scn = self.scn
+        return replace(self.scn, knobs=self._stage_knobs(stage), setup=self._setup(layout, ckpt, micro_batch),
+                       parallelism=self._par, mesh=self._mesh(layout))
+
+    def _stage_knobs(self, stage: ZeroStage):
         if stage not in self._knobs:  # what depends on the stage or the layout alone is built once
-            self._knobs[stage] = stage_knobs(replace(scn.knobs, offload_optimizer=NONE, offload_param=NONE,
-                                                     overlap_comm=scn.knobs.overlap_comm_for(stage)), stage)
+            knobs = self.scn.knobs
+            self._knobs[stage] = stage_knobs(replace(knobs, offload_optimizer=NONE, offload_param=NONE,
+                                                     overlap_comm=knobs.overlap_comm_for(stage)), stage)
+        return self._knobs[stage]
+
+    def _mesh(self, layout: Layout) -> MeshModel:
         if layout not in self._meshes:
             self._meshes[layout] = MeshModel(layout.mesh(), self.shares(layout))
-        setup = replace(scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
-                        grad_accum=self.per_rank(layout) // micro_batch)
-        return replace(scn, knobs=self._knobs[stage], setup=setup, parallelism=self._par, mesh=self._meshes[layout])
+        return self._meshes[layout]
+
+    def _setup(self, layout: Layout, ckpt: Checkpointing, micro_batch: int):
+        return replace(self.scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
+                       grad_accum=self.per_rank(layout) // micro_batch)
 
     def peak(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
-        """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree)."""
+        """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree):
+        the activations and the stage bases are the only parts that depend on the configuration."""
         self.evaluations += 1
-        scn = self.scenario(layout, stage, ckpt, micro_batch)
-        acts = self._activations(scn, layout)
-        bases = self._stage_bases(scn, layout, stage)
-        found = [stage_peak(base, a, scn.overheads, scn.usable_bytes) for base, a in zip(bases, acts, strict=True)]
+        acts = self._activations(layout, ckpt, micro_batch)
+        bases = self._stage_bases(layout, stage)
+        over, usable = self.scn.overheads, self.scn.usable_bytes
+        found = [stage_peak(base, a, over, usable) for base, a in zip(bases, acts, strict=True)]
         return max(found, key=lambda e: e.total)
 
     def exact(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
         """The estimate as `zeroplan estimate` computes it, without the caches."""
         return evaluate(self.scenario(layout, stage, ckpt, micro_batch), stage)
 
-    def _activations(self, scn: Scenario, layout: Layout) -> tuple[int, ...]:
-        setup = scn.setup  # 1F1B's in-flight count reads min(pp - r, m): m beyond pp changes nothing
-        accumulation = min(setup.grad_accum, layout.pp) if layout.vpp == 1 else setup.grad_accum
-        key = (scn.arch, replace(setup, grad_accum=accumulation), layout.tp, layout.cp,
+    def _activations(self, layout: Layout, ckpt: Checkpointing, micro_batch: int) -> tuple[int, ...]:
+        if self._acts is None:  # one table per model and setup, shared by every fitter of the process
+            self._acts = _cached(_ACTIVATIONS, (self.scn.arch, self.scn.setup), dict)
+        m = self.per_rank(layout) // micro_batch
+        # 1F1B's in-flight count reads min(pp - r, m): m beyond pp changes nothing
+        key = (ckpt, micro_batch, min(m, layout.pp) if layout.vpp == 1 else m, layout.tp, layout.cp,
                layout.sequence_parallel, layout.pp, layout.stack, layout.vpp)
-        return _cached(_ACTIVATIONS, key, lambda: mesh_activation_bytes(scn.mesh, scn.arch, setup))
+        if key not in self._acts:
+            self._acts[key] = mesh_activation_bytes(self._mesh(layout), self.scn.arch,
+                                                    self._setup(layout, ckpt, micro_batch))
+        return self._acts[key]
 
-    def _stage_bases(self, scn: Scenario, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
+    def _stage_bases(self, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
         key = (layout, stage)
         if key not in self._bases:
+            scn, mesh, knobs = self.scn, self._mesh(layout), self._stage_knobs(stage)
             self._bases[key] = tuple(
-                share_base(scn.mesh, share, scn.recipe, stage, scn.parallelism, scn.knobs, scn.arch.hidden_size)
-                for share in scn.mesh.shares)
+                share_base(mesh, share, scn.recipe, stage, self._par, knobs, scn.arch.hidden_size)
+                for share in mesh.shares)
         return self._bases[key]
 
     def fits(self, est: StageEstimate) -> bool:
