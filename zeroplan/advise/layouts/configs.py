@@ -44,7 +44,7 @@ def autotp_config(advice: LayoutAdvice) -> dict:
     train_batch_size = micro x accumulation x the whole world size (deepspeed/__init__.py, runtime/config.py
     v0.19.5), while the data-parallel degree under AutoTP is GPUs / tp; given micro-batch and accumulation,
     DeepSpeed derives it without the check."""
-    plan = _chosen(advice, Stack.deepspeed, "--emit-deepspeed")  # tp x dp only: no pipeline, so no schedule
+    plan = _chosen(advice, Stack.deepspeed, "--emit-deepspeed")  # AutoTP x ZeRO, tp x dp: no schedule to write
     scn = advice.scenario
     knobs = scn.knobs.__class__(**{**_knob_fields(scn.knobs), "overlap_comm": scn.knobs.overlap_comm_for(plan.stage)})
     config = ds_config(plan.stage, knobs, scn.setup.precision, micro_batch=plan.micro_batch,
