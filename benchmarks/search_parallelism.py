@@ -33,8 +33,11 @@ def sweep(model: str, hardware: str, seq_len: int, global_batch: int) -> tuple[f
     from zeroplan.advise.layouts.search import search_parallelism
     from zeroplan.scenario import ScenarioArgs, scenario
 
+    from zeroplan.memory.activations import mesh as mesh_activations
+
     fit._SHARES.clear()
     fit._ACTIVATIONS.clear()
+    mesh_activations._rank_once.cache_clear()
     rows, start, cpu = [], time.perf_counter(), time.process_time()
     for gpus in GPU_COUNTS:
         t = time.perf_counter()
