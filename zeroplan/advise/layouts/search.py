@@ -70,7 +70,8 @@ class Timed:
     peak: StageEstimate | None
 
     def key(self) -> tuple:
-        """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch."""
+        """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch, fewer
+        virtual stages."""
         lay = self.layout
         return (self.step.step_time_s, lay.tp * lay.pp * lay.cp, lay.ep, int(self.stage),
                 RECOMPUTE_RANK[self.checkpointing], -self.micro_batch, lay.vpp)
