@@ -7,7 +7,7 @@ In-process, one core: for each GPU count 8, 16, ..., 1024 the whole search (enum
 ranking, trace) runs as `zeroplan.advise.layouts.search.search_parallelism`; the first pass of each repeat starts
 from empty caches (the caches are cleared before it), so every repeat measures the full sweep cold. It prints a
 markdown table per GPU count (meshes, layout x stage x checkpointing combinations weighed, memory evaluations,
-configurations timed, wall seconds) and the total, with evaluations per CPU second. The budget
+configurations timed, interleaved-1f1b variants weighed, wall seconds) and the total, with evaluations per CPU second. The budget
 (docs/benchmarks.md): the whole sweep under 2 s of CPU time (process_time: on a shared machine the wall clock
 also counts other processes' turns; both are printed, with the load average). No test asserts on time; this
 script does and exits 1 when the median sweep is over.
@@ -33,16 +33,19 @@ def sweep(model: str, hardware: str, seq_len: int, global_batch: int) -> tuple[f
     from zeroplan.advise.layouts.search import search_parallelism
     from zeroplan.scenario import ScenarioArgs, scenario
 
+    from zeroplan.memory.activations import mesh as mesh_activations
+
     fit._SHARES.clear()
     fit._ACTIVATIONS.clear()
+    mesh_activations._rank_once.cache_clear()
     rows, start, cpu = [], time.perf_counter(), time.process_time()
     for gpus in GPU_COUNTS:
         t = time.perf_counter()
         scn = scenario(ScenarioArgs(model=model, gpus=str(gpus), hardware=hardware, seq_len=str(seq_len)))
         advice = search_parallelism(scn, model, global_batch=global_batch)
         c, rec = advice.counts, advice.recommendation
-        rows.append((gpus, c.layouts, c.configurations, c.evaluations, c.timed, time.perf_counter() - t,
-                     rec.describe() if rec else "nothing fits"))
+        rows.append((gpus, c.layouts, c.configurations, c.evaluations, c.timed, c.interleaved,
+                     time.perf_counter() - t, rec.describe() if rec else "nothing fits"))
     return time.perf_counter() - start, time.process_time() - cpu, rows
 
 
@@ -61,10 +64,10 @@ def main() -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.model} on {args.hardware}, seq {args.seq_len}, global batch {args.global_batch}; median of "
           f"{args.repeats} cold sweeps\n")
-    print("| GPUs | meshes | combinations | evaluations | timed | seconds | choice |")
-    print("|---|---|---|---|---|---|---|")
-    for gpus, meshes, combos, evals, timed, secs, choice in rows:
-        print(f"| {gpus} | {meshes} | {combos} | {evals:,} | {timed} | {secs:.3f} | {choice} |")
+    print("| GPUs | meshes | combinations | evaluations | timed | interleaved | seconds | choice |")
+    print("|---|---|---|---|---|---|---|---|")
+    for gpus, meshes, combos, evals, timed, inter, secs, choice in rows:
+        print(f"| {gpus} | {meshes} | {combos} | {evals:,} | {timed} | {inter} | {secs:.3f} | {choice} |")
     evals = sum(r[3] for r in rows)
     combos = sum(r[2] for r in rows)
     print(f"\ntotal: {combos:,} combinations, {evals:,} memory evaluations, {sum(r[4] for r in rows):,} timed, in "

@@ -16,12 +16,13 @@ from zeroplan.advise.layouts.configs import (
 )
 from zeroplan.advise.layouts.fit import Fitter
 from zeroplan.advise.layouts.search import search_parallelism
-from zeroplan.advise.layouts.space import Layout, Stack
+from zeroplan.advise.layouts.space import Layout, Stack, torchtitan_layers_per_stage, virtual_stages
 from zeroplan.check.findings import RunContext
 from zeroplan.check.rules import run_checks
 from zeroplan.deepspeed.reader import parse_ds_config
-from zeroplan.errors import UsageError
+from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.memory.setup import ZeroStage
+from zeroplan.models.mesh import Schedule
 from zeroplan.scenario import ScenarioArgs, scenario
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -116,3 +117,75 @@ def test_emitting_the_other_stack_is_a_usage_error():
     advice = _advice("llama-3.1-70b", 64, 256, 4096, Stack.torchtitan)
     with pytest.raises(UsageError, match="--emit-torchtitan"):
         autotp_config(advice)
+
+
+# --- the pipeline schedule --------------------------------------------------------------------------------------
+# torchtitan@238fa99 pipeline_llm: with pipeline_parallel_layers_per_stage, ceil((L + first_less + last_less) /
+# layers_per_stage) virtual stages; without it 2 per rank under a multi-stage schedule (Interleaved1F1B), 1 under
+# 1F1B. The expected keys below are worked by hand from that rule and zeroplan's split (weights 0 where L divides
+# into pp x vpp stages, else 1).
+
+def _torchtitan_stages(par: dict, num_layers: int) -> int:
+    per = par.get("pipeline_parallel_layers_per_stage")
+    weights = par["pipeline_parallel_first_stage_less_layers"] + par["pipeline_parallel_last_stage_less_layers"]
+    if per is not None:
+        return -(-(num_layers + weights) // per)
+    return par["pipeline_parallel_degree"] * (2 if par["pipeline_parallel_schedule"] == "Interleaved1F1B" else 1)
+
+
+@pytest.mark.parametrize("pp,vpp,schedule,less,per", [
+    (4, 1, "1F1B", 0, None),  # 8 layers per stage
+    (4, 2, "Interleaved1F1B", 0, None),  # torchtitan's default 2 stages per rank: 8 of 4 layers
+    (4, 8, "Interleaved1F1B", 0, 1),  # 32 stages of 1 layer
+    (4, 3, "Interleaved1F1B", 1, 3),  # E 34 over 12 stages: ceil(34 / 3) = 12
+    (2, 3, "Interleaved1F1B", 1, 6),  # E 34 over 6 stages: ceil(34 / 6) = 6
+])
+def test_torchtitan_builds_the_stages_the_plan_split(pp, vpp, schedule, less, per):
+    advice = _advice("llama-3.1-8b", 16, 64, 2048, Stack.torchtitan)
+    plan = advice.recommendation.model_copy(update={"pp": pp, "vpp": vpp, "dp": 16 // (pp * advice.recommendation.tp
+                                                                                         * advice.recommendation.cp),
+                                                    "schedule": Schedule.interleaved if vpp > 1 else
+                                                    Schedule.one_f_one_b})
+    par = torchtitan_sections(advice.model_copy(update={"recommendation": plan}))["parallelism"]
+    assert par["pipeline_parallel_schedule"] == schedule
+    assert par["pipeline_parallel_first_stage_less_layers"] == par["pipeline_parallel_last_stage_less_layers"] == less
+    assert par.get("pipeline_parallel_layers_per_stage") == per
+    assert _torchtitan_stages(par, 32) == pp * vpp
+
+
+@pytest.mark.parametrize("layers,pp,vpp,per", [(126, 8, 2, 8), (126, 8, 4, 4), (126, 4, 16, 2), (80, 4, 10, 2),
+                                               (80, 16, 3, None)])  # E 82 over 48: 2 gives 41 stages, 1 gives 82
+def test_layers_per_stage_for_torchtitan(layers, pp, vpp, per):
+    assert torchtitan_layers_per_stage(layers, pp, vpp) == per
+
+
+def test_virtual_stages_are_2_and_the_largest_torchtitan_can_be_told():
+    assert virtual_stages(126, 8) == (2, 4, 8)  # 8: 64 stages of 2 effective layers (E 128); 9..15 leave one empty
+    assert virtual_stages(32, 4) == (2, 4, 8)  # 8: one layer per chunk
+    assert virtual_stages(80, 16) == (2, 5)  # 5 divides 80 / 16; 3 and 4 leave a stage empty (E 82 over 48 or 64)
+    assert virtual_stages(80, 1) == ()
+
+
+def test_an_interleaved_choice_emits_its_schedule():
+    advice = _advice("llama-3.1-70b", 32, 64, 2048)
+    plan = advice.recommendation
+    assert (plan.tp, plan.pp, plan.schedule, plan.vpp) == (2, 4, Schedule.interleaved, 10)
+    par = tomllib.loads(torchtitan_toml(advice))["parallelism"]
+    assert (par["pipeline_parallel_schedule"], par["pipeline_parallel_layers_per_stage"]) == ("Interleaved1F1B", 2)
+    assert _torchtitan_stages(par, 80) == 40
+    step = next(s for s in advice.trace if s.rule == "search.schedule")
+    assert step.outcome == "interleaved" and step.observed == 10 and "bubble" in step.reason
+
+
+def test_a_count_torchtitan_cannot_be_told_is_refused():
+    advice = _advice("llama-3.1-8b", 16, 64, 2048, Stack.torchtitan)
+    plan = advice.recommendation.model_copy(update={"pp": 8, "vpp": 3, "schedule": Schedule.interleaved})
+    assert torchtitan_layers_per_stage(32, 8, 3) is None  # E 34 over 24: 2 gives 17 stages, 1 gives 34
+    with pytest.raises(ZeroplanError, match="cannot be told 8 x 3 virtual stages"):
+        torchtitan_sections(advice.model_copy(update={"recommendation": plan}))
+
+
+def test_deepspeed_plans_have_no_pipeline():
+    advice = _advice("llama-3.1-70b", 32, 64, 4096, Stack.deepspeed)
+    assert {(p.pp, p.schedule, p.vpp) for p in (advice.recommendation, *advice.alternatives)} == {
+        (1, Schedule.one_f_one_b, 1)}

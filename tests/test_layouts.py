@@ -4,15 +4,17 @@ pruning against a brute-force search, the invariants of its answer and its trace
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from zeroplan.advise.advisor import planned_scenario
 from zeroplan.advise.layouts.fit import Fitter
 from zeroplan.advise.layouts.search import rank_key, search_parallelism
-from zeroplan.advise.layouts.space import Layout, Stack, enumerate_layouts
+from zeroplan.advise.layouts.space import Layout, Stack, enumerate_layouts, virtual_stages
 from zeroplan.cli.app import app
 from zeroplan.errors import ZeroplanError
+from zeroplan.memory.activations.pipeline import rounds_divide
 from zeroplan.memory.setup import Attention, Checkpointing, ZeroStage
 from zeroplan.models.presets import load_model
 from zeroplan.scenario import ScenarioArgs, scenario
@@ -77,21 +79,23 @@ def test_deepspeed_stack_keeps_tp_x_dp_only():
 
 # --- the fit is what `zeroplan estimate --tp ..` prints ---------------------------------------------------------------
 
-@pytest.mark.parametrize("model,tp,pp,cp,ep,stack,stage,ckpt,micro,batch", [
+@pytest.mark.parametrize("model,tp,pp,cp,ep,stack,stage,ckpt,micro,batch,vpp", [(*row, 1)[:11] for row in [
     ("llama-3.1-8b", 2, 2, 2, 1, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
     ("llama-3.1-8b", 4, 1, 1, 1, Stack.deepspeed, ZeroStage.zero1, Checkpointing.none, 1, 16),
     ("llama-3.1-8b", 1, 4, 1, 1, Stack.torchtitan, ZeroStage.zero2, Checkpointing.selective, 4, 64),
     ("llama-3.1-8b", 8, 2, 1, 1, Stack.torchtitan, ZeroStage.zero0, Checkpointing.none, 1, 8),
     ("qwen3-30b-a3b", 2, 1, 2, 4, Stack.torchtitan, ZeroStage.zero3, Checkpointing.full, 2, 32),
-])
-def test_fit_equals_estimate_cli(runner, tmp_path, model, tp, pp, cp, ep, stack, stage, ckpt, micro, batch):
+    ("llama-3.1-8b", 2, 4, 1, 1, Stack.torchtitan, ZeroStage.zero3, Checkpointing.none, 1, 48, 3),  # uneven chunks
+    ("llama-3.1-8b", 1, 4, 1, 1, Stack.torchtitan, ZeroStage.zero2, Checkpointing.full, 2, 64, 8),
+]])
+def test_fit_equals_estimate_cli(runner, tmp_path, model, tp, pp, cp, ep, stack, stage, ckpt, micro, batch, vpp):
     """torchtitan layouts against `estimate --tp ..`; DeepSpeed ones against `estimate --deepspeed-config` with the
     AutoTP config (the embedding and logits whole, as zeroplan reads tensor_parallel.autotp_size)."""
     from zeroplan.deepspeed.emit import ds_config
 
     gpus = 16
     fitter = _fitter(model, gpus, batch)
-    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), stack=stack)
+    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), stack=stack, vpp=vpp)
     ga = batch // layout.dp // micro
     cached, exact = fitter.peak(layout, stage, ckpt, micro), fitter.exact(layout, stage, ckpt, micro)
     args = ["estimate", "--model", model, "--gpus", str(gpus), "--hardware", H100, "--checkpointing", ckpt.value,
@@ -105,7 +109,7 @@ def test_fit_equals_estimate_cli(runner, tmp_path, model, tp, pp, cp, ep, stack,
         args += ["--deepspeed-config", str(path)]
     else:
         args += ["--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--stage", str(int(stage)),
-                 "--micro-batch", str(micro), "--grad-accum", str(ga)]
+                 "--micro-batch", str(micro), "--grad-accum", str(ga)] + ["--vpp", str(vpp)] * (vpp > 1)
     res = runner.invoke(app, args + ["--sequence-parallel"] * layout.sequence_parallel)
     assert res.exit_code == 0, res.output
     printed = json.loads(res.stdout)["stages"][0]["gpu_bytes"]["total"]
@@ -124,10 +128,14 @@ def _brute_best(model: str, gpus: int, batch: int, seq: int):
     scn = fitter.scn
     topology, timed, timing = default_topology(scn.hardware, scn.parallelism), [], {}
     space = enumerate_layouts(scn.arch, gpus, 8, seq, scn.setup.attention, batch)
-    for lay in space.layouts:
+    variants = [replace(lay, vpp=v) for lay in space.layouts if lay.stack is Stack.torchtitan
+                for v in virtual_stages(scn.arch.num_layers, lay.pp)]
+    for lay in space.layouts + tuple(variants):
         for stage in lay.stages():
             for ckpt in lay.levels((Checkpointing.none, Checkpointing.selective, Checkpointing.full)):
                 for m in fitter.micro_batches(lay):
+                    if lay.vpp > 1 and not rounds_divide(lay.pp, fitter.per_rank(lay) // m):
+                        continue
                     est = fitter.peak(lay, stage, ckpt, m)
                     if fitter.fits(est):
                         step = speed.step(fitter.scenario(lay, stage, ckpt, m), stage, topology, None, timing)
@@ -151,13 +159,16 @@ def test_answer_keeps_what_the_user_trains_and_fits():
     for p in plans:
         assert p.micro_batch * p.grad_accum * p.dp == 256 and p.tp * p.pp * p.cp * p.dp == 64
         assert p.peak_bytes <= advice.scenario.usable_bytes
-        lay = Layout(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep, dp=p.dp, stack=p.stack)
+        lay = Layout(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep, dp=p.dp, stack=p.stack, vpp=p.vpp)
         assert fitter.exact(lay, p.stage, p.checkpointing, p.micro_batch).total == p.peak_bytes
     assert [rank_key(p) for p in plans] == sorted(rank_key(p) for p in plans)
     assert len({p.mesh_key for p in plans}) == len(plans)  # one row per mesh
     assert [s.rule for s in advice.trace] == [
-        "search.space", "search.fit", "search.pruned", "search.best", "search.runner-up"]
+        "search.space", "search.fit", "search.pruned", "search.best", "search.schedule", "search.runner-up"]
     assert advice.trace[-1].threshold == round(advice.alternatives[0].step_time_s, 6)
+    schedule = advice.trace[-2]  # the choice has no pipeline: 1F1B, with what interleaving was weighed
+    assert (schedule.outcome, schedule.observed) == ("1f1b", 1) and "no pipeline in the chosen layout" in schedule.reason
+    assert advice.counts.interleaved > 0 and "zero-bubble schedules (zbv, interleaved-zb) not searched" in schedule.reason
 
 
 def test_nothing_fits_is_an_answer_with_the_closest_miss():

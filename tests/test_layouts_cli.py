@@ -16,8 +16,10 @@ def test_json_has_the_documented_keys(runner):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["search"] == "parallelism" and data["gpus"] == 32 and data["global_batch"] == 64
-    assert set(data["counts"]) == {"layouts", "configurations", "evaluations", "fitting", "timed", "pruned"}
+    assert set(data["counts"]) == {"layouts", "configurations", "evaluations", "fitting", "timed", "interleaved",
+                                   "pruned"}
     rec = data["recommendation"]
+    assert rec["schedule"] in ("1f1b", "interleaved-1f1b") and (rec["vpp"] > 1) is (rec["schedule"] != "1f1b")
     assert rec["tp"] * rec["pp"] * rec["cp"] * rec["dp"] == 32
     assert rec["micro_batch"] * rec["grad_accum"] * rec["dp"] == 64
     assert data["trace"][0]["rule"] == "search.space"

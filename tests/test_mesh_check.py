@@ -37,8 +37,9 @@ def _plan(tmp_path, mesh: dict | None, gpus: int = 8, model: str = "llama-3.1-8b
     ({"pp": 4, "pp_first_layers": 7, "pp_last_layers": 8}, 8, "llama-3.1-8b",
      ["32 layers less 7 + 8 (first/last stages) = 17 do not split evenly over the 2 middle pipeline stages "
       "(Megatron-LM's rule)"]),
-    ({"pp": 4, "vpp": 3}, 8, "llama-3.1-8b", ["32 layers do not split evenly into --pp 4 x --vpp 3 = 12 pipeline stages "
-                                              "(uneven splits are modelled for one chunk per rank only)"]),
+    ({"pp": 8, "vpp": 5}, 8, "llama-3.1-8b", ["32 layers do not split into --pp 8 x --vpp 5 = 40 pipeline stages: "
+                                              "torchtitan's split of 34 effective layers (embedding and head weigh one "
+                                              "each) leaves a stage empty"]),
     ({"ep": 3}, 12, "llama-3.1-8b", ["--ep 3 divides experts, and llama has none"]),
 ])
 def test_each_mesh_problem_is_one_finding_with_the_numbers(tmp_path, mesh, gpus, model, messages):

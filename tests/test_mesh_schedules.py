@@ -107,7 +107,7 @@ def test_gpipe_holds_every_micro_batch():
     (["--pp", "4", "--pp-schedule", "zbv", "--vpp", "4"], "--pp-schedule zbv runs exactly 2 model chunks per rank"),
     (["--pp", "4", "--pp-schedule", "gpipe", "--vpp", "2"], "--vpp 2 interleaves model chunks: give --pp-schedule"),
     (["--pp", "4", "--vpp", "2", "--grad-accum", "9"], "9 micro-batches (gradient accumulation) is not a multiple of the 2 rounds"),
-    (["--pp", "4", "--vpp", "3"], "32 layers do not split evenly into --pp 4 x --vpp 3 = 12 pipeline stages"),
+    (["--pp", "8", "--vpp", "5"], "32 layers do not split into --pp 8 x --vpp 5 = 40 pipeline stages"),
 ])
 def test_schedules_no_stack_runs_are_one_line(runner, args, message):
     from zeroplan.cli.app import app

@@ -10,7 +10,7 @@ from __future__ import annotations
 from zeroplan.errors import ZeroplanError
 from zeroplan.megatron.theory import MegatronArgs, padded_vocab_size
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.mesh import Mesh, check_mesh
+from zeroplan.models.mesh import Mesh, check_mesh, megatron_problems
 
 
 def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: int, distributed_optimizer: bool,
@@ -25,9 +25,8 @@ def megatron_args(arch: Architecture, mesh: Mesh, *, seq_len: int, micro_batch: 
     if mesh.pp_first_layers is not None or mesh.pp_last_layers is not None:
         raise ZeroplanError("--method megatron: Megatron's theoretical-memory formula counts L / pp layers per stage; "
                             "--pp-first-layers / --pp-last-layers are modelled by zeroplan's own method only")
-    if arch.num_layers % mesh.pp:
-        raise ZeroplanError(f"--method megatron: {arch.num_layers} layers do not split evenly into --pp {mesh.pp} "
-                            "stages (Megatron-LM's default split; zeroplan's own method takes torchtitan's uneven one)")
+    if found := megatron_problems(mesh, arch.num_layers):
+        raise ZeroplanError(found[0])
     return MegatronArgs(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,

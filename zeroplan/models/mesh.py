@@ -3,9 +3,9 @@ model needs to be laid out on it, checked once for every method (zeroplan's own 
 
 The checks are Megatron-LM's (megatron/training/arguments.py): the GPU count a multiple of tp x pp x cp, heads and
 key-value heads multiples of tp, experts a multiple of ep; layers must split into the pipeline stages as the
-stacks split them (split_problems: Megatron-LM's first/last stage counts, torchtitan's default when they do not
-divide; equal chunks under the interleaved and zbv schedules). Each failure
-is one line with the numbers. Pure: no I/O.
+stacks split them (split_problems: Megatron-LM's first/last stage counts, torchtitan's default over pp x chunks
+stages when they do not divide, chunks under the interleaved and zbv schedules included; megatron_problems:
+Megatron-LM's even split, each rank's layers a multiple of vpp). Each failure is one line with the numbers. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -165,29 +165,43 @@ def layer_counts(mesh: Mesh, num_layers: int) -> tuple[int, ...]:
 
 
 def split_problems(mesh: Mesh, num_layers: int) -> list[str]:
-    """Why `num_layers` do not split into `mesh`'s pipeline stages, one line (empty: they do). One chunk per rank
-    splits as the stacks allow (stage_layer_counts: Megatron-LM's first/last counts, torchtitan's default for a
-    count that does not divide); the interleaved and zbv schedules keep equal chunks (zeroplan models no other)."""
+    """Why `num_layers` do not split into `mesh`'s pipeline stages, one line (empty: they do). A DeepSpeed
+    PipelineEngine partition is checked as given (_partition_problems). Otherwise the pp x chunks stages (chunks: vpp
+    under the interleaved schedules, 2 under zbv) split as stage_layer_counts says: equal where the layers divide,
+    else torchtitan's default, which splits num_stages = pp x stages-per-rank the same way
+    (pytorch/torchtitan@238fa99:torchtitan/distributed/pipeline_parallel.py pipeline_llm and
+    generate_llm_fqn_per_model_part); Megatron-LM's first/last counts with one chunk per rank only (Megatron-LM
+    with vpp splits each rank's layers evenly into its chunks: megatron_problems)."""
     if mesh.pipe_partition is not None:
         return _partition_problems(mesh, num_layers)
     stages = mesh.pp * mesh.chunks
     explicit = mesh.pp_first_layers is not None or mesh.pp_last_layers is not None
-    if mesh.chunks > 1:
-        what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
-                f"--pp {mesh.pp} x 2 model chunks (zbv) = {stages}")
-        if explicit:
-            return [f"--pp-first-layers / --pp-last-layers with {what} model chunks are not modelled (one chunk per "
-                    "rank only)"]
-        if num_layers % stages:
-            return [f"{num_layers} layers do not split evenly into {what} pipeline stages (uneven splits are modelled "
-                    "for one chunk per rank only)"]
-        return []
+    what = (f"--pp {mesh.pp} x --vpp {mesh.vpp} = {stages}" if mesh.vpp and mesh.vpp > 1 else
+            f"--pp {mesh.pp} x {ZBV_CHUNKS} model chunks (zbv) = {stages}")
+    if mesh.chunks > 1 and explicit:
+        return [f"--pp-first-layers / --pp-last-layers with {what} model chunks are not modelled (one chunk per "
+                "rank only)"]
     if mesh.pp == 1 and not explicit:
         return []
     try:
         stage_layer_counts(num_layers, stages, mesh.pp_first_layers, mesh.pp_last_layers)
     except ZeroplanError as e:
-        return [str(e)]
+        return [str(e).replace(f" {stages} pipeline stages", f" {what} pipeline stages") if mesh.chunks > 1 else str(e)]
+    return []
+
+
+def megatron_problems(mesh: Mesh, num_layers: int) -> list[str]:
+    """Megatron-LM's own split rule, one line (empty: it splits): L / pp layers per rank (its default split), and
+    with virtual stages each rank's layers a multiple of vpp (NVIDIA/Megatron-LM@d98e8a6:
+    megatron/core/transformer/transformer_block.py, `num_layers_per_pipeline_rank % vp_size == 0`)."""
+    if num_layers % mesh.pp:
+        return [f"--method megatron: {num_layers} layers do not split evenly into --pp {mesh.pp} stages (Megatron-LM's "
+                "default split; zeroplan's own method takes torchtitan's uneven one)"]
+    per_rank, v = num_layers // mesh.pp, mesh.vpp or 1
+    if v > 1 and per_rank % v:
+        return [f"--method megatron: {num_layers} layers do not split evenly into --pp {mesh.pp} x --vpp {v} = "
+                f"{mesh.pp * v} pipeline stages ({per_rank} layers per rank is not a multiple of --vpp {v}: "
+                "Megatron-LM's rule; zeroplan's own method takes torchtitan's uneven split)"]
     return []
 
 

@@ -168,7 +168,7 @@ def mesh_step(layout: MeshLayout, setup: TrainingSetup, stage: ZeroStage, knobs:
     """Step time, tokens/s/GPU and MFU of one optimizer step on `layout`'s mesh at ZeRO `stage`.
 
     t_step = (m + B) max_s t_mb(s) + max_s ZeRO_exposed(s); m = setup.grad_accum micro-batches per pipeline,
-    B = bubble_micro_batches(mesh); t_mb per perf/mesh_comm.stage_cost. docs/throughput.md, "Mesh".
+    B = bubble_micro_batches(mesh, m); t_mb per perf/mesh_comm.stage_cost. docs/throughput.md, "Mesh".
     """
     eta = layout.hw.default_mfu if mfu is None else mfu
     if not 0 < eta <= 1:
@@ -182,7 +182,7 @@ def mesh_step(layout: MeshLayout, setup: TrainingSetup, stage: ZeroStage, knobs:
         flops_run += (fwd + bwd) * w.count
     slow = max(range(len(costs)), key=lambda i: costs[i].micro_batch_s)
     cost = costs[slow]
-    bubble_s = bubble_micro_batches(mesh) * cost.micro_batch_s
+    bubble_s = bubble_micro_batches(mesh, m) * cost.micro_batch_s
     exposed, zero_s, terms = [], 0.0, ()
     for w, c in zip(layout.stages, costs):
         found = zero_terms(layout, w, stage, knobs, setup.precision.compute_bytes)

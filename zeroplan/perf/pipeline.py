@@ -13,11 +13,18 @@ from __future__ import annotations
 from zeroplan.errors import ZeroplanError
 from zeroplan.models.mesh import Mesh, Schedule
 
-def bubble_micro_batches(mesh: Mesh) -> float:
+def bubble_micro_batches(mesh: Mesh, micro_batches: int | None = None) -> float:
     """Idle time per optimizer step, in micro-batch (forward + backward) times of one stage.
 
-    1F1B, GPipe: p - 1; interleaved 1F1B: (p - 1) / v (arXiv:2104.04473 2.2); ZB-V: 0 with T_F = T_B = T_W
+    1F1B, GPipe: p - 1; interleaved 1F1B: (p - 1) / v (arXiv:2104.04473 2.2) for m >= p micro-batches; with
+    m < p the ring cannot fill: max(p - m, 0) + (min(m, p) - 1) / v. ZB-V: 0 with T_F = T_B = T_W
     (arXiv:2401.10241). The interleaved zero-bubble schedule has no stated bubble: refused.
+
+    The m < p form, worked in chunk-steps of t_mb / v: ScheduleInterleaved1F1B runs one round of g = m micro-batches
+    per chunk, so rank 0 takes chunk k + 1 of micro-batch 0 only when it comes back from rank p - 1, p steps after
+    chunk k; the forward ends at (v - 1) p + m + (p - 1) steps against m v busy, an idle
+    (p - m) v + m - 1 chunk-steps = (p - m) + (m - 1) / v micro-batch times, the backward alike; at m = p it is
+    Narayanan's (p - 1) / v, at m = 1 1F1B's p - 1. None: m >= p assumed.
     """
     p = mesh.pp
     if p == 1:
@@ -25,7 +32,8 @@ def bubble_micro_batches(mesh: Mesh) -> float:
     if mesh.schedule in (Schedule.one_f_one_b, Schedule.gpipe):
         return float(p - 1)
     if mesh.schedule is Schedule.interleaved:
-        return (p - 1) / mesh.chunks
+        m = p if micro_batches is None else micro_batches
+        return max(p - m, 0) + (min(m, p) - 1) / mesh.chunks
     if mesh.schedule is Schedule.zbv:
         return 0.0
     raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: the zero-bubble paper (arXiv:2401.10241) states no "

@@ -6,10 +6,11 @@ the TOML text is built here (a few scalar keys; no dependency), nothing is writt
 from __future__ import annotations
 
 from zeroplan.advise.layouts.result import LayoutAdvice, LayoutPlan
-from zeroplan.advise.layouts.space import Stack
+from zeroplan.advise.layouts.space import Stack, torchtitan_layers_per_stage
 from zeroplan.deepspeed.emit import ds_config
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.memory.setup import Checkpointing, ZeroStage
+from zeroplan.models.mesh import Schedule
 
 # torchtitan's TOML job config (pytorch/torchtitan@238fa9953e4aec2a62582121564273d7cbb1e9f1:
 # torchtitan/config/job_config.py, the last release of the TOML format before its Python config registry): the keys
@@ -18,7 +19,7 @@ TORCHTITAN_KEYS = {
     "training": ("local_batch_size", "global_batch_size", "seq_len"),
     "parallelism": ("data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
                     "tensor_parallel_degree", "disable_loss_parallel", "pipeline_parallel_degree",
-                    "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size",
+                    "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
                     "context_parallel_degree", "expert_parallel_degree", "expert_tensor_parallel_degree"),
     "activation_checkpoint": ("mode",),
@@ -43,7 +44,7 @@ def autotp_config(advice: LayoutAdvice) -> dict:
     train_batch_size = micro x accumulation x the whole world size (deepspeed/__init__.py, runtime/config.py
     v0.19.5), while the data-parallel degree under AutoTP is GPUs / tp; given micro-batch and accumulation,
     DeepSpeed derives it without the check."""
-    plan = _chosen(advice, Stack.deepspeed, "--emit-deepspeed")
+    plan = _chosen(advice, Stack.deepspeed, "--emit-deepspeed")  # AutoTP x ZeRO, tp x dp: no schedule to write
     scn = advice.scenario
     knobs = scn.knobs.__class__(**{**_knob_fields(scn.knobs), "overlap_comm": scn.knobs.overlap_comm_for(plan.stage)})
     config = ds_config(plan.stage, knobs, scn.setup.precision, micro_batch=plan.micro_batch,
@@ -72,16 +73,39 @@ def torchtitan_sections(advice: LayoutAdvice) -> dict[str, dict]:
         "pipeline_parallel_degree": plan.pp, "context_parallel_degree": plan.cp,
         "expert_parallel_degree": plan.ep, "expert_tensor_parallel_degree": plan.tp if plan.ep > 1 else 1,
     }
-    if plan.pp > 1:  # the stages zeroplan's mesh model split (1F1B, the schedule it models): equal where the layers
-        # divide (weights 0 make torchtitan's generate_llm_fqn_per_model_part split evenly), else torchtitan's
-        # default weights of 1 (models.mesh.stage_layer_counts)
-        less = 1 if advice.scenario.arch.num_layers % plan.pp else 0
-        parallelism.update(pipeline_parallel_schedule="1F1B", pipeline_parallel_microbatch_size=plan.micro_batch,
-                           pipeline_parallel_first_stage_less_layers=less, pipeline_parallel_last_stage_less_layers=less)
+    if plan.pp > 1:
+        parallelism.update(_pipeline(plan, advice.scenario.arch.num_layers))
     training = {"local_batch_size": per_rank if plan.pp > 1 else plan.micro_batch,
                 "global_batch_size": advice.global_batch, "seq_len": advice.scenario.setup.seq_len}
     mode = "full" if plan.checkpointing is Checkpointing.full else "none"
     return {"training": training, "parallelism": parallelism, "activation_checkpoint": {"mode": mode}}
+
+
+# torch.distributed.pipelining's names for the schedules the search weighs (torch 2.13 schedules.py
+# get_schedule_class, which torchtitan calls on pipeline_parallel_schedule).
+TORCH_SCHEDULE_NAMES = {Schedule.one_f_one_b: "1F1B", Schedule.interleaved: "Interleaved1F1B"}
+
+
+def _pipeline(plan: LayoutPlan, num_layers: int) -> dict:
+    """The pipeline keys of a pp > 1 choice, so that torchtitan builds the stages zeroplan's mesh model split.
+
+    pp x vpp stages (vpp 1 under 1F1B): weights 0 where the layers divide (torchtitan's
+    generate_llm_fqn_per_model_part then splits evenly), else its default weights of 1
+    (models.mesh.stage_layer_counts). Under Interleaved1F1B torchtitan builds 2 stages per rank unless
+    pipeline_parallel_layers_per_stage is set; for vpp > 2 it is written so that ceil((L + weights) / it) = pp x vpp
+    (pytorch/torchtitan@238fa99: torchtitan/distributed/pipeline_parallel.py pipeline_llm)."""
+    stages = plan.pp * plan.vpp
+    less = 1 if num_layers % stages else 0
+    keys = {"pipeline_parallel_schedule": TORCH_SCHEDULE_NAMES[plan.schedule],
+            "pipeline_parallel_microbatch_size": plan.micro_batch,
+            "pipeline_parallel_first_stage_less_layers": less, "pipeline_parallel_last_stage_less_layers": less}
+    if plan.vpp > 2:
+        per = torchtitan_layers_per_stage(num_layers, plan.pp, plan.vpp)
+        if per is None:  # the search weighs only counts torchtitan can be told (space.virtual_stages)
+            raise ZeroplanError(f"torchtitan cannot be told {plan.pp} x {plan.vpp} virtual stages for {num_layers} "
+                                "layers (no pipeline_parallel_layers_per_stage gives that many)")
+        keys["pipeline_parallel_layers_per_stage"] = per
+    return keys
 
 
 def _toml_value(value) -> str:

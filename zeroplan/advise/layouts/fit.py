@@ -2,14 +2,17 @@
 `zeroplan estimate --tp T --pp P --cp C --ep E` prints for that run (memory.estimate.evaluate on a MeshModel).
 
 What depends only on part of the layout is computed once and reused: the pipeline stages' shares of one rank
-(memory.mesh.stage_shares: tp, pp, ep and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
+(memory.mesh.stage_shares: tp, pp, ep, vpp and the stack's vocabulary split only) for every cp, dp, stage, checkpointing and micro-batch; each
 pipeline stage's activations (memory.mesh.mesh_activation_bytes: tp, cp, sequence parallelism, pp, checkpointing,
-micro-batch and min(accumulation, pp), 1F1B's in-flight count) for every dp and ZeRO stage; each pipeline stage's
+micro-batch and min(accumulation, pp), 1F1B's in-flight count; the whole accumulation and vpp under interleaved
+1F1B) for every dp and ZeRO stage; each pipeline stage's
 model states and buffers (memory.mesh.share_base) for every checkpointing and micro-batch. The peak is then
 memory.mesh.mesh_evaluate's: the largest stage_peak over the pipeline stages.
 The largest fitting micro-batch is found by bisection over the divisors of the sequences per data-parallel rank:
 peak memory grows with the micro-batch (activations are linear in it, and a pipeline stage's in-flight
-micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). Pure: no I/O.
+micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). That holds for 1F1B
+only: interleaved 1F1B's rounds make its count jump with the accumulation, so the search evaluates its schedule
+variants at every micro-batch instead (search.py). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -55,6 +58,16 @@ class Fitter:
     global_batch: int
     evaluations: int = 0
     _bases: dict[tuple, tuple[StageBase, ...]] = field(default_factory=dict)
+    _knobs: dict[ZeroStage, object] = field(default_factory=dict)
+    _meshes: dict[Layout, MeshModel] = field(default_factory=dict)
+    _parallel: Parallelism | None = None
+    _acts: dict | None = None
+
+    @property
+    def _par(self) -> Parallelism:
+        if self._parallel is None:
+            self._parallel = Parallelism(gpus=self.scn.parallelism.gpus, nodes=self.scn.parallelism.nodes)
+        return self._parallel
 
     @classmethod
     def of(cls, scn: Scenario, model: str | None, budget: int, global_batch: int) -> Fitter:
@@ -66,7 +79,7 @@ class Fitter:
         return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch)
 
     def shares(self, layout: Layout) -> tuple[StageShare, ...]:
-        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack),
+        return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack, layout.vpp),
                        lambda: stage_shares(self.decoder, layout.mesh()))
 
     def per_rank(self, layout: Layout) -> int:
@@ -76,40 +89,58 @@ class Fitter:
     def scenario(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> Scenario:
         """The run this configuration is: the mesh, no offload, DeepSpeed's overlap_comm default for the stage,
         accumulation filling the global batch. `zeroplan estimate` with these options prints the same peak."""
-        scn = self.scn
-        knobs = stage_knobs(replace(scn.knobs, offload_optimizer=NONE, offload_param=NONE,
-                                    overlap_comm=scn.knobs.overlap_comm_for(stage)), stage)
-        setup = replace(scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
-                        grad_accum=self.per_rank(layout) // micro_batch)
-        par = Parallelism(gpus=scn.parallelism.gpus, nodes=scn.parallelism.nodes)
-        return replace(scn, knobs=knobs, setup=setup, parallelism=par,
-                       mesh=MeshModel(layout.mesh(), self.shares(layout)))
+        return replace(self.scn, knobs=self._stage_knobs(stage), setup=self._setup(layout, ckpt, micro_batch),
+                       parallelism=self._par, mesh=self._mesh(layout))
+
+    def _stage_knobs(self, stage: ZeroStage):
+        if stage not in self._knobs:  # what depends on the stage or the layout alone is built once
+            knobs = self.scn.knobs
+            self._knobs[stage] = stage_knobs(replace(knobs, offload_optimizer=NONE, offload_param=NONE,
+                                                     overlap_comm=knobs.overlap_comm_for(stage)), stage)
+        return self._knobs[stage]
+
+    def _mesh(self, layout: Layout) -> MeshModel:
+        if layout not in self._meshes:
+            self._meshes[layout] = MeshModel(layout.mesh(), self.shares(layout))
+        return self._meshes[layout]
+
+    def _setup(self, layout: Layout, ckpt: Checkpointing, micro_batch: int):
+        return replace(self.scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
+                       grad_accum=self.per_rank(layout) // micro_batch)
 
     def peak(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
-        """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree)."""
+        """memory.estimate.evaluate of self.scenario(...), from the caches (tests/test_layouts.py checks they agree):
+        the activations and the stage bases are the only parts that depend on the configuration."""
         self.evaluations += 1
-        scn = self.scenario(layout, stage, ckpt, micro_batch)
-        acts = self._activations(scn, layout)
-        bases = self._stage_bases(scn, layout, stage)
-        found = [stage_peak(base, a, scn.overheads, scn.usable_bytes) for base, a in zip(bases, acts, strict=True)]
+        acts = self._activations(layout, ckpt, micro_batch)
+        bases = self._stage_bases(layout, stage)
+        over, usable = self.scn.overheads, self.scn.usable_bytes
+        found = [stage_peak(base, a, over, usable) for base, a in zip(bases, acts, strict=True)]
         return max(found, key=lambda e: e.total)
 
     def exact(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
         """The estimate as `zeroplan estimate` computes it, without the caches."""
         return evaluate(self.scenario(layout, stage, ckpt, micro_batch), stage)
 
-    def _activations(self, scn: Scenario, layout: Layout) -> tuple[int, ...]:
-        setup = scn.setup
-        key = (scn.arch, replace(setup, grad_accum=min(setup.grad_accum, layout.pp)), layout.tp, layout.cp,
-               layout.sequence_parallel, layout.pp, layout.stack)
-        return _cached(_ACTIVATIONS, key, lambda: mesh_activation_bytes(scn.mesh, scn.arch, setup))
+    def _activations(self, layout: Layout, ckpt: Checkpointing, micro_batch: int) -> tuple[int, ...]:
+        if self._acts is None:  # one table per model and setup, shared by every fitter of the process
+            self._acts = _cached(_ACTIVATIONS, (self.scn.arch, self.scn.setup), dict)
+        m = self.per_rank(layout) // micro_batch
+        # 1F1B's in-flight count reads min(pp - r, m): m beyond pp changes nothing
+        key = (ckpt, micro_batch, min(m, layout.pp) if layout.vpp == 1 else m, layout.tp, layout.cp,
+               layout.sequence_parallel, layout.pp, layout.stack, layout.vpp)
+        if key not in self._acts:
+            self._acts[key] = mesh_activation_bytes(self._mesh(layout), self.scn.arch,
+                                                    self._setup(layout, ckpt, micro_batch))
+        return self._acts[key]
 
-    def _stage_bases(self, scn: Scenario, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
+    def _stage_bases(self, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
         key = (layout, stage)
         if key not in self._bases:
+            scn, mesh, knobs = self.scn, self._mesh(layout), self._stage_knobs(stage)
             self._bases[key] = tuple(
-                share_base(scn.mesh, share, scn.recipe, stage, scn.parallelism, scn.knobs, scn.arch.hidden_size)
-                for share in scn.mesh.shares)
+                share_base(mesh, share, scn.recipe, stage, self._par, knobs, scn.arch.hidden_size)
+                for share in mesh.shares)
         return self._bases[key]
 
     def fits(self, est: StageEstimate) -> bool:

@@ -15,6 +15,7 @@ from zeroplan.frozen import Frozen
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import Checkpointing, ZeroStage
+from zeroplan.models.mesh import Schedule
 
 
 class LayoutPlan(Frozen):
@@ -27,6 +28,9 @@ class LayoutPlan(Frozen):
     dp: int
     sequence_parallel: bool
     stack: Stack
+    schedule: Schedule = Field(Schedule.one_f_one_b, description="the pipeline schedule: 1f1b, or interleaved-1f1b "
+                               "with vpp model chunks per rank (the search's schedule step says why)")
+    vpp: int = Field(1, description="model chunks (virtual stages) per pipeline rank; 1 under 1f1b")
     stage: ZeroStage
     checkpointing: Checkpointing
     micro_batch: int
@@ -53,6 +57,7 @@ class LayoutPlan(Frozen):
     def describe(self) -> str:
         mesh = " x ".join([f"tp {self.tp}", f"pp {self.pp}", f"cp {self.cp}"] + [f"ep {self.ep}"] * (self.ep > 1))
         sp = ", SP" if self.sequence_parallel else ""
+        sp += f", {self.schedule.value} vpp {self.vpp}" if self.vpp > 1 else ""
         ckpt = "" if self.checkpointing is Checkpointing.none else f", {self.checkpointing.value} checkpointing"
         return (f"{mesh} x dp {self.dp} ({self.stack.value}{sp}), ZeRO-{int(self.stage)}{ckpt}, micro-batch "
                 f"{self.micro_batch} x accumulation {self.grad_accum}")
@@ -66,6 +71,8 @@ class SearchCounts(Frozen):
     evaluations: int = Field(description="peak-memory evaluations (each a full mesh estimate)")
     fitting: int = Field(description="layout x stage x checkpointing combinations that fit at some micro-batch")
     timed: int = Field(description="configurations (with their micro-batch) whose step time was predicted")
+    interleaved: int = Field(0, description="interleaved-1f1b configurations (virtual stages x micro-batch) weighed "
+                                            "for the pipelined 1F1B ones that could still win")
     pruned: int = Field(description="combinations skipped because a cheaper one answers for them (the trace says why)")
 
 

@@ -6,15 +6,19 @@ micro-batch 1: if it does not fit, no lighter level does (recompute only frees m
 the levels lightest first: the largest fitting micro-batch by bisection (fit.Fitter.largest); once a level fits
 the whole per-rank batch in one micro-batch, heavier levels are skipped (they run the same micro-batches with more
 recompute). Fitting configurations are timed (speed.step) at their largest micro-batch, and with pp > 1 at every
-smaller fitting one too, since more micro-batches shrink the pipeline bubble. The fastest wins; ties go to less
-model parallelism, a lower stage, less recompute. It never changes the model, sequence length, precision or the
-global batch (micro-batch x accumulation x dp = global batch). Pure: no I/O.
+smaller fitting one too, since more micro-batches shrink the pipeline bubble. All of that is under 1F1B. Then each
+timed pipelined configuration whose step less its whole bubble still beats the fastest found (interleaving can save
+at most the bubble, and at the same micro-batch it keeps at least 1F1B's activations in flight) is weighed again
+under interleaved 1F1B with its virtual-stage counts (space.virtual_stages) and re-ranked with the rest (the trace's
+search.schedule says why a schedule won). The fastest wins; ties go
+to less model parallelism, a lower stage, less recompute, fewer virtual stages. It never changes the model,
+sequence length, precision or the global batch (micro-batch x accumulation x dp = global batch). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zeroplan.advise.advisor import planned_scenario
 from zeroplan.advise.candidates import RECOMPUTE_RANK
@@ -26,11 +30,13 @@ from zeroplan.advise.layouts.space import (
     Layout,
     Stack,
     enumerate_layouts,
+    virtual_stages,
 )
 from zeroplan.advise.layouts.trace import search_trace
 from zeroplan.advise.policy import DEFAULT, AdvisorPolicy
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import Topology
+from zeroplan.memory.activations.pipeline import rounds_divide
 from zeroplan.memory.capacity import budget_bytes
 from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import Checkpointing, ZeroStage
@@ -64,10 +70,11 @@ class Timed:
     peak: StageEstimate | None
 
     def key(self) -> tuple:
-        """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch."""
+        """Fastest first; then less model parallelism, a lower stage, less recompute, a larger micro-batch, fewer
+        virtual stages."""
         lay = self.layout
         return (self.step.step_time_s, lay.tp * lay.pp * lay.cp, lay.ep, int(self.stage),
-                RECOMPUTE_RANK[self.checkpointing], -self.micro_batch)
+                RECOMPUTE_RANK[self.checkpointing], -self.micro_batch, lay.vpp)
 
 
 @dataclass
@@ -79,6 +86,9 @@ class Tally:
     pruned: Counter = field(default_factory=Counter)
     misses: list[Miss] = field(default_factory=list)
     timed: list[Timed] = field(default_factory=list)
+    refined: list[Timed] = field(default_factory=list)  # the 1F1B configurations weighed under interleaving
+    variants: list[Timed] = field(default_factory=list)  # the interleaved configurations that fit, timed
+    variants_weighed: int = 0  # interleaved configurations (virtual stages x micro-batch) weighed
 
 
 def given_levels(scn: Scenario, policy: AdvisorPolicy) -> tuple[Checkpointing, ...]:
@@ -120,12 +130,14 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
     for layout in space.layouts:
         for stage in layout.stages():
             _weigh(fitter, tally, layout, stage, layout.levels(levels), topology, mfu, timing)
-    ranked = sorted(tally.timed, key=Timed.key)
+    _interleave(fitter, tally, sorted(tally.timed, key=Timed.key), planned.arch.num_layers, topology, mfu, timing)
+    ranked = sorted(tally.timed + tally.variants, key=Timed.key)
     shown = _one_per_mesh(ranked)[:TOP + 1]
     plans = [_plan(fitter, t) for t in shown]
     best, others = (plans[0], tuple(plans[1:])) if plans else (None, ())
     counts = SearchCounts(layouts=len(space.layouts), configurations=tally.configurations,
-                          evaluations=fitter.evaluations, fitting=tally.fitting, timed=len(tally.timed),
+                          evaluations=fitter.evaluations, fitting=tally.fitting,
+                          timed=len(tally.timed) + len(tally.variants), interleaved=tally.variants_weighed,
                           pruned=sum(tally.pruned.values()))
     trace = tuple(pre) + search_trace(space, tally, best, others, fitter, planned, stack, policy)
     return LayoutAdvice(policy=policy, scenario=planned, stack=stack, gpus=gpus, nodes=planned.parallelism.nodes,
@@ -136,7 +148,36 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
 def rank_key(plan: LayoutPlan) -> tuple:
     """Timed.key of a shown plan."""
     return (plan.step_time_s, plan.tp * plan.pp * plan.cp, plan.ep, int(plan.stage),
-            RECOMPUTE_RANK[plan.checkpointing], -plan.micro_batch)
+            RECOMPUTE_RANK[plan.checkpointing], -plan.micro_batch, plan.vpp)
+
+
+def _interleave(fitter: Fitter, tally: Tally, ranked: list[Timed], num_layers: int, topology: Topology,
+                mfu: float | None, timing: dict) -> None:
+    """Weigh the pipelined (torchtitan) 1F1B configurations of `ranked` under interleaved 1F1B with each of their
+    virtual-stage counts (space.virtual_stages) at the same micro-batch, in order of their step less their bubble,
+    while that bound is below the fastest step found so far; micro-batches whose accumulation PyTorch's rounds
+    refuse are skipped (memory.activations.pipeline.rounds_divide). Sound under the models where a rank's chunks
+    hold the layers its 1F1B stage holds (docs/advisor.md, "Schedules")."""
+    best = ranked[0].step.step_time_s if ranked else float("inf")
+    piped = [t for t in ranked if t.layout.pp > 1 and t.layout.stack is Stack.torchtitan]
+    for t in sorted(piped, key=lambda t: t.step.step_time_s - t.step.bubble_s):
+        if t.step.step_time_s - t.step.bubble_s >= best:
+            tally.pruned["interleaving not weighed: 1F1B's step less its whole bubble is already slower than the "
+                          "fastest"] += 1
+            continue
+        tally.refined.append(t)
+        m = fitter.per_rank(t.layout) // t.micro_batch
+        if not rounds_divide(t.layout.pp, m):
+            continue
+        for v in virtual_stages(num_layers, t.layout.pp):
+            variant = replace(t.layout, vpp=v)
+            tally.variants_weighed += 1
+            est = fitter.peak(variant, t.stage, t.checkpointing, t.micro_batch)
+            if fitter.fits(est):
+                step = speed.step(fitter.scenario(variant, t.stage, t.checkpointing, t.micro_batch), t.stage,
+                                  topology, mfu, timing)
+                tally.variants.append(Timed(variant, t.stage, t.checkpointing, t.micro_batch, step, est))
+                best = min(best, step.step_time_s)
 
 
 def _one_per_mesh(ranked: list[Timed]) -> list[Timed]:
@@ -182,7 +223,8 @@ def _plan(fitter: Fitter, t: Timed) -> LayoutPlan:
     est = t.peak or fitter.peak(layout, stage, ckpt, micro)
     return LayoutPlan(
         tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, dp=layout.dp,
-        sequence_parallel=layout.sequence_parallel, stack=layout.stack, stage=stage, checkpointing=ckpt,
+        sequence_parallel=layout.sequence_parallel, stack=layout.stack, schedule=layout.schedule, vpp=layout.vpp,
+        stage=stage, checkpointing=ckpt,
         micro_batch=micro, grad_accum=fitter.per_rank(layout) // micro, peak_bytes=est.total, usable_bytes=est.usable_bytes,
         headroom_bytes=est.headroom_bytes, busiest=est.base.notes[0] if est.base.notes else "",
         step_time_s=s.step_time_s, compute_s=s.compute_s, tp_s=s.tp_s, cp_exposed_s=s.cp_exposed_s, ep_s=s.ep_s,
@@ -199,7 +241,10 @@ def _notes(scn: Scenario) -> list[str]:
          "--search-parallelism for offload on data parallelism)"),
         ("torchtitan layouts are sized with zeroplan's DeepSpeed ZeRO model at the equivalent stage (FSDP2 "
          "reshard_after_forward=True ~ ZeRO-3, False ~ ZeRO-2, DDP ~ ZeRO-0; docs/parallelism.md compares them)"),
-        ("step time: zeroplan.perf.mesh (docs/throughput.md, Mesh): compute, TP, CP, EP, the 1F1B bubble, "
-         "point-to-point and ZeRO's exposed collectives over the data-parallel group"),
+        ("step time: zeroplan.perf.mesh (docs/throughput.md, Mesh): compute, TP, CP, EP, the pipeline bubble of "
+         "the schedule, point-to-point and ZeRO's exposed collectives over the data-parallel group"),
+        ("schedules: 1F1B everywhere, then interleaved 1F1B for the pipelined configurations whose step less its "
+         "bubble could still win; zero-bubble schedules are not searched (their activation memory is a stated lower "
+         "bound, docs/parallelism.md)"),
         "DeepSpeed's overlap_comm default per stage (on for ZeRO-3 only)",
     ]

@@ -13,7 +13,12 @@ Degrees (docs/advisor.md, "Parallelism search"):
   logits are whole);
 - ep (MoE): divisors of the expert count that divide dp x cp (the experts' own data-parallel group, memory/mesh.py);
 - dp = GPUs / (tp x pp x cp), which must divide the global batch (micro-batch x accumulation x dp = global batch).
-Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh. Pure.
+Stacks: DeepSpeed (AutoTP, `tensor_parallel.autotp_size`) runs tp x dp only; torchtitan runs every mesh.
+Schedules: every mesh is weighed under 1F1B; a torchtitan mesh with pp > 1 also under interleaved 1F1B with v
+virtual stages per rank (virtual_stages: 2, torchtitan's default for a multi-stage schedule, and the VPP_LARGEST
+largest v that split and that torchtitan can be told), weighed by the search for the pipelined 1F1B
+configurations that could still win (search._interleave).
+Pure.
 """
 
 from __future__ import annotations
@@ -21,12 +26,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, ZeroStage
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.mesh import Mesh, mesh_problems, split_problems
+from zeroplan.models.mesh import Mesh, Schedule, mesh_problems, split_problems
 
 UNEVEN_PP_MAX = 16  # docstring: uneven pipeline splits searched up to this many stages
+# Besides v = 2, the largest this many virtual-stage counts are weighed: under interleaved 1F1B the bubble is
+# (p - 1) / (v m) (Narayanan et al. 2021, arXiv:2104.04473, 2.2) and the in-flight activations
+# L / p x (p + (p - 1) / v) layers (Korthikanti et al. 2022, arXiv:2205.05198, 4.2.3) both fall as v grows, while
+# the point-to-point sends grow as v: the largest v bound what interleaving can save, 2 what it costs least in sends.
+VPP_LARGEST = 2
 
 
 class Stack(str, Enum):
@@ -61,6 +72,11 @@ class Layout:
     ep: int
     dp: int
     stack: Stack
+    vpp: int = 1  # model chunks per pipeline rank: 1 under 1F1B, v under interleaved 1F1B
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.interleaved if self.vpp > 1 else Schedule.one_f_one_b
 
     @property
     def sequence_parallel(self) -> bool:
@@ -76,8 +92,8 @@ class Layout:
         # (no tensor_parallel.vocab_parallel_lm_head is written); torchtitan is vocab-parallel (loss_parallel).
         vocab = self.stack is Stack.torchtitan
         return Mesh(gpus=self.model_parallel * self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep,
-                    sequence_parallel=self.sequence_parallel, vocab_parallel_embedding=vocab,
-                    vocab_parallel_logits=vocab)
+                    vpp=self.vpp if self.vpp > 1 else None, sequence_parallel=self.sequence_parallel,
+                    vocab_parallel_embedding=vocab, vocab_parallel_logits=vocab)
 
     def stages(self) -> tuple[ZeroStage, ...]:
         if self.stack is Stack.deepspeed:
@@ -92,7 +108,35 @@ class Layout:
 
     def describe(self) -> str:
         parts = [f"tp {self.tp}", f"pp {self.pp}", f"cp {self.cp}"] + [f"ep {self.ep}"] * (self.ep > 1)
-        return " x ".join(parts + [f"dp {self.dp}"]) + f" ({self.stack.value}" + ", SP" * self.sequence_parallel + ")"
+        sched = f", {self.schedule.value} vpp {self.vpp}" if self.vpp > 1 else ""
+        return (" x ".join(parts + [f"dp {self.dp}"]) + f" ({self.stack.value}" + ", SP" * self.sequence_parallel
+                + sched + ")")
+
+
+def torchtitan_layers_per_stage(num_layers: int, pp: int, vpp: int) -> int | None:
+    """The `pipeline_parallel_layers_per_stage` that makes torchtitan build pp x vpp virtual stages, or None.
+
+    torchtitan builds ceil((L + w_first + w_last) / layers_per_stage) stages (pytorch/torchtitan@238fa99:
+    torchtitan/distributed/pipeline_parallel.py pipeline_llm), with the weights zeroplan writes: 0 where L divides
+    into the stages, else 1 (configs.torchtitan_sections, models.mesh.stage_layer_counts). The least candidate,
+    ceil(E / S), is the one that can give S."""
+    stages = pp * vpp
+    effective = num_layers + (2 if num_layers % stages else 0)
+    per = -(-effective // stages)
+    return per if -(-effective // per) == stages else None
+
+
+@lru_cache(maxsize=256)
+def virtual_stages(num_layers: int, pp: int) -> tuple[int, ...]:
+    """The interleaved virtual-stage counts weighed for pp ranks: 2 and the VPP_LARGEST largest v whose pp x v
+    stages split (models.mesh.split_problems) and that torchtitan can be told (2 is its default; above it
+    torchtitan_layers_per_stage must exist), ascending; empty for pp 1."""
+    if pp < 2:
+        return ()
+    ok = [v for v in range(2, num_layers // pp + 1)
+          if not split_problems(Mesh(gpus=pp, pp=pp, vpp=v), num_layers)
+          and (v == 2 or torchtitan_layers_per_stage(num_layers, pp, v) is not None)]
+    return tuple(sorted(set(ok[:1] if ok and ok[0] == 2 else []) | set(ok[-VPP_LARGEST:])))
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,9 +52,54 @@ def search_trace(space: Space, tally, best: LayoutPlan | None, others: tuple[Lay
                       observed=round(best.step_time_s, 6), unit="seconds", source=SPEED_SOURCE, outcome="chosen",
                       reason=f"{best.describe()}: {best.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, MFU "
                              f"{best.mfu:.1%}, peak {gib(best.peak_bytes)} of {gib(best.usable_bytes)}"))
+    steps.append(_schedule_step(tally, best, fitter))
     if others:
         steps.append(_versus(best, others[0]))
     return tuple(steps)
+
+
+SCHEDULE_SOURCE = ("bubble (p - 1) / m under 1F1B, (p - 1) / (v m) interleaved, v x the sends (Narayanan et al. 2021, "
+                   "arXiv:2104.04473, 2.2); in-flight chunks: PyTorch's ScheduleInterleaved1F1B (docs/parallelism.md)")
+ZERO_BUBBLE_LEFT = ("zero-bubble schedules (zbv, interleaved-zb) not searched: zeroplan's activation memory for them is "
+                    "a stated lower bound (torch 2.13 kept up to 61 % more, docs/parallelism.md), and the search "
+                    "recommends only what it knows fits")
+
+
+def _on_mesh(timed, mesh) -> list:
+    return sorted((t for t in timed if (t.layout.tp, t.layout.pp, t.layout.cp, t.layout.ep) == mesh),
+                  key=lambda t: t.key())
+
+
+def _pipeline(t, fitter) -> str:
+    """One configuration's pipeline side: schedule, bubble, sends, peak and activations."""
+    est = t.peak or fitter.peak(t.layout, t.stage, t.checkpointing, t.micro_batch)
+    s, lay = t.step, t.layout
+    name = f"{lay.schedule.value}" + (f" vpp {lay.vpp}" if lay.vpp > 1 else "")
+    return (f"{name} (micro-batch {t.micro_batch} x {fitter.per_rank(lay) // t.micro_batch}): step {s.step_time_s:.3f} "
+            f"s, bubble {s.bubble_s:.3f} s ({s.bubble_s / s.step_time_s:.1%}), pipeline sends {s.p2p_s:.3f} s, "
+            f"peak {gib(est.total)} (activations {gib(est.activations)})")
+
+
+def _schedule_step(tally, best: LayoutPlan, fitter) -> Step:
+    """Why the chosen layout runs 1F1B or interleaved 1F1B: the bubble against the extra sends and in-flight memory."""
+    flat, inter = _on_mesh(tally.timed, best.mesh_key), _on_mesh(tally.variants, best.mesh_key)
+    weighed = (f"{tally.variants_weighed} interleaved variants of {len(tally.refined)} pipelined 1F1B configurations "
+               f"weighed (those whose step less its bubble could still win), {len(tally.variants)} fit")
+    if best.pp == 1:
+        fastest = min(tally.variants, key=lambda t: t.key(), default=None)
+        reason = f"no pipeline in the chosen layout; {weighed}" + (
+            f", the fastest {fastest.layout.describe()} at {fastest.step.step_time_s:.3f} s" if fastest else "")
+        outcome = "1f1b"
+    elif best.vpp > 1:
+        reason = f"interleaved wins on this mesh: {_pipeline(inter[0], fitter)}; against " + (
+            _pipeline(flat[0], fitter) if flat else "no 1F1B configuration of this mesh") + f"; {weighed}"
+        outcome = "interleaved"
+    else:
+        reason = f"1F1B kept on this mesh: {_pipeline(flat[0], fitter)}; against " + (
+            _pipeline(inter[0], fitter) if inter else "no interleaved variant of this mesh that fits") + f"; {weighed}"
+        outcome = "1f1b"
+    return Step(rule="search.schedule", question="Which pipeline schedule: 1F1B, or interleaved with virtual stages?",
+                observed=best.vpp, source=SCHEDULE_SOURCE, outcome=outcome, reason=f"{reason}; {ZERO_BUBBLE_LEFT}")
 
 
 def _fit_step(tally, fitter) -> Step:

@@ -59,7 +59,8 @@ def layouts_table(advice: LayoutAdvice, unit: Unit) -> Table | Text:
                          no_wrap=True, min_width=1 if not col else None)
     for i, p in enumerate(plans):
         table.add_row("*" if i == 0 and advice.recommendation else "", _mesh(p), str(p.dp),
-                      p.stack.value + (" SP" if p.sequence_parallel else ""), f"ZeRO-{int(p.stage)}",
+                      p.stack.value + (" SP" if p.sequence_parallel else "") + (f" vpp {p.vpp}" if p.vpp > 1 else ""),
+                      f"ZeRO-{int(p.stage)}",
                       p.checkpointing.value, f"{p.micro_batch} x {p.grad_accum}", f"{p.peak_bytes / unit.bytes:,.2f}",
                       f"{p.step_time_s:.2f}", f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.mfu:.1%}")
     return table

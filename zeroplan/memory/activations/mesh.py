@@ -21,6 +21,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, activation_bytes
@@ -143,12 +144,23 @@ def in_flight(mesh: Mesh, micro_batches: int) -> tuple[int, ...]:
     return tuple(chunks_in_flight(mesh, micro_batches, r) for r in range(mesh.pp))
 
 
+@lru_cache(maxsize=1024)
+def _rank_once(arch: Architecture, setup: TrainingSetup, tp: int, cp: int, sequence_parallel: bool,
+               vocab_parallel_logits: bool, stack: str) -> tuple[ActivationEstimate, tuple[str, ...]]:
+    """rank_activations, once per what it reads (tp, cp, sequence parallelism, the logits' split; not the pipeline
+    nor the accumulation): the parallelism search asks it for every pp and schedule of the same rank."""
+    mesh = Mesh(gpus=tp * cp, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+                vocab_parallel_logits=vocab_parallel_logits)
+    return rank_activations(arch, setup, mesh, stack)
+
+
 def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
                       stack: str = PYTORCH) -> tuple[tuple[ActivationEstimate, ...], tuple[str, ...]]:
     """Each pipeline rank's activations at its peak: its largest model chunk's layers x the chunk-micro-batches it
     keeps in flight under the schedule (exact when the chunks are alike), the embedding on the first rank (at
     most m micro-batches), the final norm, logits and loss on the head's rank (pipeline.head_in_flight of them)."""
-    one, unknown = rank_activations(arch, setup, mesh, stack)
+    one, unknown = _rank_once(arch, replace(setup, grad_accum=1), mesh.tp, mesh.cp, mesh.sequence_parallel,
+                              mesh.vocab_parallel_logits, stack)
     m = setup.grad_accum
     head, heads = head_rank(mesh), head_in_flight(mesh, m)
     stages = []

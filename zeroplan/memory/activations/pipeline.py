@@ -52,9 +52,15 @@ def head_rank(mesh: Mesh) -> int:
     return 0 if mesh.schedule is Schedule.zbv else mesh.pp - 1
 
 
+def rounds_divide(pp: int, m: int) -> bool:
+    """Whether m micro-batches split into PyTorch's rounds of pp: m a multiple of max(1, m // pp), which
+    ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble require (torch 2.13 schedules.py __init__)."""
+    return m % max(1, m // pp) == 0
+
+
 def _per_round(mesh: Mesh, m: int) -> int:
     rounds = max(1, m // mesh.pp)
-    if m % rounds:
+    if not rounds_divide(mesh.pp, m):
         raise ZeroplanError(f"--pp-schedule {mesh.schedule.value}: {m} micro-batches (gradient accumulation) is not "
                             f"a multiple of the {rounds} rounds of {mesh.pp} (PyTorch's ScheduleInterleaved1F1B / "
                             "ScheduleInterleavedZeroBubble refuse it)")
