@@ -206,6 +206,7 @@ FROZEN = {
         "--method", "--buffer-factor", "--deepspeed-config", "--engine",
         "--from", "--from-kind",  # an Accelerate, LLaMA-Factory or axolotl file (docs/inputs.md)
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--pp-schedule", "--sequence-parallel",  # the mesh, for --method megatron (docs/megatron.md)
+        "--cp-comm",  # p2p (ring) or a2a (DeepSpeed-Ulysses) context parallelism (docs/parallelism.md)
         "--pp-first-layers", "--pp-last-layers",  # uneven pipeline splits (docs/parallelism.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
     },
@@ -226,6 +227,7 @@ FROZEN = {
         "--grad-accum", "--overlap-comm", "--no-overlap-comm", "--prefetch-bucket-size", "--hpz-partition-size",
         "--topology", "--mfu", "--sweep", "--max-micro-batch", *FINETUNE,
         "--tp", "--pp", "--cp", "--ep", "--vpp", "--pp-schedule", "--sequence-parallel",  # the mesh (docs/throughput.md "Mesh")
+        "--cp-comm",  # p2p (ring) or a2a (DeepSpeed-Ulysses) context parallelism (docs/parallelism.md)
         "--pp-first-layers", "--pp-last-layers",  # uneven pipeline splits (docs/parallelism.md)
     },
     # The grid's axes replace --gpus/--nodes/--micro-batch; --checkpointing and --offload-* take comma lists here.

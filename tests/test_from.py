@@ -49,8 +49,6 @@ READ = {
     "axolotl/axolotl-ai-cloud__axolotl__examples__llama-2__lora.yml": ["--model", "llama-2-7b"],
 }  # fmt: skip
 REFUSED = {
-    "accelerate/huggingface__trl__examples__accelerate_configs__alst_ulysses_4gpu.yaml":
-        ["parallelism_config.parallelism_config_sp_size: 2 (sequence parallelism)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__fp8__llama3_fp8_deepspeed_sft.yaml": ["fp8: true (FP8 training)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__llama_pro__llama3_freeze_sft.yaml":
         ["use_llama_pro: true (LLaMA Pro: expanded blocks)"],
@@ -59,6 +57,14 @@ REFUSED = {
         ["unfrozen_parameters: 2 patterns (beside adapter qlora)"],
     "axolotl/axolotl-ai-cloud__axolotl__examples__qwen3__reward-model.yaml": ["reward_model: true (a reward model"],
 }  # fmt: skip
+
+
+# Read as a mesh (advise plans data parallelism only and says so in one line unless --search-parallelism).
+MESHED = {
+    "accelerate/huggingface__trl__examples__accelerate_configs__alst_ulysses_4gpu.yaml":
+        ("tp 1 x pp 1 x cp 2 x dp 2 = 4 GPUs (cp all-to-all (DeepSpeed-Ulysses))",
+         "parallelism_config.parallelism_config_sp_size 2 is a sequence-parallel (DeepSpeed-Ulysses) mesh"),
+}
 
 
 # Read, but naming what the model does not have: one error line (not "not modelled"). Mixtral's experts are
@@ -72,8 +78,25 @@ STALE = {
 
 
 def test_every_framework_file_of_the_corpus_is_read_or_refused():
-    assert sorted(READ.keys() | REFUSED.keys() | STALE.keys()) == sorted(FRAMEWORK_FILES)
+    assert sorted(READ.keys() | REFUSED.keys() | STALE.keys() | MESHED.keys()) == sorted(FRAMEWORK_FILES)
     assert not READ.keys() & REFUSED.keys() and not STALE.keys() & (READ.keys() | REFUSED.keys())
+    assert not MESHED.keys() & (READ.keys() | REFUSED.keys() | STALE.keys())
+
+
+@pytest.mark.parametrize("file", sorted(MESHED), ids=lambda f: f.split("__")[-1])
+def test_a_field_file_with_a_mesh_is_estimated_on_it(runner, repos, monkeypatch, file):
+    describe, advise_line = MESHED[file]
+    path, res = _run_from_repo(runner, repos, monkeypatch, file, "estimate", *LLAMA, "-f", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["mesh"]["describe"] == describe
+    _, checked = _run_from_repo(runner, repos, monkeypatch, file, "check", *LLAMA, "-f", "json")
+    report = json.loads(checked.stdout)
+    assert checked.exit_code == report["exit_code"] in (0, 1), checked.output
+    assert not [f for plan in report["plans"] for f in plan["findings"] if f["rule"] == "invalid-input"]
+    _, advised = _run_from_repo(runner, repos, monkeypatch, file, "advise", *LLAMA)
+    assert advised.exit_code == 1 and advised.stderr.strip() == f"error: {path}: {advise_line}; advise plans data " \
+        "parallelism only: add --search-parallelism to plan the mesh, or `zeroplan estimate --from` the file for " \
+        "this layout", advised.output
 
 
 @pytest.mark.parametrize("file", sorted(STALE), ids=lambda f: f.split("__")[-1])

@@ -156,7 +156,7 @@ def test_cli_throughput_on_a_mesh_states_the_mesh_and_every_term(runner) -> None
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["mesh"] | {"description": None} == {"tp": 8, "pp": 4, "cp": 1, "ep": 1, "dp": 2, "vpp": None,
-                                                     "schedule": "1f1b", "sequence_parallel": False,
+                                                     "schedule": "1f1b", "sequence_parallel": False, "cp_comm": "p2p",
                                                      "description": None}
     row = data["stages"][1]
     assert set(row["terms"]) == {"tp", "cp", "ep", "p2p", "bubble", "zero"}

@@ -1,16 +1,24 @@
-"""Measure per-rank saved-activation bytes under DeepSpeed-Ulysses sequence parallelism, on CPU with gloo, for the
-tiny Llama of validation/measure_tp.py, and compare with zeroplan's context-parallel (--cp) activations.
+"""Measure per-rank saved-activation bytes under DeepSpeed-Ulysses sequence parallelism (the HF/ALST path a
+ds_config's `sequence_parallel_size` drives), on CPU with gloo, for the tiny Llama of validation/measure_tp.py, and
+compare with zeroplan's `--cp N --cp-comm a2a` (validation/ulysses_predicted.py).
 
-    /work/venv-hf/bin/python validation/measure_ulysses.py      # sp = 2 and 4; writes validation/ulysses_measured.json
+    /work/venv-hf/bin/python validation/measure_ulysses.py   # every case; writes validation/ulysses_measured.json
+    ZP_CASES=gqa-sp2 ZP_SHOW_SAVED=1 /work/venv-hf/bin/python validation/measure_ulysses.py   # one case, its storages
 
-The attention wrapper does what DeepSpeed's DistributedAttention does with _SeqAllToAll
-(deepspeedai/DeepSpeed@25493c74bfbb1ffbea636920145d35b9754f42d0:deepspeed/sequence/layer.py, batch_dim_idx 0,
-scatter_idx 2, gather_idx 1): each rank holds s/sp tokens outside attention; q, k and v ([b, s/sp, heads, d]) go
-through an all-to-all (all_to_all_single) that scatters the heads and gathers the sequence, the local attention
-runs on heads/sp heads over the whole sequence, and one all-to-all takes its output back to [b, s/sp, heads, d].
-The backward of each all-to-all is the reverse all-to-all, and the autograd Function saves no tensor (as
-_SeqAllToAll). Saved activations are counted as validation/measure_tp.py counts them (a saved_tensors_hooks pack
-hook: unique storages, parameters excluded, plus the logits). The loss is each rank's mean over its own tokens.
+The attention is DeepSpeed's UlyssesSPAttentionHF.forward op for op
+(deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641:deepspeed/runtime/sequence_parallel/ulysses_sp.py),
+written with permute/reshape where it uses einops.rearrange (the same views and copies): q, k, v [b, heads, s/sp, d]
+to [s/sp, b, heads, d]; k and v repeat_interleave'd by sp // kv when kv heads < sp (kv_replication_factor); each
+reshaped to [sp, s/sp, b, heads/sp, d], made contiguous and sent through _DimZeroAllToAll (deepspeed/sequence/
+layer.py: all_to_all_single into torch.empty_like, backward the same all-to-all, no tensor saved); then [s, b,
+heads/sp, d] -> [b, heads/sp, s, d] contiguous into transformers' own sdpa_attention_forward with the mask dropped
+(uattn_wrapper) and the position ids all-gathered; the output [b, s, heads/sp, d] goes back through
+_partition_global_sequence to [b, s/sp, heads x d]. The batch is what UlyssesSPDataLoaderAdapter hands each rank:
+input_ids, position_ids [b, s] (it requires them per sample) and shift_labels (labels padded with -100 and shifted),
+each sliced to the rank's s/sp tokens; the loss is `model.loss_function(logits, labels=None, shift_labels=...)` as
+the ALST tutorial computes it per rank (docs/_tutorials/ulysses-alst-sequence-parallelism.md; its cross-rank
+weighting adds scalars only and is left out). Saved activations are counted as validation/measure_tp.py counts them
+(a saved_tensors_hooks pack hook: unique storages, parameters excluded, plus the logits).
 """
 
 from __future__ import annotations
@@ -27,79 +35,89 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from validation.tp_predicted import BATCH, CONFIG, SEQ  # noqa: E402
+from validation.ulysses_predicted import BATCH, CASES, SEQ, case_config, predicted  # noqa: E402
 
-SPS = tuple(int(s) for s in os.environ.get("ZP_SPS", "2,4").split(","))
 OUT = Path(__file__).with_name("ulysses_measured.json")
 
 
-def predicted(sp: int) -> int:
-    """zeroplan's activations for one context-parallel rank, Mesh(cp=sp) (fp32, flash/SDPA kernels)."""
-    from zeroplan.memory.activations.mesh import rank_activations
-    from zeroplan.memory.setup import Attention, Precision, TrainingSetup
-    from zeroplan.models.families import parse_family_config
-    from zeroplan.models.mesh import Mesh
+class DimZeroAllToAll(torch.autograd.Function):
+    """deepspeed/sequence/layer.py _DimZeroAllToAll: all_to_all_single over dim 0; saves nothing."""
 
-    config = parse_family_config({"model_type": "llama", **CONFIG}, strict=False)
-    setup = TrainingSetup(precision=Precision.fp32, seq_len=SEQ, micro_batch=BATCH, attention=Attention.flash)
-    return rank_activations(config.architecture(), setup, Mesh(gpus=sp, cp=sp))[0].total_bytes
-
-
-def _all_to_all(x: torch.Tensor, scatter: int, gather: int) -> torch.Tensor:
-    """single_all_to_all of layer.py for batch_dim_idx 0: [b, s, h, d] scattered on `scatter`, gathered on `gather`."""
-    p = dist.get_world_size()
-    b, s, h, d = x.shape
-    if scatter == 2:  # [b, s/p, h, d] -> [b, s, h/p, d]
-        t = x.reshape(b, s, p, h // p, d).permute(2, 0, 1, 3, 4).contiguous()
-        out = torch.empty_like(t)
-        dist.all_to_all_single(out, t)
-        return out.permute(1, 0, 2, 3, 4).reshape(b, p * s, h // p, d).contiguous()
-    t = x.reshape(b, p, s // p, h, d).permute(1, 0, 2, 3, 4).contiguous()  # [b, s, h/p, d] -> [b, s/p, h, d]
-    out = torch.empty_like(t)
-    dist.all_to_all_single(out, t)
-    return out.permute(1, 2, 0, 3, 4).reshape(b, s // p, p * h, d).contiguous()
-
-
-class SeqAllToAll(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, scatter, gather):
-        ctx.scatter, ctx.gather = scatter, gather
-        return _all_to_all(x, scatter, gather)
+    def forward(ctx, x):
+        out = torch.empty_like(x).contiguous()
+        dist.all_to_all_single(out, x.contiguous())
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        return SeqAllToAll.apply(grad, ctx.gather, ctx.scatter), None, None
+        return DimZeroAllToAll.apply(grad)
 
 
-def ulysses_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """transformers' attention interface ([b, heads, s/sp, d] in, [b, s/sp, heads, d] out) as DistributedAttention:
-    all-to-all q, k, v to [b, s, heads/sp, d], causal SDPA over the whole sequence, all-to-all the output back."""
-    q, k, v = (SeqAllToAll.apply(t.transpose(1, 2), 2, 1) for t in (query, key, value))
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, scale=scaling,
-        enable_gqa=q.shape[2] != k.shape[2])
-    return SeqAllToAll.apply(out.transpose(1, 2), 1, 2), None
+def make_ulysses(core, heads: int, kv_heads: int, head_dim: int):
+    """UlyssesSPAttentionHF.forward around `core` (transformers' sdpa_attention_forward), as uattn_wrapper calls it."""
+    ws = dist.get_world_size()
+    local_q = heads // ws
+    replicate = ws // kv_heads
+    local_kv = 1 if replicate > 1 else kv_heads // ws
+
+    def combine(x, local, kv):  # _combine_local_sequences.combine_sequence: [sl_l bs hc hs] -> [sl bs hc_l hs]
+        sl_l, bs = x.shape[:2]
+        if kv and replicate > 1:
+            x = x.repeat_interleave(replicate, dim=2)
+        x = x.reshape([sl_l, bs, ws, local, head_dim]).permute(2, 0, 1, 3, 4).contiguous()
+        out = DimZeroAllToAll.apply(x)
+        return out.reshape([sl_l * ws, *out.shape[2:]]).contiguous()
+
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        attention_mask = None  # uattn_wrapper discards 4D masks
+        q, k, v = (t.permute(2, 0, 1, 3) for t in (query, key, value))  # "bs hc sl hs -> sl bs hc hs"
+        gathered = [torch.empty_like(kwargs["position_ids"]) for _ in range(ws)]
+        dist.all_gather(gathered, kwargs["position_ids"])
+        kwargs["position_ids"] = torch.cat(gathered, dim=1)
+        q, k, v = combine(q, local_q, False), combine(k, local_kv, True), combine(v, local_kv, True)
+        q, k, v = (t.permute(1, 2, 0, 3).contiguous() for t in (q, k, v))  # "sl bs hc_l hs -> bs hc_l sl hs"
+        if replicate > 1:
+            module.num_key_value_groups = q.size(-3) // k.size(-3)
+        context, weights = core(module, q, k, v, attention_mask, *args, **kwargs)  # [bs sl hc_l hs]
+        context = context.permute(1, 0, 2, 3)  # "bs sl ... -> sl bs ..."
+        context = context.reshape([*context.shape[:2], -1])
+        sl, bs, em_l = context.shape  # _partition_global_sequence
+        x = context.reshape([ws, sl // ws, bs, em_l]).contiguous()
+        out = DimZeroAllToAll.apply(x).permute(1, 2, 0, 3)  # "ws sl_l bs em_l -> sl_l bs ws em_l"
+        out = out.reshape([*out.shape[:2], -1]).contiguous().permute(1, 0, 2)  # [sl_l bs em] -> [bs sl_l em]
+        return out.reshape([*out.shape[:2], -1]), weights
+
+    return attention
 
 
-def _worker(rank: int, world: int, port: int, out: str) -> None:
+def _worker(rank: int, world: int, port: int, name: str, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         import transformers
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-        transformers.AttentionInterface.register("ulysses", ulysses_attention)
-        transformers.AttentionMaskInterface.register("ulysses", transformers.AttentionMaskInterface._global_mapping["sdpa"])
+        config, checkpointing = case_config(name)
+        plain = CASES[name].get("plain", False)
+        if not plain:  # register_with_transformers overrides the core's key with its wrapper
+            ALL_ATTENTION_FUNCTIONS["sdpa"] = make_ulysses(
+                ALL_ATTENTION_FUNCTIONS["sdpa"], config["num_attention_heads"], config["num_key_value_heads"],
+                config["head_dim"])
         torch.manual_seed(0)
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**CONFIG)).to(torch.float32)
-        model.config._attn_implementation = "ulysses"
-        model.train()
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config, attn_implementation="sdpa"))
+        model.to(torch.float32).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
         torch.manual_seed(1)
-        ids = torch.randint(1, CONFIG["vocab_size"], (BATCH, SEQ))
-        labels = torch.roll(ids, -1, dims=1)
+        ids = torch.randint(1, config["vocab_size"], (BATCH, SEQ))
+        positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()  # the collator's, per sample
+        shift = torch.nn.functional.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()  # the adapter's shift_labels
         local = slice(rank * SEQ // world, (rank + 1) * SEQ // world)
-        positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ)[:, local].contiguous()
+        batch = {k: v[:, local].contiguous() for k, v in
+                 (("input_ids", ids), ("position_ids", positions), ("shift_labels", shift))}
         saved: dict[int, torch.Tensor] = {}
 
         def pack(t):
@@ -109,16 +127,18 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            logits = model(input_ids=ids[:, local].contiguous(), position_ids=positions).logits
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels[:, local].reshape(-1))
+            positions = {} if plain else {"position_ids": batch["position_ids"]}  # plain: the model's own [1, s]
+            logits = model(input_ids=batch["input_ids"], **positions).logits
+            loss = model.loss_function(logits=logits, labels=None, shift_labels=batch["shift_labels"],
+                                       vocab_size=config["vocab_size"])
         acts = sum(t.untyped_storage().nbytes() for t in saved.values())
         if rank == 0 and os.environ.get("ZP_SHOW_SAVED"):  # the saved storages, for attributing a gap
             for t in saved.values():
-                print(tuple(t.shape), t.untyped_storage().nbytes(), flush=True)
+                print(tuple(t.shape), t.dtype, t.untyped_storage().nbytes(), flush=True)
         if logits.untyped_storage().data_ptr() not in saved:
             acts += logits.untyped_storage().nbytes()
         loss.backward()
-        row = {"rank": rank, "sp": world, "local_seq_len": int(logits.shape[1]), "activations": acts,
+        row = {"case": name, "rank": rank, "sp": world, "local_seq_len": int(logits.shape[1]), "activations": acts,
                "grads": all(p.grad is not None for p in model.parameters())}
         Path(out, f"{rank}.json").write_text(json.dumps(row))
     finally:
@@ -134,18 +154,21 @@ def _free_port() -> int:
 
 
 def main() -> None:
+    names = os.environ.get("ZP_CASES", ",".join(CASES)).split(",")
     rows = []
-    for sp in SPS:
+    for name in names:
+        sp = CASES[name]["sp"]
         with tempfile.TemporaryDirectory() as out:
-            mp.spawn(_worker, args=(sp, _free_port(), out), nprocs=sp, join=True)
+            mp.spawn(_worker, args=(sp, _free_port(), name, out), nprocs=sp, join=True)
             for r in range(sp):
                 row = json.loads(Path(out, f"{r}.json").read_text())
-                row["zeroplan_cp"] = predicted(sp)
-                row["error"] = (row["zeroplan_cp"] - row["activations"]) / row["activations"]
+                row["zeroplan"] = predicted(name)
+                row["error"] = (row["zeroplan"] - row["activations"]) / row["activations"]
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    OUT.write_text(json.dumps({"config": CONFIG, "batch": BATCH, "seq_len": SEQ, "torch": torch.__version__,
-                               "rows": rows}, indent=1) + "\n")
+    if "ZP_CASES" not in os.environ:
+        OUT.write_text(json.dumps({"batch": BATCH, "seq_len": SEQ, "torch": torch.__version__,
+                                   "cases": CASES, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

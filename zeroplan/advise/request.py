@@ -144,10 +144,10 @@ def _advising(args: ScenarioArgs, opts: AdviseArgs, found: FromFile,
 
 
 def _file_tp(args: ScenarioArgs, found: FromFile) -> tuple[str, str] | None:
-    """Where a --from file sets a tensor-parallel or pipeline degree above 1, and which: its DeepSpeed config's
-    tensor_parallel.autotp_size or pipeline.stages, or an Accelerate file's parallelism_config tp_size (None: data
-    parallelism)."""
-    from zeroplan.deepspeed.parallel import autotp_size, pipeline_stages
+    """Where a --from file sets a tensor-parallel, sequence-parallel or pipeline degree above 1, and which: its
+    DeepSpeed config's tensor_parallel.autotp_size, sequence_parallel_size or pipeline.stages, or an Accelerate
+    file's parallelism_config tp_size or sp_size (None: data parallelism)."""
+    from zeroplan.deepspeed.parallel import autotp_size, pipeline_stages, sequence_parallel_size
     from zeroplan.scenario import deepspeed_source
 
     source = deepspeed_source(args, found)
@@ -155,7 +155,10 @@ def _file_tp(args: ScenarioArgs, found: FromFile) -> tuple[str, str] | None:
         return f"{source.origin}: tensor_parallel.autotp_size {tp}", "tensor-parallel"
     if source is not None and (pp := pipeline_stages(source.data)) > 1:
         return f"{source.origin}: pipeline.stages {pp}", "pipeline"
-    taken = found.run.get("tp")
-    if taken is not None and int(taken.value) > 1:
-        return f"{found.run.origin}: {taken.key} {int(taken.value)}", "tensor-parallel"
+    if source is not None and (sp := sequence_parallel_size(source.data)) > 1:
+        return f"{source.origin}: sequence_parallel_size {sp}", "sequence-parallel (DeepSpeed-Ulysses)"
+    for key, kind in (("tp", "tensor-parallel"), ("cp", "sequence-parallel (DeepSpeed-Ulysses)")):
+        taken = found.run.get(key)
+        if taken is not None and int(taken.value) > 1:
+            return f"{found.run.origin}: {taken.key} {int(taken.value)}", kind
     return None

@@ -37,7 +37,7 @@ from zeroplan.memory.setup import (
     parse_checkpointing,
     spread_gpus,
 )
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.models.mesh import CpComm, Mesh, Schedule
 from zeroplan.units import parse_count
 
 
@@ -74,7 +74,7 @@ AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attent
 
 class PlanMesh(Frozen):
     """The parallel mesh beyond data parallelism, as `estimate --tp --pp --cp --ep --vpp --pp-schedule
-    --sequence-parallel` take it (docs/parallelism.md); the data-parallel degree is gpus / (tp x pp x cp)."""
+    --sequence-parallel --cp-comm` take it (docs/parallelism.md); the data-parallel degree is gpus / (tp x pp x cp)."""
 
     tp: Count = 1
     pp: Count = 1
@@ -90,12 +90,14 @@ class PlanMesh(Frozen):
     # equal stages where the layers divide, torchtitan's default split where they do not (docs/parallelism.md)
     pp_first_layers: Count | None = None
     pp_last_layers: Count | None = None
+    cp_comm: CpComm = CpComm.p2p  # a2a: DeepSpeed-Ulysses (a ds_config's sequence_parallel_size)
 
     def mesh(self, gpus: int) -> Mesh:
         return Mesh(gpus=gpus, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, vpp=self.vpp,
                     sequence_parallel=self.sequence_parallel, schedule=self.pp_schedule,
                     vocab_parallel_embedding=self.vocab_parallel, vocab_parallel_logits=self.vocab_parallel,
-                    pp_first_layers=self.pp_first_layers, pp_last_layers=self.pp_last_layers)
+                    pp_first_layers=self.pp_first_layers, pp_last_layers=self.pp_last_layers,
+                    cp_comm=self.cp_comm)
 
 
 class Training(Frozen):

@@ -157,12 +157,14 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
 def _mesh(plan: Plan, ds: DeepSpeedSource) -> tuple[Mesh | None, Plan]:
     """The plan's `mesh:` or the config's AutoTP mesh (not both), and the plan with that tensor-parallel degree, so
     its batch arithmetic counts data-parallel ranks."""
-    stated = config_mesh(ds.data, ds.origin, plan.gpus)  # AutoTP or PipelineEngine; refuses Ulysses
+    stated = config_mesh(ds.data, ds.origin, plan.gpus)  # AutoTP, Ulysses or PipelineEngine
     if stated is not None and plan.mesh is not None:
-        key = "pipeline.stages" if stated.pp > 1 else "tensor_parallel.autotp_size"
+        key = ("pipeline.stages" if stated.pp > 1 else "sequence_parallel_size" if stated.cp > 1
+               else "tensor_parallel.autotp_size")
         raise SpecError(f"mesh: and {ds.origin}'s {key} both give a mesh; give it in one place")
     if stated is not None:
-        return stated, plan.model_copy(update={"mesh": PlanMesh(tp=stated.tp, pp=stated.pp)})
+        update = PlanMesh(tp=stated.tp, pp=stated.pp, cp=stated.cp, cp_comm=stated.cp_comm)
+        return stated, plan.model_copy(update={"mesh": update})
     return (plan.mesh.mesh(plan.gpus) if plan.mesh else None), plan
 
 

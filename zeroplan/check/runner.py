@@ -200,6 +200,8 @@ def check_from_file(args: ScenarioArgs, *, ignore: Iterable[str] = (), strict: b
             "finetune": finetune_fields(applied, applied.model)}  # the file's fine-tuning mode, its rules resolved  # fmt: skip
     if (tp := found.run.get("tp")) is not None:  # Accelerate's parallelism_config tp_size: Hugging Face's tp_plan
         data["mesh"] = {"tp": tp.value, "vocab_parallel": False}
+    if (cp := found.run.get("cp")) is not None:  # Accelerate's parallelism_config sp_size: ALST/Ulysses
+        data["mesh"] = {"cp": cp.value, "cp_comm": "a2a"}
     origin = found.run.origin
     plan = plan_from_data({k: v for k, v in data.items() if v is not None}, origin)
     return CheckReport((check_run(resolve_plan(plan, origin, Path(".")), ignore),), strict)

@@ -10,6 +10,7 @@ from zeroplan.cli.options import (
     SETUP,
     AttentionOpt,
     CheckpointingOpt,
+    CpCommOpt,
     CpOpt,
     DsConfigOpt,
     EngineOpt,
@@ -73,6 +74,7 @@ from zeroplan.memory.setup import (
     Engine,
     OffloadDevice,
 )
+from zeroplan.models.mesh import CpComm
 from zeroplan.units import Unit
 
 
@@ -128,6 +130,7 @@ def estimate(
     tp: TpOpt = None,
     pp: PpOpt = None,
     cp: CpOpt = None,
+    cp_comm: CpCommOpt = CpComm.p2p,
     ep: EpOpt = None,
     vpp: VppOpt = None,
     pp_first_layers: PpFirstOpt = None,
@@ -151,9 +154,12 @@ def estimate(
         if html is not None and method is not Method.zeroplan:
             raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
         report = html_target(html, force)
-        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule, cp_comm=cp_comm,
                         pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
                         sequence_parallel=sequence_parallel)
+        if method is Method.megatron and cp_comm is not CpComm.p2p:
+            raise UsageError("--cp-comm a2a (DeepSpeed-Ulysses) is zeroplan's own model; Megatron-LM's theoretical "
+                             "memory formula has no context-parallel communication kind")
         if method is Method.megatron:
             from zeroplan.megatron.view import megatron_view
             from zeroplan.scenario.megatron import megatron_estimate

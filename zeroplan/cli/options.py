@@ -18,7 +18,7 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
 )
-from zeroplan.models.mesh import Schedule
+from zeroplan.models.mesh import CpComm, Schedule
 from zeroplan.units import Unit
 
 # The defaults every command shows are the inputs' own (memory/setup.py), as ScenarioArgs's and the Python
@@ -72,6 +72,7 @@ FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Alloc
 TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Tensor-parallel degree (--method megatron).")]
 PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--method megatron).")]
 CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
+CpCommOpt = Annotated[CpComm, typer.Option("--cp-comm", help="How --cp moves the sequence: p2p, ring attention's K/V exchange; a2a, DeepSpeed-Ulysses' all-to-alls (a ds_config's sequence_parallel_size; docs/parallelism.md).")]
 EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
 VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Model chunks (virtual stages) per pipeline rank, for the interleaved schedules (docs/parallelism.md).")]
 PpFirstOpt = Annotated[Optional[str], typer.Option("--pp-first-layers", help="Layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers; docs/parallelism.md).")]

@@ -10,6 +10,7 @@ from zeroplan.cli.options import (
     AdapterConfigOpt,
     AttentionOpt,
     CheckpointingOpt,
+    CpCommOpt,
     CpOpt,
     DoraOpt,
     DoubleQuantOpt,
@@ -63,6 +64,7 @@ from zeroplan.memory.setup import (
     OffloadDevice,
     ZeroStage,
 )
+from zeroplan.models.mesh import CpComm
 from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
 from zeroplan.validate import as_json
 
@@ -94,6 +96,7 @@ def throughput(
     tp: TpOpt = None,
     pp: PpOpt = None,
     cp: CpOpt = None,
+    cp_comm: CpCommOpt = CpComm.p2p,
     ep: EpOpt = None,
     vpp: VppOpt = None,
     pp_first_layers: PpFirstOpt = None,
@@ -124,7 +127,7 @@ def throughput(
         from zeroplan.cli.render import advice as render_advice
         from zeroplan.scenario.parallel import MeshArgs
 
-        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule,
+        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule, cp_comm=cp_comm,
                         pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
                         sequence_parallel=sequence_parallel)
         if mesh.given:

@@ -1,5 +1,6 @@
 """The parallel mesh a ds_config states, beyond data parallelism: DeepSpeed AutoTP training's
-`tensor_parallel.autotp_size` is modelled as a tensor-parallel mesh; what zeroplan does not model is refused in
+`tensor_parallel.autotp_size` is modelled as a tensor-parallel mesh, `sequence_parallel_size` as Ulysses' context
+parallelism by all-to-all; what zeroplan does not model is refused in
 one line, never read as data parallelism.
 
 - `tensor_parallel` (deepspeed/runtime/tensor_parallel/config.py, TPTrainingConfig): `autotp_size` > 1 shards the
@@ -9,9 +10,16 @@ one line, never read as data parallelism.
   (engine.py: "AutoTP + ZeRO stage 3 is supported for training"; https://www.deepspeed.ai/tutorials/autotp-training/).
   AutoTP replaces linears only: the token embedding stays whole; the head's weight is split, and its logits are
   whole on every rank unless `vocab_parallel_lm_head` is true.
-- `sequence_parallel_size` (DeepSpeed-Ulysses / ALST, a top-level key read raw by deepspeed/runtime/config.py, which
-  divides the world size by it): refused, Ulysses' all-to-all attention is not modelled (validation/
-  measure_ulysses.py measured its saved activations 3.8% above the context-parallel model's, docs/parallelism.md).
+- `sequence_parallel_size` (DeepSpeed-Ulysses / ALST, a top-level key): modelled as context parallelism by
+  all-to-all, Mesh(cp=sp, cp_comm=a2a) (docs/parallelism.md, measured by validation/measure_ulysses.py). The batch
+  keys count GPUs / sp ranks (deepspeed/runtime/config.py divides the world size by it, or by the mpu's
+  sequence-parallel world size); ZeRO shards over the sequence-data-parallel group of dp x sp ranks
+  (deepspeed/runtime/engine.py passes dp_process_group=self.seq_data_parallel_group to every ZeRO optimizer;
+  deepspeed/utils/groups.py _get_sequence_data_parallel_group: "the process group for zero sharding ... must be
+  across both dimensions of data and sequence parallelism"), which is zeroplan's dp x cp. With DeepCompile's
+  `autosp` pass (deepspeed/compile/passes/sp_compile.py: the all-to-alls inserted into a torch.compile graph) it
+  is refused: the compiled graph's saved tensors are not the eager modules' zeroplan measured. Ulysses with AutoTP
+  or PipelineEngine is refused (not modelled).
 - `pipeline` (DeepSpeed's PipelineEngine; deepspeedai/DeepSpeed@edaa7221:deepspeed/runtime/config.py
   get_pipeline_config: stages "auto", partition "best", seed_layers false, activation_checkpoint_interval 0,
   pipe_partitioned and grad_partitioned true). DeepSpeed itself never reads `stages` or `partition`: the stage
@@ -34,7 +42,7 @@ from typing import Any
 
 from zeroplan.errors import SpecError
 from zeroplan.memory.setup import Checkpointing, TrainingSetup
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.models.mesh import CpComm, Mesh, Schedule
 
 AUTOTP_SOURCE = "DeepSpeed AutoTP training, deepspeed/runtime/tensor_parallel/config.py autotp_size"
 PIPE_METHODS = ("parameters", "uniform")  # and "type:REGEX" (pipe/module.py _partition_layers)
@@ -59,14 +67,25 @@ def refused(data: object) -> list[str]:
     if not isinstance(data, Mapping):
         return []
     found = []
-    sp = _count(data.get("sequence_parallel_size", 1))
-    if sp is not None and sp > 1:
-        found.append(f"sequence_parallel_size: {sp} (sequence parallelism) is not modelled yet")
+    sp = sequence_parallel_size(data)
+    passes = data.get("compile", {}).get("passes") if isinstance(data.get("compile"), Mapping) else None
+    if sp > 1 and isinstance(passes, list) and "autosp" in passes:
+        found.append(f"sequence_parallel_size: {sp} with compile.passes autosp (DeepCompile's AutoSP inserts the "
+                     "all-to-alls into a compiled graph, whose saved tensors zeroplan does not model) is not modelled yet")
+    if sp > 1 and (autotp_size(data) > 1 or pipeline_stages(data) > 1):
+        found.append(f"sequence_parallel_size: {sp} with tensor_parallel.autotp_size {autotp_size(data)} / "
+                     f"pipeline.stages {pipeline_stages(data)}: Ulysses with AutoTP or PipelineEngine is not modelled")
     pp = pipeline_stages(data)
     if pp > 1 and autotp_size(data) > 1:
         found.append(f"pipeline.stages {pp} with tensor_parallel.autotp_size {autotp_size(data)}: AutoTP under "
                      "DeepSpeed's PipelineEngine is not modelled")
     return found
+
+
+def sequence_parallel_size(data: object) -> int:
+    """sequence_parallel_size as written (absent, 0, 1 and what is not a whole number: no sequence parallelism)."""
+    size = _count(data.get("sequence_parallel_size", 1)) if isinstance(data, Mapping) else None
+    return size or 1
 
 
 def pipeline_block(data: object) -> Mapping:
@@ -130,7 +149,7 @@ def with_pipeline_checkpointing(data: object, setup: TrainingSetup, given: froze
 
 
 def config_mesh(data: object, origin: str, gpus: int) -> Mesh | None:
-    """The AutoTP or PipelineEngine mesh of a ds_config over `gpus` (None: data parallelism only); SpecError for what
+    """The AutoTP, Ulysses or PipelineEngine mesh of a ds_config over `gpus` (None: data parallelism only); SpecError for what
     is refused or does not divide."""
     try:
         return _config_mesh(data, origin, gpus)
@@ -144,6 +163,11 @@ def _config_mesh(data: object, origin: str, gpus: int) -> Mesh | None:
         raise SpecError(f"{origin}: " + "; ".join(problems))
     if (pp := pipeline_stages(data)) > 1:
         return _pipeline_mesh(data, origin, gpus, pp)
+    if (sp := sequence_parallel_size(data)) > 1:
+        if gpus % sp:
+            raise SpecError(f"{origin}: sequence_parallel_size {sp} does not divide the {gpus} GPUs (DeepSpeed: "
+                            "'world_size ... is not divisible by sequence_parallel_size')")
+        return Mesh(gpus=gpus, cp=sp, cp_comm=CpComm.a2a)
     tp = autotp_size(data)
     if tp == 1:
         return None

@@ -158,20 +158,28 @@ def _init_flag(section: DeepSpeedSection) -> list[Taken]:
 def _parallelism(section: ParallelismSection, refuse: NotModelled, distributed_type: str | None) -> list[Taken]:
     """tp_size: a tensor-parallel mesh (the `tp` of FrameworkRun, read by the scenario: Accelerate's ParallelismConfig
     applies the model's Hugging Face tp_plan on a (dp_shard, tp) DeviceMesh under FSDP2; src/accelerate/
-    parallelism_config.py). Context and sequence parallelism and hybrid sharding are refused."""
+    parallelism_config.py). sp_size under DEEPSPEED is ALST/Ulysses (sp_backend's only value, "deepspeed": Accelerator._prepare_deepspeed calls
+    UlyssesSPAttentionHF.register_with_transformers(sequence_parallel_size=sp_size); huggingface/accelerate@16cb6eb:
+    src/accelerate/accelerator.py): the `cp` of FrameworkRun, read as --cp N --cp-comm a2a. cp_size (torch's ring
+    context parallelism under FSDP2), sp_size elsewhere and hybrid sharding are refused."""
     prefix = "parallelism_config.parallelism_config_"
+    found = []
     for name, what in (("cp_size", "context parallelism"), ("sp_size", "sequence parallelism")):
         if (value := getattr(section, f"parallelism_config_{name}")) > 1:
-            refuse.add(prefix + name, value, what)
+            if name == "sp_size" and distributed_type == "DEEPSPEED":
+                found.append(Taken(prefix + name, value, "cp", value, f"--cp {value} --cp-comm a2a: DeepSpeed's "
+                                   "ALST/Ulysses sequence parallelism (sp_backend deepspeed)"))
+            else:
+                refuse.add(prefix + name, value, what)
     if section.parallelism_config_dp_replicate_size > 1 and section.parallelism_config_dp_shard_size > 1:
         refuse.add(prefix + "dp_replicate_size", section.parallelism_config_dp_replicate_size, "hybrid sharding (HSDP)")
     tp = section.parallelism_config_tp_size
     if tp == 1:
-        return []
+        return found
     if distributed_type != "FSDP":  # ParallelismConfig runs with FSDP2 or plain multi-GPU; the latter (DDP) is refused
         refuse.add(prefix + "tp_size", tp, "tensor parallelism")
-        return []
-    return [Taken(prefix + "tp_size", tp, "tp", tp, f"--tp {tp}: the model's Hugging Face tp_plan on a (dp_shard, tp) "
+        return found
+    return found + [Taken(prefix + "tp_size", tp, "tp", tp, f"--tp {tp}: the model's Hugging Face tp_plan on a (dp_shard, tp) "
                   "mesh (token embedding whole, logits gathered)")]
 
 

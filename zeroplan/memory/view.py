@@ -131,7 +131,7 @@ def mesh_keys(est: Estimate) -> dict:
                      "sequence_parallel": m.sequence_parallel and m.tp > 1, "zero_group": dense,
                      "expert_zero_group": expert, "describe": m.describe(),
                      "stages": [as_json(s) for s in model.shares], "vpp": m.vpp, "schedule": m.schedule.value,
-                     "ranks": _with_peaks(rank_summaries(model, est.scenario.arch, est.scenario.setup), est)}}
+                     "cp_comm": m.cp_comm.value, "ranks": _with_peaks(rank_summaries(model, est.scenario.arch, est.scenario.setup), est)}}
 
 
 def _with_peaks(ranks: list[dict], est: Estimate) -> list[dict]:

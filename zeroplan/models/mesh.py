@@ -29,6 +29,15 @@ class Schedule(str, Enum):
     zbv = "zbv"
 
 
+class CpComm(str, Enum):
+    """How context parallelism moves the sequence, as Megatron-LM's --cp-comm-type names them: p2p, the ring
+    exchange of K/V blocks (ring attention, Transformer Engine); a2a, DeepSpeed-Ulysses' all-to-alls that trade the
+    sequence split for a head split around attention (DeepSpeed's `sequence_parallel_size`, UlyssesSPAttentionHF)."""
+
+    p2p = "p2p"
+    a2a = "a2a"
+
+
 ZBV_CHUNKS = 2  # ZB-V puts exactly two model chunks on each rank, in a V (PyTorch's ScheduleZBVZeroBubble;
 # sail-sg/zero-bubble-pipeline-parallelism README)
 
@@ -61,6 +70,7 @@ class Mesh:
     pipe_partition: str | None = None
     # Decoder layers per pipeline stage as that partition gives them (scenario.meshed resolves it with the model).
     pp_layers: tuple[int, ...] | None = None
+    cp_comm: CpComm = CpComm.p2p  # a2a: DeepSpeed-Ulysses (docs/parallelism.md)
 
     def __post_init__(self) -> None:
         if self.schedule is None:
@@ -87,6 +97,7 @@ class Mesh:
         extra = [f"ep {self.ep}"] * (self.ep > 1) + [f"vpp {self.vpp}"] * bool(self.vpp and self.vpp > 1)
         extra += ["sequence parallel"] * (self.sequence_parallel and self.tp > 1)
         extra += [f"DeepSpeed PipelineEngine, partition_method '{self.pipe_partition}'"] * bool(self.pipe_partition)
+        extra += ["cp all-to-all (DeepSpeed-Ulysses)"] * (self.cp > 1 and self.cp_comm is CpComm.a2a)
         extra += [f"schedule {self.schedule.value}"] * (self.pp > 1 and self.schedule is not Schedule.one_f_one_b)
         return parts + (f" ({', '.join(extra)})" if extra else "")
 
@@ -102,6 +113,7 @@ def mesh_problems(mesh: Mesh, arch: Architecture) -> list[str]:
         found.append(f"num_attention_heads ({arch.num_attention_heads}) is not a multiple of --tp {mesh.tp}")
     if arch.num_key_value_heads % mesh.tp:
         found.append(f"num_key_value_heads ({arch.num_key_value_heads}) is not a multiple of --tp {mesh.tp}")
+    found += ulysses_problems(mesh, arch)
     found += schedule_problems(mesh)
     found += split_problems(mesh, arch.num_layers)
     if mesh.vpp and mesh.pp == 1:
@@ -217,6 +229,26 @@ def _partition_problems(mesh: Mesh, num_layers: int) -> list[str]:
                 f"{', '.join(map(str, counts))} per stage over pipeline.stages {mesh.pp}: a stage without a decoder "
                 "layer is not modelled"]
     return []
+
+
+def ulysses_problems(mesh: Mesh, arch: Architecture) -> list[str]:
+    """DeepSpeed-Ulysses' head split (UlyssesSPAttentionHF.__init__, deepspeedai/DeepSpeed@edaa722:deepspeed/runtime/
+    sequence_parallel/ulysses_sp.py): heads a multiple of sp; kv heads a multiple of sp or a divisor of it (then
+    each kv head is replicated sp / kv times, one per rank)."""
+    if mesh.cp == 1 or mesh.cp_comm is not CpComm.a2a:
+        return []
+    sp, heads, kv = mesh.cp, arch.num_attention_heads, arch.num_key_value_heads
+    found = []
+    if mesh.tp > 1 or mesh.pp > 1 or mesh.ep > 1:
+        found.append(f"--cp-comm a2a (DeepSpeed-Ulysses) is modelled over data parallelism only, not with "
+                     f"tp {mesh.tp} x pp {mesh.pp} x ep {mesh.ep}")
+    if heads % sp:
+        found.append(f"num_attention_heads ({heads}) is not a multiple of --cp {sp} (DeepSpeed-Ulysses splits the "
+                     "heads over the sequence-parallel ranks)")
+    if kv % sp and sp % kv:
+        found.append(f"num_key_value_heads ({kv}) neither divides nor is a multiple of --cp {sp} (DeepSpeed-Ulysses: "
+                     "'KV attention head count ... is not divisible by SP size ... or vice versa')")
+    return found
 
 
 def schedule_problems(mesh: Mesh) -> list[str]:

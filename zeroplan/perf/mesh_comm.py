@@ -11,6 +11,11 @@ Sources (docs/throughput.md, "Mesh", has each formula):
   the next rank while the attention core of the current block runs; the backward passes K/V and dK/dV
   (Megatron-LM's context parallelism through Transformer Engine,
   NVIDIA/Megatron-LM@1df56dc:docs/source/api-guide/context_parallel.rst).
+- CP by all-to-all (DeepSpeed-Ulysses, --cp-comm a2a): Jacobs et al. 2023 (arXiv:2309.14509) section 3: per layer
+  the forward all-to-alls q, k, v and the attention output (4 N h / P per GPU for MHA), the backward the same four
+  in reverse (_DimZeroAllToAll's backward, deepspeedai/DeepSpeed@edaa722:deepspeed/sequence/layer.py); k and v at
+  max(kv heads, cp) heads (UlyssesSPAttentionHF replicates kv heads below cp). Nothing overlaps them with compute
+  in UlyssesSPAttentionHF (each is awaited before the core runs), so they are exposed.
 - EP: Megatron-core's MoE token dispatcher (NVIDIA/Megatron-LM@bed33f8:megatron/core/transformer/moe/token_dispatcher.py,
   all-to-all):
   dispatch and combine, each all-to-all of the routed tokens (T k h), forward and backward.
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 
 from zeroplan.memory.activations.checkpointing import checkpointed_layers
 from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
+from zeroplan.models.mesh import CpComm
 from zeroplan.perf.collectives import (
     GB_PER_S,
     NIC_EFFICIENCY,
@@ -41,6 +47,7 @@ TP_COLLECTIVES_PER_PASS = 2  # per layer and pass: after attention's row linear 
 CP_BACKWARD_PER_FORWARD = 2  # backward ring passes K/V and dK/dV: twice the forward's bytes (TE context parallel)
 A2A_PER_PASS = 2  # per MoE layer and pass: dispatch and combine (megatron/core/transformer/moe/token_dispatcher.py)
 KV_TENSORS = 2  # K and V
+A2A_PASSES = 2  # Ulysses: the forward's four all-to-alls, and the backward's four (layer.py _DimZeroAllToAll)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,9 @@ def cp_cost(layout, w, setup: TrainingSetup, per_s: float, share: float) -> tupl
     link = layout.groups["cp"].link
     if mesh.cp == 1:
         return 0.0, 0.0, 0.0
+    if mesh.cp_comm is CpComm.a2a:
+        seconds, wire = ulysses_cost(layout, w, setup, share)
+        return seconds, seconds, wire
     tokens = setup.tokens_per_micro_step / mesh.cp
     block = KV_TENSORS * tokens * max(1, arch.num_key_value_heads // mesh.tp) * arch.head_dim \
         * setup.precision.compute_bytes
@@ -118,6 +128,25 @@ def cp_cost(layout, w, setup: TrainingSetup, per_s: float, share: float) -> tupl
                        + CP_BACKWARD_PER_FORWARD * max(0.0, send_s - attn_s))
     comm = steps * (fwd_passes + CP_BACKWARD_PER_FORWARD) * send_s
     return exposed, comm, steps * (fwd_passes + CP_BACKWARD_PER_FORWARD) * block
+
+
+def ulysses_cost(layout, w, setup: TrainingSetup, share: float) -> tuple[float, float]:
+    """(seconds, bytes) of Ulysses' all-to-alls per micro-batch: per layer and pass (forward, backward; the forward
+    again for the recomputed share r), q and the output of b (s/cp) a d e each and k, v of b (s/cp) max(g, cp) d e
+    each, every one sending (cp - k)/cp off the node at 0.92 x the GPU's NIC and (k - 1)/cp on the fabric, k the cp
+    group's ranks per node (as ep_cost)."""
+    mesh, arch, group = layout.mesh, layout.arch, layout.groups["cp"]
+    tokens = setup.tokens_per_micro_step / mesh.cp
+    e, d = setup.precision.compute_bytes, arch.head_dim
+    sizes = [tokens * arch.num_attention_heads * d * e] * 2 + [tokens * max(arch.num_key_value_heads, mesh.cp) * d * e] * 2
+    local = ranks_per_node(mesh.cp, group.stride, layout.gpus_per_node)
+    fabric = layout.hw.intra_node_busbw_gbps * GB_PER_S
+    nic = NIC_EFFICIENCY * layout.hw.nic_gbps_per_gpu * GB_PER_S
+    off_share, inside_share = (mesh.cp - local) / mesh.cp, (local - 1) / mesh.cp
+    alpha = (layout.hw.inter_node_alpha_us if off_share else layout.hw.intra_node_alpha_us) * US
+    one_pass = sum(alpha + max(off_share * x / nic, inside_share * x / fabric) for x in sizes)
+    passes = w.layers * (A2A_PASSES + share)
+    return passes * one_pass, passes * sum(sizes) * (off_share + inside_share)
 
 
 def ep_cost(layout, w, setup: TrainingSetup, share: float) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeroplan.memory.setup import TrainingSetup, ZeroStage
-from zeroplan.models.mesh import Schedule
+from zeroplan.models.mesh import CpComm, Schedule
 
 
 def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[str, ...]:
@@ -25,7 +25,11 @@ def mesh_assumptions(layout, setup: TrainingSetup, efficiency: float) -> tuple[s
         notes.append(_pipeline_note(mesh))
         notes.append("ZeRO-2/3 with pipeline stages: DeepSpeed's PipelineEngine runs ZeRO-1 at most; stages 2-3 are "
                      "timed with their per-micro-batch collectives, as FSDP with pipelining (torchtitan) runs them")
-    if mesh.cp > 1:
+    if mesh.cp > 1 and mesh.cp_comm is CpComm.a2a:
+        notes.append("CP: DeepSpeed-Ulysses, 4 all-to-alls per layer forward (q, k, v, output; k and v at max(kv "
+                     "heads, cp) heads), 4 backward, 4 more per recomputed layer, each (cp - 1)/cp of the rank's "
+                     f"tensor on the cp group ({groups['cp'].link.label}); exposed (Jacobs et al. 2023)")
+    elif mesh.cp > 1:
         notes.append("CP: ring attention, cp - 1 K/V block sends per layer forward (K/V and dK/dV backward), each "
                      "hidden under one block of attention compute; what exceeds it is exposed")
     if mesh.ep > 1:

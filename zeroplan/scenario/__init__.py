@@ -168,7 +168,7 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw))
-    if mesh is not None or (found is not None and found.run.get("tp") is not None):  # imported only for a mesh
+    if mesh is not None or (found is not None and (found.run.get("tp") or found.run.get("cp"))):  # a mesh only
         from zeroplan.scenario.meshed import file_mesh, with_mesh
 
         scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)

@@ -78,7 +78,7 @@ def mesh_throughput_report(args: ScenarioArgs, mesh_args: MeshArgs, topology: To
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes, "topology": topology.value,
         "mesh": {"tp": mesh.tp, "pp": mesh.pp, "cp": mesh.cp, "ep": mesh.ep, "dp": mesh.dp, "vpp": mesh.vpp,
                  "schedule": mesh.schedule.value, "sequence_parallel": mesh.sequence_parallel,
-                 "description": mesh.describe()},
+                 "cp_comm": mesh.cp_comm.value, "description": mesh.describe()},
         "groups": _groups(layout),
         "setup": as_json(scn.setup), "compute_efficiency": efficiency,
         "stages": [_row(stage, step, base, m, tokens) for stage, step in zip(ZeroStage, steps)],

@@ -10,7 +10,7 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.mesh import MeshModel, stage_shares, tensor_parallel_layout
 from zeroplan.memory.setup import Engine
-from zeroplan.models.mesh import Mesh, check_mesh
+from zeroplan.models.mesh import CpComm, Mesh, check_mesh
 from zeroplan.models.partition import with_partition
 from zeroplan.models.presets import load_model
 
@@ -54,13 +54,19 @@ def _check_engine(engine: Engine, mesh: Mesh) -> None:
 
 def file_mesh(found, mesh: Mesh | None, gpus: int) -> Mesh | None:
     """An Accelerate file's parallelism_config tp_size as a tensor-parallel mesh (Hugging Face's tp_plan: the
-    embedding whole, the logits gathered), unless its DeepSpeed config gives one too; `mesh` otherwise."""
-    taken = found.run.get("tp") if found is not None else None
+    embedding whole, the logits gathered), or its sp_size as DeepSpeed-Ulysses (cp by all-to-all), unless its
+    DeepSpeed config gives a mesh too; `mesh` otherwise."""
+    tp, cp = (found.run.get("tp"), found.run.get("cp")) if found is not None else (None, None)
+    taken = tp or cp
     if taken is None:
         return mesh
     if mesh is not None:
-        raise ZeroplanError(f"{found.run.origin}: {taken.key} and a DeepSpeed config's autotp_size both give a mesh")
-    return Mesh(gpus=gpus, tp=int(taken.value), vocab_parallel_embedding=False, vocab_parallel_logits=False)
+        raise ZeroplanError(f"{found.run.origin}: {taken.key} and its DeepSpeed config both give a mesh")
+    if cp is not None:
+        if gpus % int(cp.value):
+            raise ZeroplanError(f"{found.run.origin}: {cp.key} {cp.value} does not divide the {gpus} GPUs")
+        return Mesh(gpus=gpus, cp=int(cp.value), cp_comm=CpComm.a2a)
+    return Mesh(gpus=gpus, tp=int(tp.value), vocab_parallel_embedding=False, vocab_parallel_logits=False)
 
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.models.mesh import CpComm, Mesh, Schedule
 from zeroplan.units import parse_count
 
 MESH_OPTIONS = ("tp", "pp", "cp", "ep", "vpp")
@@ -23,6 +23,7 @@ class MeshArgs:
     vpp: str | None = None
     sequence_parallel: bool = False
     schedule: Schedule | None = None
+    cp_comm: CpComm = CpComm.p2p  # --cp-comm
     pp_first_layers: str | None = None  # Megatron-LM's --decoder-first-pipeline-num-layers
     pp_last_layers: str | None = None  # --decoder-last-pipeline-num-layers
 
@@ -33,6 +34,7 @@ class MeshArgs:
         if self.schedule not in (None, Schedule.one_f_one_b):
             found.append(f"--pp-schedule {self.schedule.value}")
         found += [f"--{n.replace('_', '-')}" for n in SPLIT_OPTIONS if getattr(self, n) is not None]
+        found += [f"--cp-comm {self.cp_comm.value}"] * (self.cp_comm is not CpComm.p2p)
         return found + ["--sequence-parallel"] * self.sequence_parallel
 
     def mesh(self, gpus: int) -> Mesh:
@@ -42,4 +44,5 @@ class MeshArgs:
         degrees |= {name: parse_count(getattr(self, name), f"--{name.replace('_', '-')}")
                     for name in SPLIT_OPTIONS if getattr(self, name) is not None}
         # no schedule: virtual stages mean interleaving, as Megatron reads --virtual-pipeline-model-parallel-size
-        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, schedule=self.schedule, **degrees)
+        return Mesh(gpus=gpus, sequence_parallel=self.sequence_parallel, schedule=self.schedule, cp_comm=self.cp_comm,
+                    **degrees)

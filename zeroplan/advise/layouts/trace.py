@@ -13,7 +13,7 @@ SPACE_SOURCE = ("Megatron-LM megatron/training/arguments.py divisibility checks 
 FIT_SOURCE = "hardware preset memory_gib; the busiest rank's peak per zeroplan's mesh model (docs/parallelism.md)"
 SPEED_SOURCE = "zeroplan.perf.mesh (docs/throughput.md, Mesh)"
 # The step-time parts a comparison names, as MeshStep calls them.
-PARTS = {"compute_s": "compute", "tp_s": "TP collectives", "cp_exposed_s": "exposed CP ring", "ep_s": "EP all-to-all",
+PARTS = {"compute_s": "compute", "tp_s": "TP collectives", "cp_exposed_s": "exposed CP ring or all-to-all", "ep_s": "EP all-to-all",
          "p2p_s": "pipeline sends", "bubble_s": "pipeline bubble", "zero_exposed_s": "exposed ZeRO collectives"}
 
 

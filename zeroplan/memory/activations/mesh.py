@@ -32,7 +32,8 @@ from zeroplan.memory.pipeengine import pipe_buffer_bytes
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
 from zeroplan.memory.activations.pipeline import chunks_in_flight, head_in_flight, head_rank, rank_layers
-from zeroplan.models.mesh import Mesh, Schedule
+from zeroplan.memory.activations.ulysses import A2A_OUTPUT, KV_REPLICAS, ulysses_base
+from zeroplan.models.mesh import CpComm, Mesh, Schedule
 
 PYTORCH, MEGATRON = "pytorch", "megatron"  # sequence-parallel stacks
 
@@ -55,7 +56,7 @@ SPLIT = frozenset({
     "q, k, v", "q, k, v (core inputs)", "q, k, v (a heads)", "output", "log-sum-exp",
     "output projection input (transposed copy)", "output projection input", "score soft-capping tanh",
     "softmax output", "probability dropout mask + output", "probabilities cast to e", "activation",
-    "activation output and up projection (gate product)", "down projection input",
+    "activation output and up projection (gate product)", "down projection input", A2A_OUTPUT, KV_REPLICAS,
 })
 # The norm region of the residual stream: replicated without sequence parallelism, 1/t with it.
 NORM_REGION = frozenset({
@@ -82,7 +83,8 @@ def _check(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> None:
     if setup.seq_len % mesh.cp:
         raise ZeroplanError(f"--seq-len {setup.seq_len} is not a multiple of --cp {mesh.cp}")
     if mesh.cp > 1 and setup.attention is not Attention.flash:
-        raise ZeroplanError(f"--cp {mesh.cp}: context parallelism (ring attention) runs flash kernels; "
+        kind = "DeepSpeed-Ulysses" if mesh.cp_comm is CpComm.a2a else "ring attention"
+        raise ZeroplanError(f"--cp {mesh.cp}: context parallelism ({kind}) runs flash kernels; "
                             "give --attention flash")
     if setup.checkpointing in (Checkpointing.selective_op,) or setup.checkpoint_every > 1:
         raise ZeroplanError(f"--checkpointing {setup.checkpointing_label} on a tp/pp/cp mesh is not modelled yet; "
@@ -100,6 +102,8 @@ def rank_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
     the single-GPU terms at s/cp tokens, each divided as term_divisor says. Also the names left whole."""
     _check(arch, setup, mesh)
     base = activation_bytes(arch, replace(setup, seq_len=setup.seq_len // mesh.cp))
+    if mesh.cp > 1 and mesh.cp_comm is CpComm.a2a:
+        base = ulysses_base(arch, setup, mesh, base)
     unknown: set[str] = set()
 
     def split(name: str, value: int) -> int:
@@ -207,7 +211,11 @@ def _notes(mesh: Mesh, stack: str, m: int, i: int, unknown: tuple[str, ...]) -> 
                      + (f"; vocab-parallel logits and loss / {mesh.tp}" if mesh.vocab_parallel_logits else
                         "; logits and loss whole on every rank (DeepSpeed AutoTP's head all-reduces them)"))
     if mesh.cp > 1:
-        notes.append(f"context parallel {mesh.cp}: each rank holds seq-len / {mesh.cp} tokens of every sequence")
+        notes.append(f"context parallel {mesh.cp}: each rank holds seq-len / {mesh.cp} tokens of every sequence"
+                     + (f"; DeepSpeed-Ulysses all-to-alls: attention on heads / {mesh.cp} over the whole sequence, "
+                        "the all-to-all output o_proj reads kept beside the core's, kv heads below cp replicated to "
+                        "one per rank, rotary tables per sample (docs/parallelism.md)" if mesh.cp_comm is CpComm.a2a
+                        else " (ring attention)"))
     if mesh.pp > 1:
         notes.append(f"pipeline schedule {mesh.schedule.value}: rank {i} keeps {m} "
                      + (f"chunk-micro-batches of its {mesh.chunks} model chunks" if mesh.chunks > 1 else "micro-batch(es)")
