@@ -90,8 +90,10 @@ def test_plan_mesh_and_autotp_together_are_one_error(tmp_path):
     ({"pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2}},
      "pipeline.stages 2 with tensor_parallel.autotp_size 2: AutoTP under DeepSpeed's PipelineEngine is not modelled"),
     ({"sequence_parallel_size": 3}, "sequence_parallel_size 3 does not divide the 8 GPUs"),
+    ({"sequence_parallel_size": 2, "pipeline": {"stages": 2}},
+     "sequence_parallel_size 2 with pipeline.stages 2: Ulysses beside AutoTP or PipelineEngine is not modelled"),
     ({"sequence_parallel_size": 2, "tensor_parallel": {"autotp_size": 2}},
-     "sequence_parallel_size 2 with tensor_parallel.autotp_size 2: Ulysses with AutoTP is not modelled"),
+     "sequence_parallel_size 2 with tensor_parallel.autotp_size 2: Ulysses beside AutoTP or PipelineEngine is not modelled"),
     ({"tensor_parallel": {"autotp_size": 3}}, "tensor_parallel.autotp_size 3 does not divide the 8 GPUs"),
 ])
 def test_what_a_config_states_beyond_autotp_is_refused(tmp_path, ds, words):

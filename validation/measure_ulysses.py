@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from validation.ulysses_predicted import BATCH, CASES, SEQ, case_config, predicted  # noqa: E402
+from validation.ulysses_predicted import CASES, SEQ, case_batch, case_config, predicted  # noqa: E402
 
 OUT = Path(__file__).with_name("ulysses_measured.json")
 
@@ -112,11 +112,14 @@ def _worker(rank: int, world: int, port: int, name: str, out: str) -> None:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
         torch.manual_seed(1)
-        ids = torch.randint(1, config["vocab_size"], (BATCH, SEQ))
-        positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()  # the collator's, per sample
+        batch_size = case_batch(name)
+        ids = torch.randint(1, config["vocab_size"], (batch_size, SEQ))
+        positions = torch.arange(SEQ).unsqueeze(0).expand(batch_size, SEQ).contiguous()  # the collator's, per sample
         shift = torch.nn.functional.pad(ids, (0, 1), value=-100)[..., 1:].contiguous()  # the adapter's shift_labels
         local = slice(rank * SEQ // world, (rank + 1) * SEQ // world)
-        batch = {k: v[:, local].contiguous() for k, v in
+        # the adapter's shard is a copy (`batch[k][:, chunk].cpu()`, then moved to the device): clone, so that a
+        # one-sequence slice does not keep the whole tensor's storage alive as a contiguous view would
+        batch = {k: v[:, local].clone() for k, v in
                  (("input_ids", ids), ("position_ids", positions), ("shift_labels", shift))}
         saved: dict[int, torch.Tensor] = {}
 
@@ -167,7 +170,7 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if "ZP_CASES" not in os.environ:
-        OUT.write_text(json.dumps({"batch": BATCH, "seq_len": SEQ, "torch": torch.__version__,
+        OUT.write_text(json.dumps({"seq_len": SEQ, "torch": torch.__version__,
                                    "cases": CASES, "rows": rows}, indent=1) + "\n")
 
 

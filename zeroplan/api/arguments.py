@@ -23,7 +23,7 @@ from zeroplan.memory.setup import (
     checkpointing_label,
     parse_checkpointing,
 )
-from zeroplan.models.mesh import Schedule
+from zeroplan.models.mesh import CpComm, Schedule
 from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
 
 Count = Union[int, float, str]  # 8, 9e9, "9e9", "7_000_000_000": a positive whole number
@@ -48,7 +48,8 @@ def mesh_args(options: dict[str, Any]) -> MeshArgs:
     """The mesh arguments, popped from `options`, as --tp --pp --cp --ep --vpp --pp-schedule --sequence-parallel."""
     degrees = {name: count_text(options.pop(name), f"--{name}") for name in MESH_OPTIONS}
     schedule = member(Schedule, options.pop("pp_schedule"), "--pp-schedule")
-    return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"))
+    comm = _member(CpComm, options.pop("cp_comm"), "--cp-comm")
+    return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"), cp_comm=comm)
 
 
 def _option(name: str, value: Any) -> Any:

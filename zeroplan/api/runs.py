@@ -30,7 +30,7 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
 )
-from zeroplan.models.mesh import Schedule
+from zeroplan.models.mesh import CpComm, Schedule
 from zeroplan.scenario import answers
 
 if TYPE_CHECKING:  # loaded by the functions that return them: an estimate never imports the advisor or the checks
@@ -93,6 +93,7 @@ def estimate(
     vpp: Count | None = None,
     pp_schedule: Schedule | str | None = None,
     sequence_parallel: bool = False,
+    cp_comm: CpComm | str = CpComm.p2p,
 ) -> Estimate:
     """Per-GPU memory under each ZeRO stage, or `stage` only: `zeroplan estimate`.
 
@@ -103,7 +104,8 @@ def estimate(
     `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
     (the config's unknown and duplicate keys, which the CLI prints to stderr). The fine-tuning arguments are the
     CLI's --freeze, --lora-*, --qlora, ... (docs/finetune.md); name lists may be lists. `tp`, `pp`, `cp`, `ep`,
-    `vpp`, `pp_schedule`, `sequence_parallel` lay the run on a mesh (docs/parallelism.md), as --tp ... do:
+    `vpp`, `pp_schedule`, `sequence_parallel`, `cp_comm` ("p2p" ring attention, "a2a" DeepSpeed-Ulysses) lay the
+    run on a mesh (docs/parallelism.md), as --tp ... do:
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
     the busiest rank's.
     """

@@ -72,9 +72,11 @@ def refused(data: object) -> list[str]:
     if sp > 1 and isinstance(passes, list) and "autosp" in passes:
         found.append(f"sequence_parallel_size: {sp} with compile.passes autosp (DeepCompile's AutoSP inserts the "
                      "all-to-alls into a compiled graph, whose saved tensors zeroplan does not model) is not modelled yet")
-    if sp > 1 and (autotp_size(data) > 1 or pipeline_stages(data) > 1):
-        found.append(f"sequence_parallel_size: {sp} with tensor_parallel.autotp_size {autotp_size(data)} / "
-                     f"pipeline.stages {pipeline_stages(data)}: Ulysses with AutoTP or PipelineEngine is not modelled")
+    beside = [f"tensor_parallel.autotp_size {autotp_size(data)}"] * (autotp_size(data) > 1) \
+        + [f"pipeline.stages {pipeline_stages(data)}"] * (pipeline_stages(data) > 1)
+    if sp > 1 and beside:
+        found.append(f"sequence_parallel_size {sp} with {' and '.join(beside)}: Ulysses beside AutoTP or "
+                     "PipelineEngine is not modelled")
     pp = pipeline_stages(data)
     if pp > 1 and autotp_size(data) > 1:
         found.append(f"pipeline.stages {pp} with tensor_parallel.autotp_size {autotp_size(data)}: AutoTP under "
