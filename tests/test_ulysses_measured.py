@@ -1,5 +1,6 @@
-"""validation/ulysses_measured.json (DeepSpeed-Ulysses' UlyssesSPAttentionHF run op for op on CPU/gloo by
-validation/measure_ulysses.py: one GPU as the baseline, sp 2-8, GQA, MHA and MQA, batch 2 and 1) against zeroplan's `--cp N --cp-comm a2a` activations."""
+"""validation/ulysses_measured.json (DeepSpeed 0.19.8's own UlyssesSPAttentionHF on CPU/gloo, run by
+validation/measure_ulysses.py: one GPU as the baseline, sp 2-8, GQA, MHA and MQA, batch 2 and 1) against
+zeroplan's `--cp N --cp-comm a2a` activations."""
 
 import json
 from pathlib import Path
@@ -19,6 +20,8 @@ def test_the_json_is_the_harness_cases_on_every_rank():
         rows = [r for r in DATA["rows"] if r["case"] == name]
         assert sorted(r["rank"] for r in rows) == list(range(case["sp"]))
         assert all(r["local_seq_len"] * r["sp"] == SEQ and r["grads"] for r in rows)
+        kind = "transformers sdpa (no Ulysses)" if case.get("plain") else "deepspeed 0.19.8 UlyssesSPAttentionHF"
+        assert {r["attention"] for r in rows} == {kind}  # DeepSpeed's own class ran, not the re-implementation
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

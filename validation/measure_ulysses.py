@@ -2,10 +2,13 @@
 ds_config's `sequence_parallel_size` drives), on CPU with gloo, for the tiny Llama of validation/measure_tp.py, and
 compare with zeroplan's `--cp N --cp-comm a2a` (validation/ulysses_predicted.py).
 
-    /work/venv-hf/bin/python validation/measure_ulysses.py   # every case; writes validation/ulysses_measured.json
-    ZP_CASES=gqa-sp2 ZP_SHOW_SAVED=1 /work/venv-hf/bin/python validation/measure_ulysses.py   # one case, its storages
+    python validation/measure_ulysses.py   # every case; writes validation/ulysses_measured.json
+    ZP_CASES=gqa-sp2 ZP_SHOW_SAVED=1 python validation/measure_ulysses.py   # one case, its saved storages
 
-The attention is DeepSpeed's UlyssesSPAttentionHF.forward op for op
+with torch 2.13.0, transformers 5.24 and, for DeepSpeed's own class, deepspeed 0.19.8 and einops (the committed JSON
+was measured so). The attention is then DeepSpeed's UlyssesSPAttentionHF, registered with
+UlyssesSPAttentionHF.register_with_transformers as Accelerate registers it (sdpa core, seq_length_is_variable);
+without deepspeed (or with ZP_REIMPLEMENTED=1) it is make_ulysses below, its forward op for op
 (deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641:deepspeed/runtime/sequence_parallel/ulysses_sp.py),
 written with permute/reshape where it uses einops.rearrange (the same views and copies): q, k, v [b, heads, s/sp, d]
 to [s/sp, b, heads, d]; k and v repeat_interleave'd by sp // kv when kv heads < sp (kv_replication_factor); each
@@ -38,6 +41,14 @@ import torch.multiprocessing as mp  # noqa: E402
 from validation.ulysses_predicted import CASES, SEQ, case_batch, case_config, predicted  # noqa: E402
 
 OUT = Path(__file__).with_name("ulysses_measured.json")
+# With deepspeed importable (and einops, which ulysses_sp.py imports), DeepSpeed's own UlyssesSPAttentionHF runs;
+# else the re-implementation below. ZP_REIMPLEMENTED=1 forces the latter.
+try:
+    import deepspeed  # noqa: F401
+
+    USE_DEEPSPEED = not os.environ.get("ZP_REIMPLEMENTED")
+except ImportError:
+    USE_DEEPSPEED = False
 
 
 class DimZeroAllToAll(torch.autograd.Function):
@@ -95,18 +106,29 @@ def _worker(rank: int, world: int, port: int, name: str, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    if USE_DEEPSPEED:  # deepspeed.comm over the process group just made
+        import deepspeed
+
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+        deepspeed.init_distributed(dist_backend="gloo")
     try:
         import transformers
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         config, checkpointing = case_config(name)
         plain = CASES[name].get("plain", False)
-        if not plain:  # register_with_transformers overrides the core's key with its wrapper
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config, attn_implementation="sdpa"))
+        if not plain and USE_DEEPSPEED:  # DeepSpeed's own class, registered as Accelerate registers it
+            from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+
+            UlyssesSPAttentionHF.register_with_transformers(
+                model_name_or_path=model, core_attn_implementation="sdpa", sequence_parallel_size=world,
+                micro_batch_size=case_batch(name), seq_length_is_variable=True)
+        elif not plain:  # register_with_transformers overrides the core's key with its wrapper
             ALL_ATTENTION_FUNCTIONS["sdpa"] = make_ulysses(
                 ALL_ATTENTION_FUNCTIONS["sdpa"], config["num_attention_heads"], config["num_key_value_heads"],
                 config["head_dim"])
-        torch.manual_seed(0)
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config, attn_implementation="sdpa"))
         model.to(torch.float32).train()
         if checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -141,11 +163,21 @@ def _worker(rank: int, world: int, port: int, name: str, out: str) -> None:
         if logits.untyped_storage().data_ptr() not in saved:
             acts += logits.untyped_storage().nbytes()
         loss.backward()
-        row = {"case": name, "rank": rank, "sp": world, "local_seq_len": int(logits.shape[1]), "activations": acts,
+        row = {"case": name, "rank": rank, "attention": _attention_kind(plain), "sp": world, "local_seq_len": int(logits.shape[1]), "activations": acts,
                "grads": all(p.grad is not None for p in model.parameters())}
         Path(out, f"{rank}.json").write_text(json.dumps(row))
     finally:
         dist.destroy_process_group()
+
+
+def _attention_kind(plain: bool) -> str:
+    if plain:
+        return "transformers sdpa (no Ulysses)"
+    if USE_DEEPSPEED:
+        import deepspeed
+
+        return f"deepspeed {deepspeed.__version__} UlyssesSPAttentionHF"
+    return "UlyssesSPAttentionHF re-implemented (validation/measure_ulysses.py make_ulysses)"
 
 
 def _free_port() -> int:
