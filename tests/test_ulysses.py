@@ -171,3 +171,37 @@ def test_the_api_takes_cp_comm():
 
     with pytest.raises(UsageError, match="--cp-comm .ring. is not one of: p2p, a2a"):
         api.estimate(model="llama-3.1-8b", gpus=8, cp=4, cp_comm="ring", seq_len=32768, stage=3)
+
+
+def test_accelerate_sp_size_is_ulysses_under_deepspeed_only(tmp_path, monkeypatch):
+    """parallelism_config_sp_size: DeepSpeed's ALST under DEEPSPEED (the only sp_backend); refused elsewhere."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    base = {"num_processes": 8, "num_machines": 1, "mixed_precision": "bf16",
+            "parallelism_config": {"parallelism_config_sp_size": 4, "parallelism_config_sp_backend": "deepspeed"}}
+    (tmp_path / "ds.yaml").write_text(yaml.safe_dump({**base, "distributed_type": "DEEPSPEED",
+                                                      "deepspeed_config": {"zero_stage": 3}}))
+    res = CliRunner().invoke(app, ["estimate", "--from", "ds.yaml", "--model", "llama-3.1-8b", "--seq-len", "32768",
+                                   "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["mesh"]["describe"] == "tp 1 x pp 1 x cp 4 x dp 2 = 8 GPUs (cp all-to-all " \
+        "(DeepSpeed-Ulysses))"
+    (tmp_path / "fsdp.yaml").write_text(yaml.safe_dump({**base, "distributed_type": "FSDP"}))
+    line = _error("estimate", "--from", "fsdp.yaml", "--model", "llama-3.1-8b")
+    assert "parallelism_config.parallelism_config_sp_size: 4 (sequence parallelism)" in line, line
+
+
+def test_check_reports_a_ulysses_mesh_the_heads_do_not_split_into(tmp_path):
+    (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True},
+                                                  "train_micro_batch_size_per_gpu": 1}))
+    (tmp_path / "plan.yaml").write_text("model: llama-3.1-8b\nhardware: h100-sxm-80gb\ngpus: 6\ndeepspeed: ds.json\n"
+                                        "training:\n  seq_len: 32768\nmesh:\n  cp: 3\n  cp_comm: a2a\n")
+    res = CliRunner().invoke(app, ["check", str(tmp_path / "plan.yaml"), "-f", "json"])
+    findings = [f for plan in json.loads(res.stdout)["plans"] for f in plan["findings"]]
+    tail = "; memory not estimated on this mesh"
+    assert [f["message"] for f in findings if f["rule"] == "mesh-does-not-divide"] == [
+        "num_attention_heads (32) is not a multiple of --cp 3 (DeepSpeed-Ulysses splits the heads over the "
+        "sequence-parallel ranks)" + tail,
+        "num_key_value_heads (8) neither divides nor is a multiple of --cp 3 (DeepSpeed-Ulysses: 'KV attention head "
+        "count ... is not divisible by SP size ... or vice versa')" + tail], findings
