@@ -48,7 +48,7 @@ def mesh_args(options: dict[str, Any]) -> MeshArgs:
     """The mesh arguments, popped from `options`, as --tp --pp --cp --ep --vpp --pp-schedule --sequence-parallel."""
     degrees = {name: count_text(options.pop(name), f"--{name}") for name in MESH_OPTIONS}
     schedule = member(Schedule, options.pop("pp_schedule"), "--pp-schedule")
-    comm = _member(CpComm, options.pop("cp_comm"), "--cp-comm")
+    comm = member(CpComm, options.pop("cp_comm"), "--cp-comm")
     return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"), cp_comm=comm)
 
 

@@ -150,11 +150,12 @@ def in_flight(mesh: Mesh, micro_batches: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=1024)
 def _rank_once(arch: Architecture, setup: TrainingSetup, tp: int, cp: int, sequence_parallel: bool,
-               vocab_parallel_logits: bool, stack: str) -> tuple[ActivationEstimate, tuple[str, ...]]:
+               vocab_parallel_logits: bool, stack: str,
+               cp_comm: CpComm = CpComm.p2p) -> tuple[ActivationEstimate, tuple[str, ...]]:
     """rank_activations, once per what it reads (tp, cp, sequence parallelism, the logits' split; not the pipeline
     nor the accumulation): the parallelism search asks it for every pp and schedule of the same rank."""
     mesh = Mesh(gpus=tp * cp, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-                vocab_parallel_logits=vocab_parallel_logits)
+                vocab_parallel_logits=vocab_parallel_logits, cp_comm=cp_comm)
     return rank_activations(arch, setup, mesh, stack)
 
 
@@ -164,7 +165,7 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
     keeps in flight under the schedule (exact when the chunks are alike), the embedding on the first rank (at
     most m micro-batches), the final norm, logits and loss on the head's rank (pipeline.head_in_flight of them)."""
     one, unknown = _rank_once(arch, replace(setup, grad_accum=1), mesh.tp, mesh.cp, mesh.sequence_parallel,
-                              mesh.vocab_parallel_logits, stack)
+                              mesh.vocab_parallel_logits, stack, mesh.cp_comm)
     m = setup.grad_accum
     head, heads = head_rank(mesh), head_in_flight(mesh, m)
     stages = []
