@@ -65,7 +65,7 @@ if os.environ.get("ZP_CASES"):  # e.g. ZP_CASES=2x4x1f1b,4x8xzbv
     CASES = [(int(p), int(m), s) for p, m, s in (c.split("x", 2) for c in os.environ["ZP_CASES"].split(","))]
 else:
     CASES = [(pp, m, s) for pp in PPS for m in MICRO_BATCHES for s in SCHEDULES]
-OUT = Path(__file__).with_name("pp_measured.json")
+OUT = Path(os.environ.get("ZP_OUT") or Path(__file__).with_name("pp_measured.json"))  # ZP_OUT: a trial run elsewhere
 STEPS = 3  # step 0 settles the schedule; 1 and 2 measured (the JSON keeps step 2, the per-step peaks both)
 
 
@@ -74,12 +74,14 @@ class Tracker:
 
     def __init__(self, params: set[int]):
         self.params, self.live, self.tag, self.step = params, {}, None, 0
+        self.recv = dict  # () -> {storage pointer: bytes} of the stages' receive buffers (set by the case)
         self.tag_bytes: dict[tuple, int] = {}
         self.tag_max: dict[tuple, int] = {}
         self.start(0)
 
     def start(self, step: int) -> None:
         self.step, self.peak, self.peak_entries, self.peak_outputs, self.peak_all = step, 0, [], 0, 0
+        self.peak_total, self.total_parts = 0, {}
 
     def add(self, t: torch.Tensor, kind: str):
         storage = t.untyped_storage()
@@ -112,6 +114,16 @@ class Tracker:
         if own > self.peak:
             self.peak, self.peak_entries = own, [dict(e) for e in counted]
             self.peak_outputs = sum(e["bytes"] for e in self.live.values() if e["kind"] == "output")
+        # everything the rank holds for its activations: saved tensors (any step), the stage outputs held and the
+        # receive buffers, each storage once (an in-flight receive buffer is also what the first layer saves)
+        recv = self.recv()
+        union = {ptr: e["bytes"] for ptr, e in self.live.items()} | recv
+        total = sum(union.values())
+        if total > self.peak_total:
+            held = sum(e["bytes"] for p, e in self.live.items() if e["kind"] == "output" and p not in recv)
+            self.peak_total = total
+            self.total_parts = {"saved": total - held - sum(recv.values()), "outputs_held": held,
+                                "recv_buffers": sum(recv.values())}
 
     def snapshot(self) -> dict:
         """This step's peak: its bytes, the (stage, micro-batch) pairs of this step with live saved tensors then
@@ -129,7 +141,8 @@ class Tracker:
                 "at_peak": sorted([t[0], t[1], round(b / one[t[0]], 3)] for t, b in at.items() if t in saved),
                 "other_bytes": sum(b for t, b in at.items() if t not in saved and t[2] == self.step),
                 "earlier_steps_bytes": sum(b for t, b in at.items() if t[2] < self.step),
-                "one_micro_batch": one, "outputs_held": self.peak_outputs}
+                "one_micro_batch": one, "outputs_held": self.peak_outputs, "total": self.peak_total,
+                "total_parts": self.total_parts}
 
 
 class _Box:
@@ -226,6 +239,17 @@ def _run_case(rank: int, pp: int, m: int, name: str) -> dict:
         schedule.step(*((ids,) if 0 in ids_here else ()), **kwargs)
 
     tracker = Tracker({p.untyped_storage().data_ptr() for p in params})
+
+    def recv_storages() -> dict[int, int]:
+        found = {}
+        for st in stages:
+            for infos in (*st.args_recv_info.values(), *st.grad_recv_info.values()):
+                for info in infos:
+                    if getattr(info, "buffer", None) is not None:
+                        found[info.buffer.untyped_storage().data_ptr()] = info.buffer.untyped_storage().nbytes()
+        return found
+
+    tracker.recv = recv_storages
     counters = dict.fromkeys(ids_here, 0)
 
     def pre_hook(i):
@@ -247,7 +271,10 @@ def _run_case(rank: int, pp: int, m: int, name: str) -> dict:
                for h in (mod.register_forward_pre_hook(pre_hook(i)), mod.register_forward_hook(post_hook(i)))]
 
     def pack(t):
-        box = _Box(t)
+        # the box holds a detached alias (same storage): a box holding `t` itself would make a reference cycle
+        # through autograd's graph when `t` is its node's own output (torch.autograd.graph.saved_tensors_hooks'
+        # warning), which keeps a graph that no backward frees (shape inference's) alive after the step
+        box = _Box(t.detach())
         ptr = tracker.add(t, "saved")
         if ptr is not None:
             weakref.finalize(box, tracker.release, ptr)
@@ -271,12 +298,7 @@ def _run_case(rank: int, pp: int, m: int, name: str) -> dict:
     opt = torch.optim.AdamW(params, lr=1e-3, foreach=False)
     opt.step()
     state = [v for s in opt.state.values() for k, v in s.items() if k in ("exp_avg", "exp_avg_sq")]
-    recv = {}  # unique receive buffers: activations in (args_recv_info), gradients in (grad_recv_info)
-    for st in stages:
-        for infos in (*st.args_recv_info.values(), *st.grad_recv_info.values()):
-            for info in infos:
-                if getattr(info, "buffer", None) is not None:
-                    recv[info.buffer.untyped_storage().data_ptr()] = info.buffer.untyped_storage().nbytes()
+    recv = recv_storages()  # unique receive buffers: activations in (args_recv_info), gradients in (grad_recv_info)
     last = peaks[-1]
     pairs = last["at_peak"]
     return {"pp": pp, "micro_batches": m, "schedule": name, "rank": rank, "stages": ids_here,
@@ -288,7 +310,8 @@ def _run_case(rank: int, pp: int, m: int, name: str) -> dict:
             "at_peak": pairs, "other_bytes": last["other_bytes"], "earlier_steps_bytes": last["earlier_steps_bytes"],
             "one_micro_batch_by_stage": {str(i): last["one_micro_batch"].get(i, 0) for i in ids_here},
             "live_after_step": after[-1], "order_in_flight": order_in_flight(order[rank]) if order else None,
-            "outputs_held": last["outputs_held"], "recv_buffers": sum(recv.values())}
+            "outputs_held": last["outputs_held"], "recv_buffers": sum(recv.values()),
+            "total": last["total"], "total_by_step": [p["total"] for p in peaks[1:]], "total_parts": last["total_parts"]}
 
 
 def _worker(rank: int, pp: int, cases: list, port: int, out: str) -> None:
@@ -337,22 +360,27 @@ def main() -> None:
 
 
 def table() -> str:
-    """The docs/parallelism.md table from validation/pp_measured.json: one row per case, its ranks in order."""
+    """The docs/parallelism.md table from validation/pp_measured.json: one row per case, its ranks in order; zeroplan's
+    side (validation/pp_predicted.predicted_rank, its total with PyTorch's pipelining term) against the measured
+    total (saved + stage outputs held + receive buffers, each storage once)."""
+    from validation.pp_predicted import predicted_rank
+
     data = json.loads(OUT.read_text())
     lines = ["| pp | m | schedule | in flight at the peak, ranks 0; 1; ... (chunk, micro-batch pairs) | the schedule's "
-             "action list | peak saved bytes per rank | / one micro-batch of the rank | zeroplan, worst rank |",
-             "|---|---|---|---|---|---|---|---|"]
+             "action list | peak saved bytes per rank | / one micro-batch of the rank | measured total per rank (saved "
+             "+ outputs held + receive buffers) | zeroplan's total vs measured, per rank |",
+             "|---|---|---|---|---|---|---|---|---|"]
     cases: dict[tuple, list[dict]] = {}
     for row in data["rows"]:
         cases.setdefault((row["pp"], row["micro_batches"], row["schedule"]), []).append(row)
     for (pp, m, name), rows in cases.items():
         ratio = [r["activations"] / sum(r["one_micro_batch_by_stage"].values()) for r in rows]
-        worst = max((abs(r["zeroplan"]["activations"] - r["activations"]) / r["activations"] for r in rows
-                     if "zeroplan" in r), default=None)
-        peaks = "; ".join(f"{r['activations']:,}" for r in rows)
-        lines.append(f"| {pp} | {m} | {name} | {'; '.join(str(r['in_flight']) for r in rows)} | "
-                     f"{'; '.join(str(r['order_in_flight']) for r in rows)} | {peaks} | "
-                     f"{'; '.join(f'{x:.2f}' for x in ratio)} | {'' if worst is None else f'{worst:.2%}'} |")
+        ours = [predicted_rank(pp, m, name, r["rank"])["activations"] for r in rows]
+        errors = [(z - r["total"]) / r["total"] for z, r in zip(ours, rows, strict=True)]
+        cells = [[str(r["in_flight"]) for r in rows], [str(r["order_in_flight"]) for r in rows],
+                 [f"{r['activations']:,}" for r in rows], [f"{x:.2f}" for x in ratio],
+                 [f"{r['total']:,}" for r in rows], [f"{e:+.2%}" for e in errors]]
+        lines.append(f"| {pp} | {m} | {name} | " + " | ".join("; ".join(c) for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -26,7 +26,8 @@ def _inputs():
 
 def predicted(pp: int, m: int, rank: int) -> dict:
     """zeroplan's figures for pipeline rank `rank` of a 1F1B run (fp32, AdamW, no data parallelism): its stage's
-    parameter and gradient bytes, its activations (the stage's micro-batches in flight) and that count."""
+    parameter and gradient bytes, its saved activations (the stage's micro-batches in flight), its total (those plus
+    what PyTorch's pipelining keeps beside them, memory/pipelining.py) and the count in flight."""
     from zeroplan.memory.activations.mesh import in_flight, stage_activations
     from zeroplan.memory.mesh import share_states, stage_shares
     from zeroplan.memory.recipes import make_recipe
@@ -39,7 +40,8 @@ def predicted(pp: int, m: int, rank: int) -> dict:
     states = share_states(share, mesh, make_recipe(Precision.fp32, Optimizer.adamw), ZeroStage.zero0)
     acts, _ = stage_activations(config.architecture(), setup(m), mesh)
     return {"parameters": states.parameters, "gradients": states.gradients,
-            "activations": acts[rank].total_bytes, "in_flight": in_flight(mesh, m)[rank]}
+            "activations": acts[rank].total_bytes - acts[rank].pipe_buffer_bytes, "total": acts[rank].total_bytes,
+            "in_flight": in_flight(mesh, m)[rank]}
 
 
 def one_micro_batch(pp: int, rank: int) -> int:
@@ -48,7 +50,8 @@ def one_micro_batch(pp: int, rank: int) -> int:
     from zeroplan.models.mesh import Mesh
 
     config, setup = _inputs()
-    return stage_activations(config.architecture(), setup(1), Mesh(gpus=pp, pp=pp))[0][rank].total_bytes
+    one = stage_activations(config.architecture(), setup(1), Mesh(gpus=pp, pp=pp))[0][rank]
+    return one.total_bytes - one.pipe_buffer_bytes
 
 
 def rank_states(pp: int, stages: list[int]) -> dict:
@@ -66,3 +69,17 @@ def rank_states(pp: int, stages: list[int]) -> dict:
              for i in stages]
     return {"parameters": sum(s.parameters for s in found), "gradients": sum(s.gradients for s in found),
             "optimizer": sum(s.optimizer_states for s in found)}
+
+
+def predicted_rank(pp: int, m: int, schedule: str, rank: int) -> dict:
+    """zeroplan's activation figures for pipeline rank `rank` under any measured schedule (vpp 2 for the looped
+    interleaved ones, zbv's V): `activations`, the rank's total (saved tensors + what PyTorch's pipelining keeps
+    beside them, memory/pipelining.py), and `pipelining`, that last term alone."""
+    from zeroplan.memory.activations.mesh import stage_activations
+    from zeroplan.models.mesh import Mesh, Schedule
+
+    config, setup = _inputs()
+    kind = Schedule(schedule)
+    vpp = 2 if kind in (Schedule.interleaved, Schedule.interleaved_zero_bubble) else None
+    acts, _ = stage_activations(config.architecture(), setup(m), Mesh(gpus=pp, pp=pp, vpp=vpp, schedule=kind))
+    return {"activations": acts[rank].total_bytes, "pipelining": acts[rank].pipe_buffer_bytes}

@@ -92,3 +92,20 @@ def head_in_flight(mesh: Mesh, m: int) -> int:
     if mesh.schedule is Schedule.interleaved_zero_bubble:
         return min(mesh.pp, m)
     return 1
+
+
+def chunk_counts(mesh: Mesh, m: int, rank: int) -> tuple[int, ...]:
+    """chunks_in_flight split over the rank's chunks (rank_stages order) at the rank's first peak, the end of its
+    warm-up: one chunk holds them all; zbv's V holds min(2 pp - r - 1, m) on stage r and min(r + 1, m) on 2 pp - 1 - r;
+    the looped schedules run their forwards in rounds of g micro-batches per chunk (chunk 0's g, chunk 1's g, ...),
+    so the n forwards split in blocks of g (validation/pp_measured.json's in_flight_by_stage)."""
+    n = chunks_in_flight(mesh, m, rank)
+    if mesh.chunks == 1:
+        return (n,)
+    if mesh.schedule is Schedule.zbv:
+        return min(2 * mesh.pp - rank - 1, m), min(rank + 1, m)
+    g = _per_round(mesh, m)
+    counts = [0] * mesh.chunks
+    for i in range(n):
+        counts[(i // g) % mesh.chunks] += 1
+    return tuple(counts)
