@@ -126,8 +126,9 @@ class Fitter:
         if self._acts is None:  # one table per model and setup, shared by every fitter of the process
             self._acts = _cached(_ACTIVATIONS, (self.scn.arch, self.scn.setup), dict)
         m = self.per_rank(layout) // micro_batch
-        # 1F1B's in-flight count reads min(pp - r, m): m beyond pp changes nothing
-        key = (ckpt, micro_batch, min(m, layout.pp) if layout.vpp == 1 else m, layout.tp, layout.cp,
+        # m whole: PyTorch's pipelining keeps a receive buffer per micro-batch (memory/pipelining.py), so m beyond
+        # pp changes the figure even where 1F1B's in-flight count, min(pp - r, m), does not
+        key = (ckpt, micro_batch, m, layout.tp, layout.cp,
                layout.sequence_parallel, layout.pp, layout.stack, layout.vpp)
         if key not in self._acts:
             self._acts[key] = mesh_activation_bytes(self._mesh(layout), self.scn.arch,
