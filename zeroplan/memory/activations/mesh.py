@@ -170,6 +170,9 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
                               mesh.vocab_parallel_logits, stack, mesh.cp_comm)
     m = setup.grad_accum
     head, heads = head_rank(mesh), head_in_flight(mesh, m)
+    if mesh.pp > 1 and stack == PYTORCH and not mesh.pipe_partition:  # once per call, not per rank
+        boundary, saves = _pytorch_boundary(arch, setup, mesh), input_saved(
+            traits_of(arch).norm, setup.precision.compute_bytes, setup.checkpointing is Checkpointing.full)
     stages = []
     for i, (n, chunks) in enumerate(zip(in_flight(mesh, m), rank_layers(len(one.layer_bytes), mesh), strict=True)):
         each = tuple(b for first, last in chunks for b in one.layer_bytes[first:last + 1])
@@ -182,7 +185,7 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
             pipe = pipe_buffer_bytes(i, mesh.pp, n, _boundary_bytes(arch, setup, mesh))
             pipe_notes = _pipe_notes(mesh, pipe)
         elif mesh.pp > 1 and stack == PYTORCH:
-            kept = _pytorch_buffers(arch, setup, mesh, i)
+            kept = _pytorch_buffers(setup, mesh, i, boundary, saves)
             pipe, pipe_notes = kept.total, _pytorch_notes(mesh, kept)
         else:
             pipe, pipe_notes = 0, ()
@@ -201,14 +204,17 @@ def _boundary_bytes(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int
     return setup.micro_batch * (setup.seq_len // mesh.cp) * arch.hidden_size * setup.precision.compute_bytes
 
 
-def _pytorch_buffers(arch: Architecture, setup: TrainingSetup, mesh: Mesh, rank: int) -> StageBuffers:
-    """What rank `rank`'s PipelineStages keep beside their saved tensors (memory/pipelining.py): the boundary tensor
-    is the sequence-parallel shard under SP (torchtitan's plan), else b x s/cp x h."""
+def _pytorch_boundary(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int:
+    """The tensor a PyTorch PipelineStage sends: the sequence-parallel shard under SP (torchtitan's plan), else
+    b x s/cp x h."""
     boundary = _boundary_bytes(arch, setup, mesh)
-    if mesh.sequence_parallel and mesh.tp > 1:
-        boundary = -(-boundary // mesh.tp)
+    return -(-boundary // mesh.tp) if mesh.sequence_parallel and mesh.tp > 1 else boundary
+
+
+def _pytorch_buffers(setup: TrainingSetup, mesh: Mesh, rank: int, boundary: int, saves: bool) -> StageBuffers:
+    """What rank `rank`'s PipelineStages keep beside their saved tensors (memory/pipelining.py), `boundary` bytes
+    per tensor; `saves`: the first layer saves the stage input itself (pipelining.input_saved)."""
     stages = rank_stages(mesh, rank)
-    saves = input_saved(traits_of(arch).norm, setup.precision.compute_bytes, setup.checkpointing is Checkpointing.full)
     handoff = mesh.pp - 1 if mesh.schedule is Schedule.zbv else None
     return stage_buffers(stages, chunk_counts(mesh, setup.grad_accum, rank), mesh.pp * mesh.chunks,
                          setup.grad_accum, boundary, saves_input=saves,
