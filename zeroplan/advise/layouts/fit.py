@@ -126,8 +126,10 @@ class Fitter:
         if self._acts is None:  # one table per model and setup, shared by every fitter of the process
             self._acts = _cached(_ACTIVATIONS, (self.scn.arch, self.scn.setup), dict)
         m = self.per_rank(layout) // micro_batch
-        # m whole: PyTorch's pipelining keeps a receive buffer per micro-batch (memory/pipelining.py), so m beyond
-        # pp changes the figure even where 1F1B's in-flight count, min(pp - r, m), does not
+        # m whole under a pipeline: PyTorch's pipelining keeps a receive buffer per micro-batch (memory/pipelining.py),
+        # so m beyond pp changes the figure even where 1F1B's in-flight count, min(pp - r, m), does not; without a
+        # pipeline the accumulation does not change the activations (one key for every m)
+        m = m if layout.pp > 1 else 1
         key = (ckpt, micro_batch, m, layout.tp, layout.cp,
                layout.sequence_parallel, layout.pp, layout.stack, layout.vpp)
         if key not in self._acts:
