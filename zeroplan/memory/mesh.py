@@ -304,4 +304,7 @@ def rank_summaries(model: MeshModel, arch, setup) -> list[dict]:
 
 
 def mesh_activation_bytes(model: MeshModel, arch, setup) -> tuple[int, ...]:
-    return tuple(a.total_bytes for a in mesh_activations(model, arch, setup))
+    """Each pipeline stage's activation bytes on one of its ranks (the breakdown's totals, without its notes)."""
+    from zeroplan.memory.activations.mesh import stage_activations
+
+    return tuple(a.total_bytes for a in stage_activations(arch, setup, model.mesh, notes=False)[0])

@@ -161,11 +161,12 @@ def _rank_once(arch: Architecture, setup: TrainingSetup, tp: int, cp: int, seque
     return rank_activations(arch, setup, mesh, stack)
 
 
-def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
-                      stack: str = PYTORCH) -> tuple[tuple[ActivationEstimate, ...], tuple[str, ...]]:
+def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh, stack: str = PYTORCH, *,
+                      notes: bool = True) -> tuple[tuple[ActivationEstimate, ...], tuple[str, ...]]:
     """Each pipeline rank's activations at its peak: its largest model chunk's layers x the chunk-micro-batches it
     keeps in flight under the schedule (exact when the chunks are alike), the embedding on the first rank (at
-    most m micro-batches), the final norm, logits and loss on the head's rank (pipeline.head_in_flight of them)."""
+    most m micro-batches), the final norm, logits and loss on the head's rank (pipeline.head_in_flight of them).
+    notes=False leaves the per-rank assumption lines out (the figures are the same): for callers that read bytes."""
     one, unknown = _rank_once(arch, replace(setup, grad_accum=1), mesh.tp, mesh.cp, mesh.sequence_parallel,
                               mesh.vocab_parallel_logits, stack, mesh.cp_comm)
     m = setup.grad_accum
@@ -183,19 +184,19 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh,
         final, logits, softcap, loss = one.final_norm_bytes, one.logits_bytes, one.logit_softcap_bytes, one.loss_bytes
         if mesh.pipe_partition:
             pipe = pipe_buffer_bytes(i, mesh.pp, n, _boundary_bytes(arch, setup, mesh))
-            pipe_notes = _pipe_notes(mesh, pipe)
+            pipe_notes = _pipe_notes(mesh, pipe) if notes else ()
         elif mesh.pp > 1 and stack == PYTORCH:
             kept = _pytorch_buffers(setup, mesh, i, boundary, saves)
-            pipe, pipe_notes = kept.total, _pytorch_notes(mesh, kept)
+            pipe, pipe_notes = kept.total, _pytorch_notes(mesh, kept) if notes else ()
         else:
             pipe, pipe_notes = 0, ()
         total = layers + one.recompute_bytes + embedding + h * (final + logits + softcap + loss) + pipe
-        notes = one.assumptions + _notes(mesh, stack, n, i, unknown) + pipe_notes
+        said = one.assumptions + _notes(mesh, stack, n, i, unknown) + pipe_notes if notes else one.assumptions
         stages.append(replace(one, layers_bytes=layers, embedding_bytes=embedding, final_norm_bytes=h * final,
                               pipe_buffer_bytes=pipe,
                               logits_bytes=h * logits, logit_softcap_bytes=h * softcap, loss_bytes=h * loss,
                               loss_transient_bytes=one.loss_transient_bytes if h else 0, total_bytes=total,
-                              layer_bytes=each, held_bytes=n * one.held_bytes, assumptions=notes))
+                              layer_bytes=each, held_bytes=n * one.held_bytes, assumptions=said))
     return tuple(stages), unknown
 
 
