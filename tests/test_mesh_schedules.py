@@ -130,3 +130,22 @@ def test_cli_lists_every_rank_in_json(runner, schedule):
     mesh = Mesh(gpus=8, pp=4, vpp=2 if vpp else None, schedule=Schedule(schedule))
     assert [r["in_flight"] for r in ranks] == [chunks_in_flight(mesh, 8, r) for r in range(4)]
     assert max(r["peak_bytes"]["1"] for r in ranks) == data["stages"][0]["gpu_bytes"]["total"]  # the busiest rank
+
+
+@pytest.mark.parametrize("mesh", [Mesh(gpus=4, pp=4), Mesh(gpus=8, pp=4, vpp=2), Mesh(gpus=8, tp=2, pp=4),
+                                  Mesh(gpus=4, pp=4, pipe_partition="parameters")],
+                         ids=["1f1b", "interleaved", "tp2", "deepspeed-pipe"])
+def test_activation_bytes_without_notes_equal_the_breakdown(mesh):
+    """The bytes-only path the search and the estimate read (memory.mesh.mesh_activation_bytes, notes=False) gives
+    every rank the same figures as the breakdown `zeroplan estimate` prints, and leaves out only the mesh's
+    assumption lines (pipeline schedule, pipe buffers) that the breakdown adds."""
+    from zeroplan.memory.activations.mesh import stage_activations
+    from zeroplan.memory.setup import TrainingSetup
+
+    arch, setup = _llama(), TrainingSetup(seq_len=2048, grad_accum=8)
+    shown, _ = stage_activations(arch, setup, mesh)
+    bare, _ = stage_activations(arch, setup, mesh, notes=False)
+    assert [s.total_bytes for s in bare] == [s.total_bytes for s in shown]
+    assert [s.pipe_buffer_bytes for s in bare] == [s.pipe_buffer_bytes for s in shown]
+    assert all(len(b.assumptions) < len(s.assumptions) for b, s in zip(bare, shown, strict=True))
+    assert all(any("pipeline schedule" in a for a in s.assumptions) for s in shown)
