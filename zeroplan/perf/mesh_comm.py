@@ -133,39 +133,40 @@ def cp_cost(layout, w, setup: TrainingSetup, per_s: float, share: float) -> tupl
 def ulysses_cost(layout, w, setup: TrainingSetup, share: float) -> tuple[float, float]:
     """(seconds, bytes) of Ulysses' all-to-alls per micro-batch: per layer and pass (forward, backward; the forward
     again for the recomputed share r), q and the output of b (s/cp) a d e each and k, v of b (s/cp) max(g, cp) d e
-    each, every one sending (cp - k)/cp off the node at 0.92 x the GPU's NIC and (k - 1)/cp on the fabric, k the cp
-    group's ranks per node (as ep_cost)."""
-    mesh, arch, group = layout.mesh, layout.arch, layout.groups["cp"]
+    each, each one an all_to_all over the cp group."""
+    mesh, arch = layout.mesh, layout.arch
     tokens = setup.tokens_per_micro_step / mesh.cp
     e, d = setup.precision.compute_bytes, arch.head_dim
     sizes = [tokens * arch.num_attention_heads * d * e] * 2 + [tokens * max(arch.num_key_value_heads, mesh.cp) * d * e] * 2
-    local = ranks_per_node(mesh.cp, group.stride, layout.gpus_per_node)
-    fabric = layout.hw.intra_node_busbw_gbps * GB_PER_S
-    nic = NIC_EFFICIENCY * layout.hw.nic_gbps_per_gpu * GB_PER_S
-    off_share, inside_share = (mesh.cp - local) / mesh.cp, (local - 1) / mesh.cp
-    alpha = (layout.hw.inter_node_alpha_us if off_share else layout.hw.intra_node_alpha_us) * US
-    one_pass = sum(alpha + max(off_share * x / nic, inside_share * x / fabric) for x in sizes)
+    seconds, wire = zip(*(all_to_all(layout, "cp", mesh.cp, x) for x in sizes), strict=True)
     passes = w.layers * (A2A_PASSES + share)
-    return passes * one_pass, passes * sum(sizes) * (off_share + inside_share)
+    return passes * sum(seconds), passes * sum(wire)
 
 
 def ep_cost(layout, w, setup: TrainingSetup, share: float) -> tuple[float, float]:
     """(seconds, bytes) of the MoE all-to-alls per micro-batch: per MoE layer 2 x (2 + r) of T k h e bytes, T the
     rank's tokens (/ t with sequence parallelism); the (ep - k)/ep leaving the node at 0.92 x the GPU's NIC, the
     (k - 1)/ep staying on the fabric, k the group's ranks per node."""
-    mesh, arch, group = layout.mesh, layout.arch, layout.groups["ep"]
+    mesh, arch = layout.mesh, layout.arch
     if mesh.ep == 1 or not w.moe_layers:
         return 0.0, 0.0
     tokens = setup.tokens_per_micro_step / mesh.cp / (mesh.tp if mesh.sequence_parallel else 1)
     size = tokens * arch.num_experts_per_tok * arch.hidden_size * setup.precision.compute_bytes
-    local = ranks_per_node(mesh.ep, group.stride, layout.gpus_per_node)
+    one, wire = all_to_all(layout, "ep", mesh.ep, size)
+    count = w.moe_layers * A2A_PER_PASS * (2 + share)
+    return count * one, count * wire
+
+
+def all_to_all(layout, group_name: str, degree: int, size: float) -> tuple[float, float]:
+    """(seconds, bytes sent) of one all_to_all of `size` bytes per rank over the `degree` ranks of a group: the
+    (degree - k)/degree leaving the node at 0.92 x the GPU's NIC, the (k - 1)/degree staying on the fabric, k the
+    group's ranks per node, the slower of the two plus one latency (the node's, or the network's when any leaves)."""
+    local = ranks_per_node(degree, layout.groups[group_name].stride, layout.gpus_per_node)
     fabric = layout.hw.intra_node_busbw_gbps * GB_PER_S
     nic = NIC_EFFICIENCY * layout.hw.nic_gbps_per_gpu * GB_PER_S
-    off, inside = (mesh.ep - local) / mesh.ep * size, (local - 1) / mesh.ep * size
+    off, inside = (degree - local) / degree * size, (local - 1) / degree * size
     alpha = (layout.hw.inter_node_alpha_us if off else layout.hw.intra_node_alpha_us) * US
-    one = alpha + max(off / nic, inside / fabric)
-    count = w.moe_layers * A2A_PER_PASS * (2 + share)
-    return count * one, count * (off + inside)
+    return alpha + max(off / nic, inside / fabric), off + inside
 
 
 def p2p_cost(layout, setup: TrainingSetup) -> tuple[float, float]:
