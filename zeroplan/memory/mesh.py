@@ -31,7 +31,7 @@ from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
 from zeroplan.memory.states import ModelStates, model_state_bytes
 from zeroplan.models.block import Decoder
 from zeroplan.models.mesh import Mesh
-from zeroplan.models.params.decoder import decoder_modules, layer_modules
+from zeroplan.models.params.decoder import final_norm_name, layer_modules, layer_sequence, outer_modules
 from zeroplan.models.params.modules import COLUMN, EMBEDDING_KIND, EXPERTS_KIND, NORM, ROW, Module
 
 
@@ -104,11 +104,11 @@ def stage_shares(dec: Decoder, mesh: Mesh) -> tuple[StageShare, ...]:
 
     from zeroplan.models.mesh import split_problems
 
-    layers = [layer for layer, n in dec.layers for _ in range(n)]
+    layers = layer_sequence(dec)
     if found := split_problems(mesh, len(layers)):
         raise ZeroplanError(found[0])
-    outer = [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
-    last_names = {dec.head} | ({f"{dec.body}.{dec.final_norm}" if dec.body else dec.final_norm} if dec.final_norm else set())
+    outer, norm_name = outer_modules(dec), final_norm_name(dec)
+    last_names = {dec.head} | ({norm_name} if norm_name else set())
     modules_of = {}
     shares = []
     for s, chunks in enumerate(rank_layers(len(layers), mesh)):

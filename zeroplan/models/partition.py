@@ -22,7 +22,7 @@ from math import inf
 from zeroplan.errors import ZeroplanError
 from zeroplan.models.block import Decoder
 from zeroplan.models.mesh import Mesh
-from zeroplan.models.params.decoder import decoder_modules, layer_modules
+from zeroplan.models.params.decoder import final_norm_name, layer_modules, layer_sequence, outer_modules
 
 UNIFORM, PARAMETERS, TYPE_PREFIX = "uniform", "parameters", "type:"
 DEFAULT_METHOD = PARAMETERS  # PipelineModule(partition_method='parameters')
@@ -98,10 +98,9 @@ def module_items(dec: Decoder) -> tuple[list[int], list[bool]]:
     embedding (with any position table and extra tensors), each decoder layer, the final norm, the head (a tied
     head counted whole: DeepSpeed builds each TiedLayerSpec and counts its parameters). Megatron-DeepSpeed's
     GPTModelPipe lays its specs out in this order; its parameter-free functions are left out."""
-    layers = [layer for layer, n in dec.layers for _ in range(n)]
+    layers = layer_sequence(dec)
     own = {id(layer): sum(m.params * m.count for m in layer_modules(layer, dec)) for layer in layers}
-    outer = [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
-    norm_name = (f"{dec.body}.{dec.final_norm}" if dec.body else dec.final_norm) if dec.final_norm else None
+    outer, norm_name = outer_modules(dec), final_norm_name(dec)
     head = sum(m.params for m in outer if m.name == dec.head)
     norm = sum(m.params for m in outer if m.name == norm_name)
     first = sum(m.params for m in outer if m.name not in (dec.head, norm_name))

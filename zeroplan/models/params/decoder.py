@@ -189,6 +189,22 @@ def decoder_modules(dec: Decoder) -> list[Module]:
     return [m for m in modules if m is not None]
 
 
+def layer_sequence(dec: Decoder) -> list[Layer]:
+    """Every decoder layer in order, one entry per layer (dec.layers holds each kind with its count)."""
+    return [layer for layer, n in dec.layers for _ in range(n)]
+
+
+def outer_modules(dec: Decoder) -> list[Module]:
+    """decoder_modules outside the layers (embeddings, extras, the final norm, the head): every name without a layer
+    index wildcard."""
+    return [m for m in decoder_modules(dec) if ".*." not in m.name and not m.name.endswith(".*")]
+
+
+def final_norm_name(dec: Decoder) -> str | None:
+    """The final norm's parameter-module name as decoder_modules writes it (None: the model has none)."""
+    return _join(dec.body, dec.final_norm) if dec.final_norm else None
+
+
 def persistent_buffer_numel(dec: Decoder) -> int:
     """Elements of persistent buffers that are not parameters: in the state dict and the checkpoint, not in the
     count (DeepSeek-V3's router `e_score_correction_bias`, E per MoE layer)."""
