@@ -48,6 +48,9 @@ from zeroplan.memory.activations.traits import (
 from zeroplan.models.architecture import Architecture
 
 
+ROTARY_TERM = "rotary cos and sin tables (1 x s x rotary dims)"  # the term's name (memory.activations.ulysses reads it)
+
+
 def layer_input_saved_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
     """Bytes of a layer's saved set that are its input tensor itself (already kept by a checkpoint)."""
     if traits.norm in ("llama", "gemma"):
@@ -201,7 +204,7 @@ def embedding_terms(
         tables = sets * ROTARY_TABLES * table * s * rotary_dims
         if arch.family in LLAMA4_FAMILIES:
             tables = rotary_table_bytes(arch, s)
-        terms.append(("rotary cos and sin tables (1 x s x rotary dims)", tables))
+        terms.append((ROTARY_TERM, tables))
     if arch.learned_positions:
         terms.append(("position ids", INDEX_BYTES * (t if traits.per_token_positions else s)))
     if arch.family in T5_FAMILIES and not full:

@@ -29,7 +29,7 @@ from zeroplan.memory.activations import ActivationEstimate, ActivationTerm
 from zeroplan.memory.activations.attention import core_input_bytes, flash_output_copy
 from zeroplan.memory.activations.llama4 import LLAMA4_FAMILIES
 from zeroplan.memory.activations.loss import INDEX_BYTES
-from zeroplan.memory.activations.terms import embedding_terms
+from zeroplan.memory.activations.terms import ROTARY_TERM, embedding_terms
 from zeroplan.memory.activations.traits import traits_of
 from zeroplan.memory.setup import Checkpointing, TrainingSetup
 from zeroplan.models.architecture import Architecture
@@ -37,7 +37,6 @@ from zeroplan.models.mesh import Mesh
 
 A2A_OUTPUT = "output projection input (all-to-all output)"
 KV_REPLICAS = "q, k, v: Ulysses all-to-all outputs beyond the s/cp split"
-ROTARY = "rotary cos and sin tables (1 x s x rotary dims)"
 
 
 def check_ulysses(arch: Architecture, setup: TrainingSetup) -> None:
@@ -71,7 +70,7 @@ def ulysses_base(arch: Architecture, setup: TrainingSetup, mesh: Mesh, base: Act
     s_local, e = setup.seq_len // sp, setup.precision.compute_bytes
     delta = layer_delta(arch, setup, sp)
     extra = sum(v for _, v in delta)
-    rotary = sum(v for n, v in embedding_terms(arch, traits_of(arch), b, s_local, e) if n == ROTARY)
+    rotary = sum(v for n, v in embedding_terms(arch, traits_of(arch), b, s_local, e) if n == ROTARY_TERM)
     embedding = base.embedding_bytes + (b - 1) * rotary
     full = setup.checkpointing is Checkpointing.full
     terms = base.layer_terms + tuple(ActivationTerm(name=n, bytes=v) for n, v in delta)
