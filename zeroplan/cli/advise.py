@@ -9,56 +9,29 @@ import typer
 from zeroplan.advise.request import DEFAULT_GLOBAL_BATCH, DEFAULT_POLICY
 from zeroplan.cli.common import console, run, scenario_args, show
 from zeroplan.cli.files import write_new_file
+from zeroplan.cli.groups import takes
 from zeroplan.cli.options import (
-    PARALLELISM,
+    ENGINE,
+    FINETUNE,
+    HARDWARE,
+    INPUTS,
+    MODEL,
+    NETWORK,
+    OUTPUT,
     SETUP,
+    TRAINING,
+    TRAINING_PANEL,
     AdviseModelOpt,
-    AttentionOpt,
     EmitAccelerateOpt,
     EmitOpt,
-    EngineOpt,
-    ForceOpt,
     Format,
-    FormatOpt,
-    FromKindOpt,
-    FromOpt,
     GlobalBatchOpt,
-    GpusOpt,
-    HardwareOpt,
-    HtmlOpt,
-    LargestOpt,
-    LossOpt,
-    NodesOpt,
-    OptimizerOpt,
-    ParamsOpt,
     PolicyFileOpt,
     PolicyName,
     PolicyOpt,
-    PrecisionOpt,
-    SeqLenOpt,
     SetOpt,
-    TopologyOpt,
-    UnitsOpt,
 )
 from zeroplan.errors import UsageError
-from zeroplan.cli.options import (
-    AdapterConfigOpt,
-    DoraOpt,
-    DoubleQuantOpt,
-    FreezeOpt,
-    Int8Opt,
-    LoraDropoutOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    ModulesToSaveOpt,
-    OptimInBwdOpt,
-    QloraOpt,
-    QuantStorageName,
-    QuantStorageOpt,
-    QuantType,
-    QuantTypeOpt,
-)
-from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, Engine
 from zeroplan.units import Unit
 
@@ -75,63 +48,39 @@ class StackName(str, Enum):
     torchtitan = "torchtitan"
 
 
-SearchOpt = Annotated[bool, typer.Option("--search-parallelism", help="Search tp x pp x cp x dp x stage x checkpointing x micro-batch layouts and rank them by predicted step time.")]
-StackOpt = Annotated[StackName, typer.Option("--stack", help="With --search-parallelism: auto (DeepSpeed AutoTP where pp = cp = 1, torchtitan otherwise), deepspeed or torchtitan.")]
-EmitTitanOpt = Annotated[str | None, typer.Option("--emit-torchtitan", help="With --search-parallelism: write the torchtitan job-config sections of a torchtitan layout to this path.")]
+SEARCH_PANEL = "Parallelism search"
+SearchOpt = Annotated[bool, typer.Option("--search-parallelism", rich_help_panel=SEARCH_PANEL, help="Search tp x pp x cp x dp x stage x checkpointing x micro-batch layouts and rank them by predicted step time.")]
+StackOpt = Annotated[StackName, typer.Option("--stack", rich_help_panel=SEARCH_PANEL, help="With --search-parallelism: auto (DeepSpeed AutoTP where pp = cp = 1, torchtitan otherwise), deepspeed or torchtitan.")]
+EmitTitanOpt = Annotated[str | None, typer.Option("--emit-torchtitan", rich_help_panel=SEARCH_PANEL, help="With --search-parallelism: write the torchtitan job-config sections of a torchtitan layout to this path.")]
+LeastCheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing", rich_help_panel=TRAINING_PANEL, help="The least activation checkpointing to consider.")]
 
 
+# advise sizes the micro-batch and chooses offload itself; it reads no ds_config (--from carries one).
+@takes(MODEL, INPUTS.without("deepspeed_config"), HARDWARE, NETWORK,
+       TRAINING.without("fp32_grad_accum", "micro_batch", "grad_accum"), FINETUNE, ENGINE.without("stage"), OUTPUT)
 def advise(
     ctx: typer.Context,
     model: AdviseModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = None,
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = SETUP.precision,
-    optimizer: OptimizerOpt = SETUP.optimizer,
-    seq_len: SeqLenOpt = str(SETUP.seq_len),
-    checkpointing: Annotated[Checkpointing, typer.Option("--checkpointing", help="The least activation checkpointing to consider.")] = SETUP.checkpointing,
-    attention: AttentionOpt = SETUP.attention,
-    loss: LossOpt = SETUP.loss,
-    engine: EngineOpt = Engine.deepspeed,
-    from_file: FromOpt = None,
-    from_kind: FromKindOpt = None,
+    checkpointing: LeastCheckpointingOpt = SETUP.checkpointing,
     global_batch: GlobalBatchOpt = str(DEFAULT_GLOBAL_BATCH),
-    topology: TopologyOpt = None,
     policy: PolicyOpt = PolicyName(DEFAULT_POLICY),
     policy_file: PolicyFileOpt = None,
     assignments: SetOpt = None,
-    emit_deepspeed: EmitOpt = None,
-    emit_accelerate: EmitAccelerateOpt = None,
     search_parallelism: SearchOpt = False,
     stack: StackOpt = StackName.auto,
+    emit_deepspeed: EmitOpt = None,
+    emit_accelerate: EmitAccelerateOpt = None,
     emit_torchtitan: EmitTitanOpt = None,
-    force: ForceOpt = False,
-    html: HtmlOpt = None,
-    units: UnitsOpt = Unit.gib,
-    freeze: FreezeOpt = None,
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    lora_dropout: LoraDropoutOpt = None,
-    dora: DoraOpt = False,
-    modules_to_save: ModulesToSaveOpt = None,
-    qlora: QloraOpt = False,
-    quant_type: QuantTypeOpt = QuantType.nf4,
-    double_quant: DoubleQuantOpt = False,
-    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
-    load_in_8bit: Int8Opt = False,
-    adapter_config: AdapterConfigOpt = None,
-    optimizer_in_backward: OptimInBwdOpt = False,
-    fmt: FormatOpt = Format.table,
+    **options,
 ) -> None:
     """Recommend a ZeRO stage (or the --engine's equivalent), offload, micro-batch and checkpointing, with the trace."""
     from zeroplan.advise.request import AdviseArgs
 
-    args = scenario_args(locals(), ctx)
-    opts = AdviseArgs(global_batch=global_batch, topology=topology, policy=policy.value, policy_file=policy_file,
-                      assignments=tuple(assignments or ()), search_parallelism=search_parallelism,
-                      stack=stack.value)
+    args = scenario_args({**options, "model": model, "checkpointing": checkpointing}, ctx)
+    engine, html, force, units, fmt = (options[k] for k in ("engine", "html", "force", "units", "fmt"))
+    opts = AdviseArgs(global_batch=global_batch, topology=options["topology"], policy=policy.value,
+                      policy_file=policy_file, assignments=tuple(assignments or ()),
+                      search_parallelism=search_parallelism, stack=stack.value)
     target = Path(emit_deepspeed) if emit_deepspeed is not None else None
     accelerate = Path(emit_accelerate) if emit_accelerate is not None else None
 

@@ -9,13 +9,15 @@ from typing import Annotated
 import typer
 
 from zeroplan.cli import advise, capacity, check, estimate, presets, sweep, throughput
+from zeroplan.cli.groups import PanelledCommand
 
 app = typer.Typer(
     name="zeroplan",
     help="Plan DeepSpeed ZeRO training runs: per-GPU memory per stage, throughput, advice, CI checks.",
     no_args_is_help=True,
     add_completion=False,
-    # Plain click help: rich's panels cut long option names with an ellipsis at 80 columns (--fp32-grad-acc…).
+    # Plain click help, one section per option group (cli/groups.py PanelledCommand): rich's panels cut long
+    # option names with an ellipsis at 80 columns (--fp32-grad-acc…).
     rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -38,14 +40,14 @@ def _options(
 
 
 # --help lists the commands in the order a new user reaches for them.
-app.command()(estimate.estimate)
-app.command()(advise.advise)
-app.command()(check.check)
-app.command()(capacity.capacity)
-app.command()(throughput.throughput)
-app.command()(sweep.sweep)
-app.command("models")(presets.list_models)
-app.command("hardware")(presets.list_hardware)
+app.command(cls=PanelledCommand)(estimate.estimate)
+app.command(cls=PanelledCommand)(advise.advise)
+app.command(cls=PanelledCommand)(check.check)
+app.command(cls=PanelledCommand)(capacity.capacity)
+app.command(cls=PanelledCommand)(throughput.throughput)
+app.command(cls=PanelledCommand)(sweep.sweep)
+app.command("models", cls=PanelledCommand)(presets.list_models)
+app.command("hardware", cls=PanelledCommand)(presets.list_hardware)
 COMMAND_ORDER = ("estimate", "advise", "check", "capacity", "throughput", "sweep", "models", "hardware")
 
 

@@ -1,6 +1,6 @@
 """`zeroplan check`: plans (or one DeepSpeed config) for CI, in text, JSON, GitHub annotations or JUnit XML.
 
-Registered on the app by cli/app.py; option aliases in cli/options.py, the error boundary in cli/common.py.
+Registered on the app by cli/app.py; option groups in cli/options.py (cli/groups.py), the error boundary in cli/common.py.
 """
 
 import sys
@@ -10,90 +10,27 @@ from typing import Annotated, Optional
 import typer
 
 from zeroplan.cli.common import print_renderables, run, scenario_args
-from zeroplan.cli.options import (
-    PARALLELISM,
-    SETUP,
-    AttentionOpt,
-    CheckFormat,
-    CheckpointingOpt,
-    FromKindOpt,
-    FromOpt,
-    GpusOpt,
-    GradAccumOpt,
-    HardwareOpt,
-    HtmlOpt,
-    LargestOpt,
-    LossOpt,
-    MicroBatchOpt,
-    ModelOpt,
-    NodesOpt,
-    OptimizerOpt,
-    ParamsOpt,
-    PrecisionOpt,
-    SeqLenOpt,
-)
-from zeroplan.cli.options import (
-    AdapterConfigOpt,
-    DoraOpt,
-    DoubleQuantOpt,
-    FreezeOpt,
-    Int8Opt,
-    LoraDropoutOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    ModulesToSaveOpt,
-    OptimInBwdOpt,
-    QloraOpt,
-    QuantStorageName,
-    QuantStorageOpt,
-    QuantType,
-    QuantTypeOpt,
-)
-from zeroplan.hardware.presets import DEFAULT_HARDWARE
+from zeroplan.cli.groups import OUTPUT_PANEL, takes
+from zeroplan.cli.options import FINETUNE, HARDWARE, INPUTS, INPUTS_PANEL, MODEL, OUTPUT, TRAINING, CheckFormat
+
+CHECK_PANEL = "Check"
 
 
+# The options after --deepspeed-config describe the run a ds_config or --from file is checked on.
+@takes(INPUTS, MODEL, HARDWARE, TRAINING.without("fp32_grad_accum"), FINETUNE, OUTPUT.without("units"))
 def check(
     ctx: typer.Context,
     plans: Annotated[Optional[list[str]], typer.Argument(help="Plan YAML files or globs (quoted globs are expanded too).", show_default=False)] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
-    freeze: FreezeOpt = None,
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    lora_dropout: LoraDropoutOpt = None,
-    dora: DoraOpt = False,
-    modules_to_save: ModulesToSaveOpt = None,
-    qlora: QloraOpt = False,
-    quant_type: QuantTypeOpt = QuantType.nf4,
-    double_quant: DoubleQuantOpt = False,
-    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
-    load_in_8bit: Int8Opt = False,
-    adapter_config: AdapterConfigOpt = None,
-    optimizer_in_backward: OptimInBwdOpt = False,
-    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the json, github or junit report to this file instead of stdout.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --output or --html replace an existing file.")] = False,
-    html: HtmlOpt = None,
-    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", help="Check this DeepSpeed config, on the run the options below describe, instead of plans.")] = None,
-    from_file: FromOpt = None,
-    from_kind: FromKindOpt = None,
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = None,
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = SETUP.precision,
-    optimizer: OptimizerOpt = SETUP.optimizer,
-    seq_len: SeqLenOpt = str(SETUP.seq_len),
-    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
-    grad_accum: GradAccumOpt = str(SETUP.grad_accum),
-    checkpointing: CheckpointingOpt = SETUP.checkpointing.value,
-    attention: AttentionOpt = SETUP.attention,
-    loss: LossOpt = SETUP.loss,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", rich_help_panel=CHECK_PANEL, help="Skip this rule id (repeatable), on top of each plan's ignore list.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", rich_help_panel=CHECK_PANEL, help="Exit 1 on warnings too.")] = False,
+    deepspeed_config: Annotated[Optional[str], typer.Option("--deepspeed-config", rich_help_panel=INPUTS_PANEL, help="Check this DeepSpeed config, on the run the Model, Hardware and Training options describe, instead of plans.")] = None,
+    fmt: Annotated[CheckFormat, typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL, help="text, json, GitHub Actions annotations or JUnit XML.")] = CheckFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", rich_help_panel=OUTPUT_PANEL, help="Write the json, github or junit report to this file instead of stdout.")] = None,
+    **options,
 ) -> None:
     """Check plans (or one DeepSpeed config, or a --from file) for CI: exit 0 clean, 1 on errors (or warnings with --strict), 2 on usage errors."""
-    args = scenario_args(locals(), ctx)
+    args = scenario_args({**options, "deepspeed_config": deepspeed_config}, ctx)
+    from_file, html, force = options["from_file"], options["html"], options["force"]
 
     def go() -> None:
         from zeroplan.check import runner as checkrun

@@ -100,6 +100,16 @@ def scenario_args(values: dict, ctx: typer.Context | None = None):
     return ScenarioArgs(**{k: v for k, v in values.items() if k in names}, given=given)
 
 
+def mesh_args(options: dict):
+    """The MeshArgs out of the parallelism group's options (cli/options.py MESH)."""
+    from zeroplan.scenario.parallel import MeshArgs
+
+    return MeshArgs(tp=options["tp"], pp=options["pp"], cp=options["cp"], ep=options["ep"], vpp=options["vpp"],
+                    schedule=options["pp_schedule"], cp_comm=options["cp_comm"],
+                    pp_first_layers=options["pp_first_layers"], pp_last_layers=options["pp_last_layers"],
+                    sequence_parallel=options["sequence_parallel"])
+
+
 class LazyRender:
     """zeroplan.cli.render, imported on first attribute access: JSON output never loads rich."""
 

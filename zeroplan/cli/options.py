@@ -1,4 +1,5 @@
-"""The CLI's option vocabulary: output formats and the typer options the commands share."""
+"""The CLI's option vocabulary: output formats, the option groups the commands share (each declared once, under
+its --help panel; cli/groups.py splices them into the commands) and the options one command has to itself."""
 
 from enum import Enum
 from typing import Annotated, Optional
@@ -6,7 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from zeroplan.advise.request import DEFAULT_MODEL
+from zeroplan.cli.groups import OUTPUT_PANEL, group, option
 from zeroplan.frameworks.kinds import FromKind
+from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
     Attention,
@@ -24,6 +27,11 @@ from zeroplan.units import Unit
 # The defaults every command shows are the inputs' own (memory/setup.py), as ScenarioArgs's and the Python
 # API's are (zeroplan/scenario/args.py, zeroplan/api/runs.py); counts become text, as typed.
 SETUP, PARALLELISM = TrainingSetup(), Parallelism()
+
+# The --help panels; a command's own option names the panel it belongs under.
+MODEL_PANEL, INPUTS_PANEL, HARDWARE_PANEL, TRAINING_PANEL = "Model", "Input files", "Hardware", "Training"
+FINETUNE_PANEL, ENGINE_PANEL, DEEPSPEED_PANEL = "Fine-tuning", "Engine and offload", "DeepSpeed knobs"
+PARALLELISM_PANEL = "Parallelism"
 
 
 class Format(str, Enum):
@@ -46,68 +54,29 @@ class CheckFormat(str, Enum):
     junit = "junit"
 
 
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Preset name, YAML spec path or HF config.json path.")]
-ParamsOpt = Annotated[Optional[str], typer.Option("--params", help="Bare parameter count, e.g. 9e9, 9B or 1.5T.")]
-LargestOpt = Annotated[Optional[str], typer.Option("--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given.")]
-GpusOpt = Annotated[str, typer.Option("--gpus", "-g", help="Total GPUs (data-parallel degree).")]
-NodesOpt = Annotated[Optional[str], typer.Option("--nodes", "-n", help="Nodes the GPUs are spread over (default: the fewest of the hardware's size that hold them).")]
-HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict.")]
-StageOpt = Annotated[Optional[int], typer.Option("--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four).")]
-PrecisionOpt = Annotated[Precision, typer.Option("--precision", help="Byte recipe precision.")]
-OptimizerOpt = Annotated[Optimizer, typer.Option("--optimizer", help="Optimizer (sets the optimizer-state bytes).")]
-Fp32AccumOpt = Annotated[bool, typer.Option("--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param).")]
-SeqLenOpt = Annotated[str, typer.Option("--seq-len", help="Tokens per sequence.")]
-MicroBatchOpt = Annotated[str, typer.Option("--micro-batch", help="Sequences per GPU per micro-step.")]
-GradAccumOpt = Annotated[str, typer.Option("--grad-accum", help="Micro-steps per optimizer step.")]
 CHECKPOINTING_NAMES = "none, selective, selective-op, full or every:N"
-CheckpointingOpt = Annotated[str, typer.Option("--checkpointing", help=f"Activation checkpointing: {CHECKPOINTING_NAMES} (docs/activations.md): selective is Korthikanti's attention-core recompute, selective-op torchtitan's per-op policy, full every layer (HF gradient_checkpointing), every:N full on every N-th layer (torchtitan selective_ac_option=N).")]
-LossOpt = Annotated[Loss, typer.Option("--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss).")]
-AttentionOpt = Annotated[Attention, typer.Option("--attention", help="eager keeps score matrices; flash (SDPA) does not.")]
-OffloadOptOpt = Annotated[OffloadDevice, typer.Option("--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme).")]
-OffloadParamOpt = Annotated[OffloadDevice, typer.Option("--offload-param", help="Parameter offload (ZeRO-3 only).")]
-KnobOpt = Annotated[Optional[str], typer.Option(help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given.")]
-OverlapOpt = Annotated[Optional[bool], typer.Option("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only).")]
-GibOpt = Annotated[Optional[float], typer.Option(help="Override the hardware profile's value, GiB.")]
-FragOpt = Annotated[Optional[float], typer.Option("--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak.")]
-TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Tensor-parallel degree (--method megatron).")]
-PpOpt = Annotated[Optional[str], typer.Option("--pp", help="Pipeline stages (--method megatron).")]
-CpOpt = Annotated[Optional[str], typer.Option("--cp", help="Context-parallel degree (--method megatron).")]
-CpCommOpt = Annotated[CpComm, typer.Option("--cp-comm", help="How --cp moves the sequence: p2p, ring attention's K/V exchange; a2a, DeepSpeed-Ulysses' all-to-alls (a ds_config's sequence_parallel_size; docs/parallelism.md).")]
-EpOpt = Annotated[Optional[str], typer.Option("--ep", help="Expert-parallel degree, MoE (--method megatron).")]
-VppOpt = Annotated[Optional[str], typer.Option("--vpp", help="Model chunks (virtual stages) per pipeline rank, for the interleaved schedules (docs/parallelism.md).")]
-PpFirstOpt = Annotated[Optional[str], typer.Option("--pp-first-layers", help="Layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers; docs/parallelism.md).")]
-PpLastOpt = Annotated[Optional[str], typer.Option("--pp-last-layers", help="Layers of the last pipeline stage (Megatron-LM's --decoder-last-pipeline-num-layers).")]
-PpScheduleOpt = Annotated[Optional[Schedule], typer.Option("--pp-schedule", help="Pipeline schedule with --pp (docs/parallelism.md); default 1f1b.")]
-SeqParallelOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron).")]
-UnitsOpt = Annotated[Unit, typer.Option("--units", help="Display unit: gib (2^30) or gb (1e9).")]
-EngineOpt = Annotated[Engine, typer.Option("--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms.")]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-HtmlOpt = Annotated[Optional[str], typer.Option("--html", help="Also write a self-contained HTML report (inline SVG and CSS, nothing fetched) to this path; --force replaces an existing file.")]
-
-
-FromOpt = Annotated[Optional[str], typer.Option("--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it.")]
-FromKindOpt = Annotated[Optional[FromKind], typer.Option("--from-kind", help="The --from file's kind, when its keys do not tell.")]
-DsConfigOpt = Annotated[Optional[str], typer.Option("--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.')]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]  # models, hardware
 
 
 # advise and throughput
+ADVISOR_PANEL, SWEEP_PANEL = "Advisor policy", "Global-batch sweep"
+
+
 class PolicyName(str, Enum):
     article = "article"
     default = "default"
 
 
-AdviseModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help=f"Preset name, YAML spec path or HF config.json path (default: {DEFAULT_MODEL}).")]
-GlobalBatchOpt = Annotated[str, typer.Option("--global-batch", help="Sequences per optimizer step over all GPUs (= micro-batch x accumulation x GPUs).")]
-TopologyOpt = Annotated[Optional[Topology], typer.Option("--topology", help="How the GPUs talk (default: the hardware's fabric; multinode past one node).")]
-PolicyOpt = Annotated[PolicyName, typer.Option("--policy", help="article: the source article's tree as written; default: zeroplan's.")]
-PolicyFileOpt = Annotated[Optional[str], typer.Option("--policy-file", help="YAML mapping of policy thresholds to override (docs/advisor.md).")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override one policy threshold, key=value; repeatable, applied after --policy-file.")]
-EmitOpt = Annotated[Optional[str], typer.Option("--emit-deepspeed", help="Write a DeepSpeed config for the recommendation to this path.")]
-EmitAccelerateOpt = Annotated[Optional[str], typer.Option("--emit-accelerate", help="Write an Accelerate config (FSDP or DDP) for an --engine fsdp|fsdp2|ddp recommendation to this path.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Let --emit-deepspeed / --emit-accelerate / --html overwrite an existing file.")]
-MfuOpt = Annotated[Optional[float], typer.Option("--mfu", help="Share of dense peak the compute reaches (default: the hardware preset's).")]
-SweepOpt = Annotated[Optional[str], typer.Option("--sweep", help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
-MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]
+AdviseModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", rich_help_panel=MODEL_PANEL, help=f"Preset name, YAML spec path or HF config.json path (default: {DEFAULT_MODEL}).")]
+GlobalBatchOpt = Annotated[str, typer.Option("--global-batch", rich_help_panel=TRAINING_PANEL, help="Sequences per optimizer step over all GPUs (= micro-batch x accumulation x GPUs).")]
+PolicyOpt = Annotated[PolicyName, typer.Option("--policy", rich_help_panel=ADVISOR_PANEL, help="article: the source article's tree as written; default: zeroplan's.")]
+PolicyFileOpt = Annotated[Optional[str], typer.Option("--policy-file", rich_help_panel=ADVISOR_PANEL, help="YAML mapping of policy thresholds to override (docs/advisor.md).")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", rich_help_panel=ADVISOR_PANEL, help="Override one policy threshold, key=value; repeatable, applied after --policy-file.")]
+EmitOpt = Annotated[Optional[str], typer.Option("--emit-deepspeed", rich_help_panel=OUTPUT_PANEL, help="Write a DeepSpeed config for the recommendation to this path.")]
+EmitAccelerateOpt = Annotated[Optional[str], typer.Option("--emit-accelerate", rich_help_panel=OUTPUT_PANEL, help="Write an Accelerate config (FSDP or DDP) for an --engine fsdp|fsdp2|ddp recommendation to this path.")]
+MfuOpt = Annotated[Optional[float], typer.Option("--mfu", rich_help_panel=HARDWARE_PANEL, help="Share of dense peak the compute reaches (default: the hardware preset's).")]
+SweepOpt = Annotated[Optional[str], typer.Option("--sweep", rich_help_panel=SWEEP_PANEL, help="Global batches to sweep, comma-separated, or 'auto' (GPUs x 1..512).")]
+MaxMicroOpt = Annotated[Optional[str], typer.Option("--max-micro-batch", rich_help_panel=SWEEP_PANEL, help="Sweep: largest micro-batch, accumulation above it (default: the largest ZeRO-3 fits).")]
 
 
 # Fine-tuning modes (docs/finetune.md); none given = full training.
@@ -123,16 +92,102 @@ class QuantStorageName(str, Enum):
     float32 = "float32"
 
 
-FreezeOpt = Annotated[Optional[str], typer.Option("--freeze", help="Freeze parameters matching these comma-separated globs over Hugging Face names, e.g. 'model.embed_tokens.*,model.layers.0.*'.")]
-LoraRankOpt = Annotated[Optional[str], typer.Option("--lora-rank", help="Train LoRA adapters of rank R on a frozen base.")]
-LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Linears given adapters: comma-separated names (q_proj,v_proj) or all-linear (default: peft's, q_proj,v_proj).")]
-LoraDropoutOpt = Annotated[Optional[float], typer.Option("--lora-dropout", help="lora_dropout (0: peft uses no dropout module).")]
-DoraOpt = Annotated[bool, typer.Option("--dora", help="DoRA: LoRA plus a trainable magnitude vector per adapted linear.")]
-ModulesToSaveOpt = Annotated[Optional[str], typer.Option("--modules-to-save", help="Modules trained in full beside the adapters (peft modules_to_save), comma-separated.")]
-QloraOpt = Annotated[bool, typer.Option("--qlora", help="QLoRA: the frozen base linears in bitsandbytes 4-bit.")]
-QuantTypeOpt = Annotated[QuantType, typer.Option("--quant-type", help="--qlora: bnb_4bit_quant_type.")]
-DoubleQuantOpt = Annotated[bool, typer.Option("--double-quant", help="--qlora: bnb_4bit_use_double_quant (absmax quantized to 8 bits).")]
-QuantStorageOpt = Annotated[QuantStorageName, typer.Option("--quant-storage", help="--qlora: bnb_4bit_quant_storage (ZeRO-3 and FSDP need the compute dtype).")]
-Int8Opt = Annotated[bool, typer.Option("--load-in-8bit", help="The frozen base linears in bitsandbytes LLM.int8 (with --lora-rank).")]
-AdapterConfigOpt = Annotated[Optional[str], typer.Option("--adapter-config", help="A peft adapter_config.json as the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save).")]
-OptimInBwdOpt = Annotated[bool, typer.Option("--optimizer-in-backward", help="The optimizer steps each parameter in backward and frees its gradient (torchtune optimizer_in_bwd; one GPU or --engine fsdp2).")]
+
+# The groups. A command takes them with @takes(...) (cli/groups.py); an option added here reaches every command
+# that takes its group, and the option surface test (tests/test_architecture.py) names it deliberately.
+MODEL = group(
+    MODEL_PANEL,
+    option("model", Optional[str], None, "--model", "-m", help="Preset name, YAML spec path or HF config.json path."),
+    option("params", Optional[str], None, "--params", help="Bare parameter count, e.g. 9e9, 9B or 1.5T."),
+    option("largest_layer", Optional[str], None, "--largest-layer", help="Largest layer's parameters (DeepSpeed's definition); taken from --model when given."),
+)
+INPUTS = group(
+    INPUTS_PANEL,
+    option("deepspeed_config", Optional[str], None, "--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.'),
+    option("from_file", Optional[str], None, "--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it."),
+    option("from_kind", Optional[FromKind], None, "--from-kind", help="The --from file's kind, when its keys do not tell."),
+)
+HARDWARE = group(
+    HARDWARE_PANEL,
+    option("gpus", str, str(PARALLELISM.gpus), "--gpus", "-g", help="Total GPUs (data-parallel degree)."),
+    option("nodes", Optional[str], None, "--nodes", "-n", help="Nodes the GPUs are spread over (default: the fewest of the hardware's size that hold them)."),
+    option("hardware", str, DEFAULT_HARDWARE, "--hardware", help="Hardware preset or YAML path; 'none' for no fit verdict."),
+)
+PROFILE = group(
+    HARDWARE_PANEL,
+    option("cuda_context_gib", Optional[float], None, help="Override the hardware profile's value, GiB."),
+    option("nccl_gib", Optional[float], None, help="Override the hardware profile's value, GiB."),
+    option("fragmentation", Optional[float], None, "--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak."),
+)
+NETWORK = group(
+    HARDWARE_PANEL,
+    option("topology", Optional[Topology], None, "--topology", help="How the GPUs talk (default: the hardware's fabric; multinode past one node)."),
+)
+TRAINING = group(
+    TRAINING_PANEL,
+    option("precision", Precision, SETUP.precision, "--precision", help="Byte recipe precision."),
+    option("optimizer", Optimizer, SETUP.optimizer, "--optimizer", help="Optimizer (sets the optimizer-state bytes)."),
+    option("fp32_grad_accum", bool, SETUP.fp32_grad_accum, "--fp32-grad-accum", help="Accumulate gradients in fp32 (+4 B/param)."),
+    option("seq_len", str, str(SETUP.seq_len), "--seq-len", help="Tokens per sequence."),
+    option("micro_batch", str, str(SETUP.micro_batch), "--micro-batch", help="Sequences per GPU per micro-step."),
+    option("grad_accum", str, str(SETUP.grad_accum), "--grad-accum", help="Micro-steps per optimizer step."),
+    option("checkpointing", str, SETUP.checkpointing.value, "--checkpointing", help=f"Activation checkpointing: {CHECKPOINTING_NAMES} (docs/activations.md): selective is Korthikanti's attention-core recompute, selective-op torchtitan's per-op policy, full every layer (HF gradient_checkpointing), every:N full on every N-th layer (torchtitan selective_ac_option=N)."),
+    option("attention", Attention, SETUP.attention, "--attention", help="eager keeps score matrices; flash (SDPA) does not."),
+    option("loss", Loss, SETUP.loss, "--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss)."),
+)
+FINETUNE = group(
+    FINETUNE_PANEL,
+    option("freeze", Optional[str], None, "--freeze", help="Freeze parameters matching these comma-separated globs over Hugging Face names, e.g. 'model.embed_tokens.*,model.layers.0.*'."),
+    option("lora_rank", Optional[str], None, "--lora-rank", help="Train LoRA adapters of rank R on a frozen base."),
+    option("lora_targets", Optional[str], None, "--lora-targets", help="Linears given adapters: comma-separated names (q_proj,v_proj) or all-linear (default: peft's, q_proj,v_proj)."),
+    option("lora_dropout", Optional[float], None, "--lora-dropout", help="lora_dropout (0: peft uses no dropout module)."),
+    option("dora", bool, False, "--dora", help="DoRA: LoRA plus a trainable magnitude vector per adapted linear."),
+    option("modules_to_save", Optional[str], None, "--modules-to-save", help="Modules trained in full beside the adapters (peft modules_to_save), comma-separated."),
+    option("qlora", bool, False, "--qlora", help="QLoRA: the frozen base linears in bitsandbytes 4-bit."),
+    option("quant_type", QuantType, QuantType.nf4, "--quant-type", help="--qlora: bnb_4bit_quant_type."),
+    option("double_quant", bool, False, "--double-quant", help="--qlora: bnb_4bit_use_double_quant (absmax quantized to 8 bits)."),
+    option("quant_storage", QuantStorageName, QuantStorageName.uint8, "--quant-storage", help="--qlora: bnb_4bit_quant_storage (ZeRO-3 and FSDP need the compute dtype)."),
+    option("load_in_8bit", bool, False, "--load-in-8bit", help="The frozen base linears in bitsandbytes LLM.int8 (with --lora-rank)."),
+    option("adapter_config", Optional[str], None, "--adapter-config", help="A peft adapter_config.json as the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save)."),
+    option("optimizer_in_backward", bool, False, "--optimizer-in-backward", help="The optimizer steps each parameter in backward and frees its gradient (torchtune optimizer_in_bwd; one GPU or --engine fsdp2)."),
+)
+ENGINE = group(
+    ENGINE_PANEL,
+    option("engine", Engine, Engine.deepspeed, "--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms."),
+    option("stage", Optional[int], None, "--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four)."),
+)
+OFFLOAD = group(
+    ENGINE_PANEL,
+    option("offload_optimizer", OffloadDevice, OffloadDevice.none, "--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme)."),
+    option("offload_param", OffloadDevice, OffloadDevice.none, "--offload-param", help="Parameter offload (ZeRO-3 only)."),
+)
+DEEPSPEED = group(
+    DEEPSPEED_PANEL,
+    option("reduce_bucket_size", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+    option("overlap_comm", Optional[bool], None, "--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on for stage 3 only)."),
+    option("prefetch_bucket_size", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+    option("max_live_parameters", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+    option("param_persistence_threshold", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+    option("sub_group_size", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+    option("hpz_partition_size", Optional[str], None, help="DeepSpeed zero_optimization knob (elements); DeepSpeed's default when not given."),
+)
+MESH = group(
+    PARALLELISM_PANEL,
+    option("tp", Optional[str], None, "--tp", help="Tensor-parallel degree (--method megatron)."),
+    option("pp", Optional[str], None, "--pp", help="Pipeline stages (--method megatron)."),
+    option("cp", Optional[str], None, "--cp", help="Context-parallel degree (--method megatron)."),
+    option("cp_comm", CpComm, CpComm.p2p, "--cp-comm", help="How --cp moves the sequence: p2p, ring attention's K/V exchange; a2a, DeepSpeed-Ulysses' all-to-alls (a ds_config's sequence_parallel_size; docs/parallelism.md)."),
+    option("ep", Optional[str], None, "--ep", help="Expert-parallel degree, MoE (--method megatron)."),
+    option("vpp", Optional[str], None, "--vpp", help="Model chunks (virtual stages) per pipeline rank, for the interleaved schedules (docs/parallelism.md)."),
+    option("pp_first_layers", Optional[str], None, "--pp-first-layers", help="Layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers; docs/parallelism.md)."),
+    option("pp_last_layers", Optional[str], None, "--pp-last-layers", help="Layers of the last pipeline stage (Megatron-LM's --decoder-last-pipeline-num-layers)."),
+    option("pp_schedule", Optional[Schedule], None, "--pp-schedule", help="Pipeline schedule with --pp (docs/parallelism.md); default 1f1b."),
+    option("sequence_parallel", bool, False, "--sequence-parallel", help="Megatron's sequence parallelism with --tp (--method megatron)."),
+)
+OUTPUT = group(
+    OUTPUT_PANEL,
+    option("units", Unit, Unit.gib, "--units", help="Display unit: gib (2^30) or gb (1e9)."),
+    option("fmt", Format, Format.table, "--format", "-f", help="Output format."),
+    option("html", Optional[str], None, "--html", help="Also write a self-contained HTML report (inline SVG and CSS, nothing fetched) to this path; --force replaces an existing file."),
+    option("force", bool, False, "--force", help="Let the files this command writes (--html, --output, --emit-*) replace existing ones."),
+)

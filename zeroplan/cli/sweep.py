@@ -1,6 +1,6 @@
 """`zeroplan sweep`: every configuration of a grid over one scenario, as a summary table, CSV or JSON.
 
-Registered on the app by cli/app.py; option aliases in cli/options.py, the error boundary in cli/common.py.
+Registered on the app by cli/app.py; option groups in cli/options.py (cli/groups.py), the error boundary in cli/common.py.
 """
 
 import sys
@@ -12,39 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from zeroplan.cli.common import render, run, scenario_args, show
-from zeroplan.cli.options import (
-    SETUP,
-    AdapterConfigOpt,
-    AttentionOpt,
-    DoraOpt,
-    DoubleQuantOpt,
-    Format,
-    FreezeOpt,
-    HardwareOpt,
-    Int8Opt,
-    LargestOpt,
-    LoraDropoutOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    ModelOpt,
-    ModulesToSaveOpt,
-    OptimizerOpt,
-    OptimInBwdOpt,
-    ParamsOpt,
-    PrecisionOpt,
-    QloraOpt,
-    QuantStorageName,
-    QuantStorageOpt,
-    QuantType,
-    QuantTypeOpt,
-    SeqLenOpt,
-    UnitsOpt,
-)
+from zeroplan.cli.groups import OUTPUT_PANEL, takes
+from zeroplan.cli.options import FINETUNE, HARDWARE, MODEL, OUTPUT, TRAINING, Format
 from zeroplan.errors import ZeroplanError
-from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.memory.setup import Checkpointing, OffloadDevice, ZeroStage
 from zeroplan.scenario import ScenarioArgs, scenario
-from zeroplan.units import Unit, parse_count
+from zeroplan.units import parse_count
 
 if TYPE_CHECKING:
     from zeroplan.memory.grid import GridAxes, GridResult
@@ -62,45 +35,29 @@ class GridFormat(str, Enum):
     json = "json"
 
 
-AxisOpt = Annotated[str, typer.Option(help="Comma list of values and inclusive ranges A-B or A-B:STEP.")]
+GRID_PANEL = "Grid"
+AxisOpt = Annotated[str, typer.Option(rich_help_panel=GRID_PANEL, help="Comma list of values and inclusive ranges A-B or A-B:STEP.")]
 
 
+# The grid's axes replace --gpus/--nodes/--micro-batch, and its --checkpointing and --offload-* take comma lists.
+@takes(MODEL, HARDWARE.without("gpus", "nodes"),
+       TRAINING.without("fp32_grad_accum", "micro_batch", "grad_accum", "checkpointing", "loss"), FINETUNE,
+       OUTPUT.without("html", "force"))
 def sweep(
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = SETUP.precision,
-    optimizer: OptimizerOpt = SETUP.optimizer,
-    seq_len: SeqLenOpt = str(SETUP.seq_len),
-    attention: AttentionOpt = SETUP.attention,
-    stages: Annotated[str, typer.Option(help="ZeRO stages, e.g. 0,1,2,3 or 2-3.")] = "0,1,2,3",
-    gpu_counts: Annotated[str, typer.Option(help="GPU counts (values, A-B, A-B:STEP), on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
+    stages: Annotated[str, typer.Option(rich_help_panel=GRID_PANEL, help="ZeRO stages, e.g. 0,1,2,3 or 2-3.")] = "0,1,2,3",
+    gpu_counts: Annotated[str, typer.Option(rich_help_panel=GRID_PANEL, help="GPU counts (values, A-B, A-B:STEP), on the fewest nodes of the hardware's size.")] = "1,2,4,8,16,32,64",
     micro_batches: AxisOpt = "1-16",
-    checkpointings: Annotated[str, typer.Option("--checkpointing", help="Comma list of none, selective, selective-op, full.")] = "none,selective,full",
-    offload_optimizers: Annotated[str, typer.Option("--offload-optimizer", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
-    offload_params: Annotated[str, typer.Option("--offload-param", help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
-    freeze: FreezeOpt = None,
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    lora_dropout: LoraDropoutOpt = None,
-    dora: DoraOpt = False,
-    modules_to_save: ModulesToSaveOpt = None,
-    qlora: QloraOpt = False,
-    quant_type: QuantTypeOpt = QuantType.nf4,
-    double_quant: DoubleQuantOpt = False,
-    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
-    load_in_8bit: Int8Opt = False,
-    adapter_config: AdapterConfigOpt = None,
-    optimizer_in_backward: OptimInBwdOpt = False,
-    units: UnitsOpt = Unit.gib,
-    fmt: Annotated[GridFormat, typer.Option("--format", "-f", help="table: the cheapest fitting config per stage; csv, json: every row.")] = GridFormat.table,
+    checkpointings: Annotated[str, typer.Option("--checkpointing", rich_help_panel=GRID_PANEL, help="Comma list of none, selective, selective-op, full.")] = "none,selective,full",
+    offload_optimizers: Annotated[str, typer.Option("--offload-optimizer", rich_help_panel=GRID_PANEL, help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
+    offload_params: Annotated[str, typer.Option("--offload-param", rich_help_panel=GRID_PANEL, help="Comma list of none, cpu, nvme.")] = "none,cpu,nvme",
+    fmt: Annotated[GridFormat, typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL, help="table: the cheapest fitting config per stage; csv, json: every row.")] = GridFormat.table,
+    **options,
 ) -> None:
     """Every configuration of a grid (stages x GPU counts x micro-batches x checkpointing x offload): per-GPU peak and fit.
 
     The fine-tuning options (docs/finetune.md) hold for every configuration; stages the fine-tune's base cannot run
     at (QLoRA under ZeRO-3 without --quant-storage of the compute dtype) are left out, with the reason."""
-    args, grid = scenario_args(locals()), _grid_args(locals())
+    args, grid, units = scenario_args(options), _grid_args(locals()), options["units"]
 
     def go() -> None:
         from zeroplan.cli import views

@@ -3,133 +3,48 @@ mesh when --tp and the rest are given."""
 
 from dataclasses import dataclass
 
-from zeroplan.cli.common import print_warning, run, scenario_args, show
+from zeroplan.cli.common import mesh_args, print_warning, run, scenario_args, show
+from zeroplan.cli.groups import takes
 from zeroplan.cli.options import (
-    PARALLELISM,
-    SETUP,
-    AdapterConfigOpt,
-    AttentionOpt,
-    CheckpointingOpt,
-    CpCommOpt,
-    CpOpt,
-    DoraOpt,
-    DoubleQuantOpt,
-    EpOpt,
-    Format,
-    FormatOpt,
-    FreezeOpt,
-    GpusOpt,
-    GradAccumOpt,
-    HardwareOpt,
-    Int8Opt,
-    KnobOpt,
-    LargestOpt,
-    LoraDropoutOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    LossOpt,
+    DEEPSPEED,
+    FINETUNE,
+    HARDWARE,
+    MESH,
+    MODEL,
+    NETWORK,
+    OFFLOAD,
+    OUTPUT,
+    TRAINING,
     MaxMicroOpt,
     MfuOpt,
-    MicroBatchOpt,
-    ModelOpt,
-    ModulesToSaveOpt,
-    NodesOpt,
-    OffloadOptOpt,
-    OffloadParamOpt,
-    OptimizerOpt,
-    OptimInBwdOpt,
-    OverlapOpt,
-    ParamsOpt,
-    PpOpt,
-    PpScheduleOpt,
-    PrecisionOpt,
-    QloraOpt,
-    QuantStorageName,
-    QuantStorageOpt,
-    QuantType,
-    QuantTypeOpt,
-    SeqLenOpt,
-    SeqParallelOpt,
     SweepOpt,
-    TopologyOpt,
-    TpOpt,
-    PpFirstOpt,
-    PpLastOpt,
-    VppOpt,
 )
-from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import Scenario
-from zeroplan.memory.setup import (
-    OffloadDevice,
-    ZeroStage,
-)
-from zeroplan.models.mesh import CpComm
+from zeroplan.memory.setup import ZeroStage
 from zeroplan.scenario import ScenarioArgs, needs_hardware, scenario
 from zeroplan.validate import as_json
 
 
+# throughput reads the DeepSpeed knobs that move its communication.
+@takes(MODEL, HARDWARE, NETWORK, TRAINING.without("fp32_grad_accum"), FINETUNE, OFFLOAD,
+       DEEPSPEED.without("reduce_bucket_size", "max_live_parameters", "param_persistence_threshold", "sub_group_size"),
+       MESH, OUTPUT.without("units", "html", "force"))
 def throughput(
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    largest_layer: LargestOpt = None,
-    gpus: GpusOpt = str(PARALLELISM.gpus),
-    nodes: NodesOpt = None,
-    hardware: HardwareOpt = DEFAULT_HARDWARE,
-    precision: PrecisionOpt = SETUP.precision,
-    optimizer: OptimizerOpt = SETUP.optimizer,
-    seq_len: SeqLenOpt = str(SETUP.seq_len),
-    micro_batch: MicroBatchOpt = str(SETUP.micro_batch),
-    grad_accum: GradAccumOpt = str(SETUP.grad_accum),
-    checkpointing: CheckpointingOpt = SETUP.checkpointing.value,
-    attention: AttentionOpt = SETUP.attention,
-    loss: LossOpt = SETUP.loss,
-    offload_optimizer: OffloadOptOpt = OffloadDevice.none,
-    offload_param: OffloadParamOpt = OffloadDevice.none,
-    overlap_comm: OverlapOpt = None,
-    prefetch_bucket_size: KnobOpt = None,
-    hpz_partition_size: KnobOpt = None,
-    topology: TopologyOpt = None,
     mfu: MfuOpt = None,
     sweep: SweepOpt = None,
     max_micro_batch: MaxMicroOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    cp: CpOpt = None,
-    cp_comm: CpCommOpt = CpComm.p2p,
-    ep: EpOpt = None,
-    vpp: VppOpt = None,
-    pp_first_layers: PpFirstOpt = None,
-    pp_last_layers: PpLastOpt = None,
-    pp_schedule: PpScheduleOpt = None,
-    sequence_parallel: SeqParallelOpt = False,
-    freeze: FreezeOpt = None,
-    lora_rank: LoraRankOpt = None,
-    lora_targets: LoraTargetsOpt = None,
-    lora_dropout: LoraDropoutOpt = None,
-    dora: DoraOpt = False,
-    modules_to_save: ModulesToSaveOpt = None,
-    qlora: QloraOpt = False,
-    quant_type: QuantTypeOpt = QuantType.nf4,
-    double_quant: DoubleQuantOpt = False,
-    quant_storage: QuantStorageOpt = QuantStorageName.uint8,
-    load_in_8bit: Int8Opt = False,
-    adapter_config: AdapterConfigOpt = None,
-    optimizer_in_backward: OptimInBwdOpt = False,
-    fmt: FormatOpt = Format.table,
+    **options,
 ) -> None:
     """Per stage: step time, tokens/s per GPU, MFU and overhead over ZeRO-0; --sweep over global batch; with --tp
     --pp --cp --ep, on that mesh (docs/throughput.md, "Mesh")."""
-    args = scenario_args(locals())
-    opts = ThroughputArgs(topology=topology, mfu=mfu, sweep=sweep, max_micro_batch=max_micro_batch)
+    args, fmt = scenario_args(options), options["fmt"]
+    opts = ThroughputArgs(topology=options["topology"], mfu=mfu, sweep=sweep, max_micro_batch=max_micro_batch)
 
     def go() -> None:
         from zeroplan.cli.render import advice as render_advice
-        from zeroplan.scenario.parallel import MeshArgs
 
-        mesh = MeshArgs(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, schedule=pp_schedule, cp_comm=cp_comm,
-                        pp_first_layers=pp_first_layers, pp_last_layers=pp_last_layers,
-                        sequence_parallel=sequence_parallel)
+        mesh = mesh_args(options)
         if mesh.given:
             from zeroplan.cli.render.mesh_throughput import mesh_throughput_renderables
             from zeroplan.scenario.mesh_throughput import mesh_throughput_report
