@@ -179,6 +179,14 @@ def _row(label: str, s: dict, total: int) -> str:
             f"{s['mean']:+.1%}{' (under)' if s['mean'] < CATEGORY_MEAN_FLOOR else ''} |")
 
 
+def _short(url: str) -> str:
+    """owner/repo:path of a GitHub blob URL (its fragment kept), or the URL's host and path."""
+    parts = url.split("/")
+    if parts[2] == "github.com" and len(parts) > 7:
+        return f"{parts[3]}/{parts[4]}:{'/'.join(parts[7:])}"
+    return "/".join(parts[2:])
+
+
 def render_summary(runs: list[dict], results: dict[str, dict]) -> list[str]:
     rows = by_category(runs, results)
     lines = ["## By category", "",
@@ -193,6 +201,13 @@ def render_summary(runs: list[dict], results: dict[str, dict]) -> list[str]:
         lines += ["", f"No run is compared yet in: {'; '.join(idle)} (each one here waits on an option or lacks a stated "
                   "setting; see the last table). Tensor, pipeline and context parallelism are measured on CPU with "
                   "PyTorch's own APIs instead: [parallelism.md](parallelism.md#validated-pipeline-and-context-parallelism)."]
+    lines += ["", "By source (a source's runs share its stack and its counter, so its rows tend to err together):", "",
+              "| source | runs | compared | median abs error | within 10 % | worst | mean signed error |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for url in dict.fromkeys(r["source"]["url"] for r in runs):
+        mine = [r for r in runs if r["source"]["url"] == url]
+        lines.append(_row(f"[{_short(url)}]({url})", summary([results[r["id"]]["error"] for r in mine if r["id"] in results]),
+                          len(mine)))
     lines += ["", "Issue 23's goals on this set:", "", "| goal | here | met |", "|---|---|---|"]
     lines += [f"| {what} | {figure} | {'yes' if met else '**no**'} |" for what, figure, met in goals(rows)]
     return lines + [""]
@@ -207,7 +222,8 @@ def render(runs: list[dict], results: dict[str, dict]) -> str:
         "",
         (f"{len(runs)} published training runs whose per-GPU peak was measured, gathered from "
          "torchtitan's benchmark tables, torchtune's README and tutorials, litgpt's config-hub table and resource tables, "
-         "peft's DeepSpeed and FSDP guides and the transformers single-GPU guide (validation/field_runs.yaml holds each "
+         "peft's DeepSpeed and FSDP guides and README, Qwen's profiling table and the transformers single-GPU guide "
+         "(validation/field_runs.yaml holds each "
          "run's setup, number, counter and URL). "
          f"zeroplan can express {len(expressed)} of them, each as the `zeroplan estimate` arguments a new user would write; "
          f"the other {len(runs) - len(expressed)} are listed below with what zeroplan lacks, or what the source leaves "
