@@ -3,15 +3,15 @@ complete (a URL, a counter, categories, zeroplan's arguments or why not for ever
 the arguments, each counter is compared with the part of the peak it sees, the by-category figures are what the
 errors give, and the committed page is what the data and today's zeroplan give."""
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("field_runs", ROOT / "validation" / "field_runs.py")
-field_runs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(field_runs)
+sys.path.insert(0, str(ROOT / "validation"))  # the scripts there import each other by name, as when run
+import field_runs  # noqa: E402
+import field_runs_report  # noqa: E402
 
 RUNS = field_runs.load()
 EXPRESSED = [r for r in RUNS if r["expressible"]]
@@ -95,11 +95,11 @@ def test_the_by_category_figures_are_what_the_errors_give():
     runs = [{"id": "a", "categories": ["full", "fsdp"]}, {"id": "b", "categories": ["qlora"]},
             {"id": "c", "categories": ["qlora", "fsdp"]}, {"id": "d", "categories": ["lora"]}]
     results = {"a": {"error": 0.05}, "b": {"error": -0.30}, "c": {"error": -0.08}}  # d is not compared
-    rows = field_runs.by_category(runs, results)
+    rows = field_runs_report.by_category(runs, results)
     assert rows["all"] == {"n": 3, "median": 0.08, "within": 2 / 3, "worst": -0.30, "mean": pytest.approx(-0.11)}
     assert rows["qlora"]["n"] == 2 and rows["qlora"]["median"] == pytest.approx(0.19) and rows["qlora"]["worst"] == -0.30
     assert rows["fsdp"]["mean"] == pytest.approx(-0.015) and rows["lora"] == {"n": 0} and rows["mesh"] == {"n": 0}
-    met = {what: ok for what, _, ok in field_runs.goals(rows)}
+    met = {what: ok for what, _, ok in field_runs_report.goals(rows)}
     assert met == {"median abs error <= 8%": True, "share within 10 % >= 75%": False,
                    "no category's mean signed error below -5%": False, "QLoRA median abs error <= 10%": False}
 
@@ -108,5 +108,5 @@ def test_the_by_category_figures_are_what_the_errors_give():
 def test_docs_validation_is_regenerated():
     results = field_runs.results_for(RUNS)
     assert {r["id"] for r in EXPRESSED} <= set(results)
-    assert (ROOT / "docs" / "validation.md").read_text(encoding="utf-8") == field_runs.render(RUNS, results), (
+    assert (ROOT / "docs" / "validation.md").read_text(encoding="utf-8") == field_runs_report.render(RUNS, results), (
         "docs/validation.md is stale: run python validation/field_runs.py")
