@@ -36,7 +36,7 @@ KINDS = ("max_memory_reserved", "max_memory_allocated", "peak_memory_active", "n
 OUTSIDE_ALLOCATOR = ("CUDA context", "NCCL buffers")  # zeroplan's overhead lines PyTorch's allocator never sees
 CATEGORIES = {  # key in the YAML: the row's label in docs/validation.md
     "full": "full fine-tune / pre-train",
-    "lora": "LoRA on a 16-bit base",
+    "lora": "LoRA (or another adapter) on a 16-bit base",
     "qlora": "QLoRA (4-bit base)",
     "fsdp": "FSDP (FSDP1 or FSDP2)",
     "deepspeed": "DeepSpeed ZeRO",
