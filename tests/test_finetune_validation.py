@@ -142,9 +142,8 @@ def predicted_activations(row) -> int:
     acts = activation_bytes(spec.architecture(), setup)
     if tuning is None:
         return acts.total_bytes
-    total = tuned_activations(acts, spec.architecture(), setup, tuning, 4).total_bytes  # peft: fp32 adapters
-    # The weight bitsandbytes dequantizes in backward is transient, not a saved tensor: not in the measured figure.
-    return total - setup.precision.compute_bytes * tuning.largest_quantized
+    # peft: fp32 adapters. The weight bitsandbytes dequantizes is transient (dequant_bytes), not in total_bytes.
+    return tuned_activations(acts, spec.architecture(), setup, tuning, 4).total_bytes
 
 
 def _case(r) -> str:

@@ -66,6 +66,7 @@ class ActivationProfile:
     num_layers: int = 0  # the model's layers (encoder and decoder); 0 for a bare parameter count
     layer_prefix: tuple[int, ...] = ()  # bytes of layers 0..k-1 at [k], when each layer's are known
     held: int = 0  # of layers_bytes, what the checkpointed layers re-read: alive while any layer is
+    transient: int = 0  # alive inside one layer's forward or backward only (a 4-bit base's dequantized weight)
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -112,7 +113,8 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
                              num_layers=arch.num_layers + arch.num_encoder_layers,
                              head=acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes,
                              loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating,
-                             layer_prefix=tuple(prefix), held=acts.held_bytes)
+                             layer_prefix=tuple(prefix), held=acts.held_bytes,
+                             transient=getattr(acts, "dequant_bytes", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,7 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
     return (layers + prof.embedding * m.embedding + prof.head * m.head + prof.loss * m.loss
-            + prof.recompute * m.recompute)
+            + prof.recompute * m.recompute + prof.transient * (m.layer is not None))
 
 
 def _static(m: Moment, accumulating: bool) -> int:
@@ -185,7 +187,8 @@ def _groups(skeleton: tuple[Moment, ...]) -> list[tuple[int, ...]]:
         return cached[1]
     groups: dict[tuple, list[int]] = {}
     for i, m in enumerate(skeleton):
-        key = (m.phase, _static(m, False), _static(m, True), m.embedding, m.head, m.loss, m.recompute)
+        key = (m.phase, _static(m, False), _static(m, True), m.embedding, m.head, m.loss, m.recompute,
+               m.layer is not None)
         groups.setdefault(key, []).append(i)
     ordered = [tuple(sorted(g, key=lambda i: (skeleton[i].layers, -i))) for g in groups.values()]
     # within a group a later event with as many layers alive is never the first largest: keep rising layers only

@@ -253,6 +253,6 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
     if engine is Engine.fsdp and spec.freeze:
         notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
     notes.append("activations: a saved tensor is kept only for a gradient that is needed (frozen linears keep no "
-                 "input, a frozen prefix nothing), adapters add their inputs and rank-r outputs, a 4-bit base its "
-                 "dequantized weight in backward (docs/finetune.md)")
+                 "input, a frozen prefix nothing), adapters add their inputs and rank-r outputs; the step's timeline "
+                 "reads each layer's own bytes (docs/finetune.md)")
     return notes

@@ -77,6 +77,9 @@ class ActivationEstimate:
     loss_transient_bytes: int = 0
     # DeepSpeed's PipelineEngine: the stage inputs and outputs its pipe buffers hold (memory.pipeengine); else 0.
     pipe_buffer_bytes: int = 0
+    # A quantized base (memory.activations.tuning.dequantized_weight_bytes): the weight one quantized linear
+    # dequantizes for its matmul, alive inside a layer's forward and backward only; not in total_bytes.
+    dequant_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:

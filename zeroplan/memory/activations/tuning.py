@@ -43,6 +43,10 @@ UPPER_BOUND = ("fine-tune on {family}: activations are full training's (an upper
 FINETUNE_ASSUMPTION = ("fine-tune: a saved tensor is kept only for a gradient that is needed (frozen parts, adapters' "
                        "inputs and rank-r outputs, a frozen prefix saves nothing; under checkpointing transformers "
                        "makes the embeddings' output require grad; docs/finetune.md)")
+DEQUANT_ASSUMPTION = ("quantized base: bitsandbytes dequantizes each linear's weight to the compute dtype for its "
+                      "matmul in forward (CUDA gemm_4bit above 1536 tokens) and backward; the largest one's copy is "
+                      "alive inside each layer's forward and backward, never saved (bitsandbytes 0.50.2; from source, "
+                      "not measured: CPU runs the same autograd function, CUDA's kernel choice is read from source)")
 
 
 def modelled(arch) -> bool:
@@ -64,17 +68,27 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     # checkpointing the embeddings' output requires grad, so a gradient flows from the first layer on
     layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt)
     final = _head_change(arch, setup, tuning, t, e, embed=embed, grad=grad, cores=cores)
-    # bitsandbytes saves only the packed weight (autograd/_functions.py:357-358, MatMul4Bit); its backward
-    # dequantizes it to the compute dtype (:385-388), one linear at a time: the largest one's, transient.
-    # LLM.int8's MatMul8bitLt backward likewise rebuilds CB x SCB / 127 in the input dtype. Not measured.
-    final += e * tuning.largest_quantized
+    dequant = dequantized_weight_bytes(tuning, e)
     if not full_ckpt:
-        layers_delta = sum(d for _, d, _ in layers)
-        return _with(acts, layers_delta + final, final, layers_delta=layers_delta, recompute=acts.recompute_bytes)
+        deltas = tuple(d for _, d, _ in layers)
+        return _with(acts, sum(deltas) + final, final, deltas=deltas, recompute=acts.recompute_bytes, dequant=dequant)
     copy = loss_bytes(arch, traits_of(arch), b, s, e, setup.loss).transient
     raw = max(full + delta - own for full, delta, own in layers) + recompute_extra_bytes(arch, s)
     recompute = max(0, raw - copy)
-    return _with(acts, final + recompute - acts.recompute_bytes, final, layers_delta=0, recompute=recompute)
+    return _with(acts, final + recompute - acts.recompute_bytes, final, deltas=(), recompute=recompute, dequant=dequant)
+
+
+def dequantized_weight_bytes(tuning, e: int) -> int:
+    """The weight bitsandbytes dequantizes for one quantized linear's matmul: e x its elements, the largest one's.
+
+    Transient, alive inside that linear's forward and backward (and its recompute), never saved. Sources,
+    bitsandbytes==0.50.2: autograd/_functions.py MatMul4Bit.forward calls gemm_4bit, whose CUDA kernel
+    (backends/cuda/ops.py, `_gemm_4bit_custom_max_m = 1536`) dequantizes into a new (out, in) tensor of the input
+    dtype and runs F.linear (`_dequant_linear_fallback`) for more than 1536 tokens, as training has; the backward
+    always does (`F.dequantize_4bit(B, ctx.state).to(grad_output.dtype)`). LLM.int8's MatMul8bitLt backward
+    rebuilds CB x SCB / 127 in the input dtype the same way.
+    """
+    return e * tuning.largest_quantized
 
 
 def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool):
@@ -116,7 +130,14 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     return delta - tables // sets * (sets - len(cores))
 
 
-def _with(acts, delta: int, final: int, *, layers_delta: int, recompute: int):
-    return replace(acts, layers_bytes=acts.layers_bytes + layers_delta, final_norm_bytes=acts.final_norm_bytes + final,
-                   recompute_bytes=recompute, total_bytes=acts.total_bytes + delta,
-                   assumptions=acts.assumptions + (FINETUNE_ASSUMPTION,))
+def _with(acts, delta: int, final: int, *, deltas: tuple[int, ...], recompute: int, dequant: int):
+    """`acts` with the fine-tune's totals and each layer's own bytes (`deltas`: per layer, () under full checkpointing,
+    where the layers keep their inputs as before): the timeline reads the same per-layer figures the breakdown sums."""
+    each, per_layer = acts.layer_bytes, acts.per_layer_bytes
+    if deltas and len(each) == len(deltas):
+        each = tuple(b + d for b, d in zip(each, deltas))
+        per_layer = max(each)
+    return replace(acts, layers_bytes=acts.layers_bytes + sum(deltas), final_norm_bytes=acts.final_norm_bytes + final,
+                   recompute_bytes=recompute, total_bytes=acts.total_bytes + delta, layer_bytes=each,
+                   per_layer_bytes=per_layer, dequant_bytes=dequant,
+                   assumptions=acts.assumptions + (FINETUNE_ASSUMPTION,) + ((DEQUANT_ASSUMPTION,) if dequant else ()))
