@@ -86,6 +86,7 @@ def estimate(
     load_in_8bit: bool = False,
     adapter_config: str | Path | None = None,
     optimizer_in_backward: bool = False,
+    adapter_dtype: str = "fp32",
     tp: Count | None = None,
     pp: Count | None = None,
     cp: Count | None = None,

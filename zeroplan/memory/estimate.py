@@ -152,7 +152,8 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
     from zeroplan.memory.activations.tuning import tuned_activations
 
     setup = setup or scn.setup
-    adapter = setup.precision.compute_bytes if Engine(scn.engine) is Engine.deepspeed else 4
+    cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
+    adapter = setup.precision.compute_bytes if cast else 4
     return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 
 

@@ -58,6 +58,9 @@ class Finetune:
     quant_storage: QuantStorage = QuantStorage.uint8
     # torchtune's optimizer_in_bwd: each parameter steps in its gradient hook and frees its gradient
     optimizer_in_backward: Flag = False
+    # peft get_peft_model(..., autocast_adapter_dtype=True), its default: adapters fp32 on a bf16/fp16 base
+    # (peft==0.21.2:peft/tuners/tuners_utils.py cast_adapter_dtype, dtypes_to_convert_to_fp32); False: the base dtype
+    adapter_fp32: Flag = True
 
     def __post_init__(self) -> None:
         if self.lora_rank < 0 or (self.lora_rank == 0 and self.adapter_asked):
@@ -69,7 +72,7 @@ class Finetune:
 
     @property
     def adapter_asked(self) -> bool:
-        return bool(self.lora_targets or self.dora or self.modules_to_save or self.lora_dropout)
+        return bool(self.lora_targets or self.dora or self.modules_to_save or self.lora_dropout or not self.adapter_fp32)
 
     @property
     def full(self) -> bool:

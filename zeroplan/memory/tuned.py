@@ -171,6 +171,43 @@ def _grad_units(tuning: Tuning, engine: Engine) -> list[int]:
     return list(tuning.trainable_by_unit)
 
 
+def adapter_storage(recipe: Recipe, store, fp32: bool):
+    """(p, g, k, c) of the LoRA adapters under a PyTorch engine.
+
+    fp32 (peft get_peft_model's autocast_adapter_dtype=True, its default): peft==0.21.2:peft/tuners/tuners_utils.py
+    cast_adapter_dtype upcasts every adapter parameter that is float16 or bfloat16 to float32, so on a 16-bit base
+    without a master (bf16-true) they hold (4, 4, s x 4) bytes (torch's AdamW keeps its states in the parameter's
+    dtype); under PyTorch mixed precision they are fp32 already. False: the base's dtype, its states in it too.
+    """
+    from zeroplan.memory.engines.storage import Storage
+
+    if fp32:
+        return store if store.param == FP32_BYTES else Storage(
+            FP32_BYTES, FP32_BYTES, _states_per_param(recipe) * FP32_BYTES, store.compute)
+    return Storage(store.compute, store.compute, _states_per_param(recipe) * store.compute, store.compute)
+
+
+# peft==0.21.2:peft/utils/other.py prepare_model_for_kbit_training: "cast all non INT8 parameters to fp32": every
+# float16/bfloat16 parameter that is not a Params4bit (the embedding, the norms, the LM head, biases) becomes fp32.
+# Transformers' and TRL's QLoRA recipes call it on one GPU and under DDP; DeepSpeed casts the module back to
+# 16-bit (runtime/engine.py _cast_module_mixed_precision) and FSDP's QLoRA recipe does not call it.
+KBIT_PREPARED_ENGINES = (Engine.none, Engine.ddp)
+
+
+def kbit_prepared(tuning: Tuning, engine: Engine) -> bool:
+    """peft's prepare_model_for_kbit_training runs: a quantized base on one GPU or under DDP."""
+    return tuning.spec.quant is not Quant.none and engine in KBIT_PREPARED_ENGINES
+
+
+def frozen_element(tuning: Tuning, store, engine: Engine) -> int:
+    """Bytes per frozen floating-point element: fp32 after prepare_model_for_kbit_training; a LoRA base is loaded
+    16-bit (torch_dtype=bfloat16, as peft's recipes do); a --freeze run keeps the engine's storage for every
+    parameter, frozen or not (fp32 under PyTorch mixed precision)."""
+    if kbit_prepared(tuning, engine):
+        return FP32_BYTES
+    return store.compute if tuning.spec.lora_rank else store.param
+
+
 def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tuning, recipe: Recipe, stage: ZeroStage,
                       par: Parallelism, knobs: DeepSpeedKnobs, options: EngineOptions) -> StageBase:
     """The engine's StageBase with the fine-tune's states; gathered-parameter lines scaled to the stored bytes."""
@@ -184,21 +221,24 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
     sharded = _sharded(engine, stage, dp)
     per = (lambda n: shard_numel(n, dp)) if sharded else (lambda n: n)
     grad_units = _grad_units(tuning, engine)
-    # A LoRA base is loaded 16-bit (torch_dtype=bfloat16, as peft's recipes do); a --freeze run keeps the
-    # engine's storage for every parameter, frozen or not (fp32 under PyTorch mixed precision).
-    frozen = frozen_param_bytes(tuning, store.compute if tuning.spec.lora_rank else store.param)
+    ad = adapter_storage(recipe, store, tuning.spec.adapter_fp32) if tuning.spec.lora_rank else store
+    frozen = frozen_param_bytes(tuning, frozen_element(tuning, store, engine))
     saved = per(tuning.saved_numel)  # modules_to_save copies: base dtype, AdamW states in it too
     adapters = per(tuning.num_trainable - tuning.saved_numel)
     extra_grad = per(sum(grad_units)) - per(tuning.num_trainable)  # FSDP1 mixed units under --freeze
-    params = adapters * store.param + saved * store.compute + (shard_numel(frozen, dp) if sharded else frozen)
-    grads = (adapters + extra_grad) * store.grad + saved * store.compute
+    params = adapters * ad.param + saved * store.compute + (shard_numel(frozen, dp) if sharded else frozen)
+    grads = (adapters + extra_grad) * ad.grad + saved * store.compute
     if tuning.spec.optimizer_in_backward:  # one parameter's gradient at a time: the largest (its shard)
-        grads = per(max(tuning.trainable)) * store.grad
+        grads = per(max(tuning.trainable)) * ad.grad
+    numels = _opt_numels(tuning, engine, stage, dp, sharded)
+    if recipe.optimizer in EIGHT_BIT:  # bitsandbytes' 8-bit states do not depend on the parameter's dtype
+        opt = _optimizer_bytes(tuning, recipe, numels, 0) - saved * (recipe.optimizer_bytes - recipe.master_bytes)
+    else:
+        opt = (sum(numels) - saved) * ad.optimizer
     states = ModelStates(
         parameters=params + tuning.quant_state_bytes,
         gradients=grads,
-        optimizer_states=_optimizer_bytes(tuning, recipe, _opt_numels(tuning, engine, stage, dp, sharded), 0)
-        - saved * (recipe.optimizer_bytes - recipe.master_bytes) + saved * _states_per_param(recipe) * store.compute)
+        optimizer_states=opt + saved * _states_per_param(recipe) * store.compute)
     # gathered units hold every parameter at c bytes (mixed precision gathers param_dtype), packed weights as stored
     gathered = (tuning.num_trainable + tuning.frozen_float_numel) * store.compute + tuning.packed_bytes
     ratio = gathered / max(1, tuning.num_params * store.compute)
@@ -242,8 +282,15 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
         notes.append("alpha and rsLoRA change no byte")
         notes.append("DeepSpeed casts the adapters to the 16-bit dtype with an fp32 master in the optimizer"
                      if engine is Engine.deepspeed else
-                     "adapters fp32 (peft autocast_adapter_dtype) on a 16-bit base; FSDP1 wraps them as units of "
-                     "their own (peft fsdp_auto_wrap_policy)")
+                     ("peft autocast_adapter_dtype: adapters fp32 (4 B, gradients 4 B, fp32 optimizer states) on a "
+                      "16-bit base" if spec.adapter_fp32 else
+                      "peft autocast_adapter_dtype=False (--adapter-dtype base): adapters, gradients and optimizer "
+                      "states in the base's dtype") + "; FSDP1 wraps them as units of their own (peft "
+                     "fsdp_auto_wrap_policy)")
+    if kbit_prepared(tuning, engine):
+        notes.append("QLoRA path: transformers + peft with prepare_model_for_kbit_training (TRL, axolotl): every "
+                     "non-quantized parameter (embedding, norms, LM head) fp32; litgpt, torchtune and Unsloth keep "
+                     "them 16-bit (docs/finetune.md)")
     if spec.quant.four_bit:
         notes.append(f"base linears in bitsandbytes {spec.quant.value}: packed 4-bit in {spec.quant_storage.value}, "
                      "absmax per 64 elements " + ("8-bit in blocks of 256 (double quant)" if spec.double_quant else "fp32")

@@ -12,9 +12,11 @@ from pathlib import Path
 from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.memory.finetune import ALL_LINEAR, Finetune, Tuning, tune
 from zeroplan.memory.quant import Quant, QuantStorage
+from zeroplan.printable import printable
 from zeroplan.readers import parse_json, read_text, require_mapping
 from zeroplan.validate import validated
 
+ADAPTER_FP32, ADAPTER_BASE = "fp32", "base"  # --adapter-dtype: peft's autocast_adapter_dtype True / False
 ADAPTER_KEYS = {"r": "lora_rank", "target_modules": "lora_targets", "lora_dropout": "lora_dropout",
                 "use_dora": "dora", "modules_to_save": "modules_to_save"}
 
@@ -57,6 +59,12 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
         fields["dora"] = True
     if args.optimizer_in_backward:
         fields["optimizer_in_backward"] = True
+    adapter_dtype = getattr(args, "adapter_dtype", ADAPTER_FP32)
+    if adapter_dtype not in (ADAPTER_FP32, ADAPTER_BASE):
+        raise ZeroplanError(f"--adapter-dtype {printable(str(adapter_dtype))}: give fp32 (peft's autocast_adapter_dtype, "
+                            "its default) or base")
+    if adapter_dtype == ADAPTER_BASE:
+        fields["adapter_fp32"] = False
     _file_rules(args, fields, model_ref)
     if args.qlora and args.load_in_8bit:
         raise ZeroplanError("give --qlora (4-bit base) or --load-in-8bit, not both")

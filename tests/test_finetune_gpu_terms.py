@@ -1,0 +1,107 @@
+"""peft's fp32 adapters on a 16-bit base and prepare_model_for_kbit_training, against what
+validation/measure_finetune_gpu_terms.py measured on CPU (validation/finetune_gpu_terms.json is the source of every
+expected number here), and the terms a GPU adds that CPU cannot show (issue 23, items 2 and 3)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import zeroplan
+from zeroplan.memory.activations import activation_bytes
+from zeroplan.memory.activations.tuning import tuned_activations
+from zeroplan.memory.finetune import ALL_LINEAR, Finetune, tune
+from zeroplan.memory.quant import Quant
+from zeroplan.memory.recipes import make_recipe
+from zeroplan.memory.setup import (
+    DeepSpeedKnobs,
+    Engine,
+    EngineOptions,
+    Optimizer,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    ZeroStage,
+)
+from zeroplan.memory.states import ModelSummary
+from zeroplan.memory.tuned import engine_tuned_base
+from zeroplan.models.named import named_parameters
+from zeroplan.models.params import count_params
+from zeroplan.models.presets import model_from_data
+
+ROOT = Path(__file__).resolve().parent.parent / "validation"
+DATA = json.loads((ROOT / "finetune_gpu_terms.json").read_text())
+ACTS = json.loads((ROOT / "finetune_activations.json").read_text())
+SPEC = model_from_data({"model_type": DATA["family"], **ACTS["config"][DATA["family"]]}, "tiny", hf_name="tiny")
+
+
+def _base(finetune: Finetune, engine: Engine = Engine.none):
+    tuning = tune(named_parameters(SPEC), finetune, DATA["family"])
+    summary = ModelSummary(name="tiny", num_params=count_params(SPEC).num_params)
+    base = engine_tuned_base(engine, summary, None, tuning, make_recipe(Precision.bf16_true, Optimizer.adamw),
+                             ZeroStage.zero0, Parallelism(gpus=1), DeepSpeedKnobs(), EngineOptions())
+    return tuning, base.states
+
+
+@pytest.mark.parametrize("row", DATA["autocast"], ids=lambda r: f"autocast_adapter_dtype={r['autocast_adapter_dtype']}")
+def test_adapters_gradients_and_adamw_follow_peft_autocast_adapter_dtype(row):
+    """A pure-bf16 base on one GPU (--engine none --precision bf16-true): fp32 adapters by default, bf16 when off."""
+    spec = Finetune(lora_rank=DATA["lora"]["r"], lora_targets=(ALL_LINEAR,), adapter_fp32=row["autocast_adapter_dtype"])
+    tuning, states = _base(spec)
+    assert tuning.num_trainable == row["trainable_params"]
+    frozen = 2 * tuning.frozen_float_numel
+    assert (states.parameters - frozen, states.gradients, states.optimizer_states) == (
+        row["trainable_bytes"], row["grad_bytes"], row["adamw_state_bytes"])
+
+
+@pytest.mark.parametrize("row", DATA["autocast"], ids=lambda r: f"autocast_adapter_dtype={r['autocast_adapter_dtype']}")
+def test_saved_activations_follow_the_adapter_dtype(row):
+    """The lora_A path computes and saves in the adapter dtype: a = 4 with autocast, the base's 2 without."""
+    tuning = tune(named_parameters(SPEC), Finetune(lora_rank=DATA["lora"]["r"], lora_targets=(ALL_LINEAR,)), "llama")
+    setup = TrainingSetup(precision=Precision.bf16_true, seq_len=DATA["seq_len"], micro_batch=DATA["micro_batch"])
+    arch = SPEC.architecture()
+    a = 4 if row["autocast_adapter_dtype"] else 2
+    predicted = tuned_activations(activation_bytes(arch, setup), arch, setup, tuning, a).total_bytes
+    assert 0 <= row["activation_bytes"] - predicted <= 4  # the 4-byte residual of every llama row (docs/finetune.md)
+
+
+def test_prepare_model_for_kbit_training_makes_every_float_parameter_fp32():
+    """QLoRA on one GPU: the embedding, norms and head become fp32 (measured), the packed weights stay as stored."""
+    before, after = DATA["kbit"]
+    assert before["frozen_float_dtypes"] == ["torch.bfloat16"] and after["frozen_float_dtypes"] == ["torch.float32"]
+    spec = Finetune(lora_rank=DATA["lora"]["r"], lora_targets=(ALL_LINEAR,), quant=Quant.nf4, double_quant=True)
+    tuning, states = _base(spec)
+    assert tuning.frozen_float_numel == after["frozen_float_params"]
+    adapters = tuning.num_trainable * 4
+    assert states.parameters - adapters - tuning.packed_bytes - tuning.quant_state_bytes == after["frozen_float_bytes"]
+    assert (states.gradients, states.optimizer_states) == (after["grad_bytes"], after["adamw_state_bytes"])
+
+
+def test_bitsandbytes_matmul4bit_saves_the_packed_weight_only():
+    """bitsandbytes 0.50.2 (since 0.43.2, commit 9e75374 'delete useless buffered activation'): not the input."""
+    m = DATA["matmul4bit"]
+    assert m["hook_saved_bytes"] == 0 and not m["ctx_holds_input"]
+    assert m["ctx_tensors"] == [[[m["packed_bytes"], 1], "torch.uint8"]]
+
+
+def test_the_output_names_the_adapter_dtype_and_the_qlora_path():
+    lora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", precision="bf16-true", lora_rank=16)
+    off = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", precision="bf16-true", lora_rank=16,
+                            adapter_dtype="base")
+    assert any("peft autocast_adapter_dtype: adapters fp32" in a for a in lora.assumptions)
+    assert any("autocast_adapter_dtype=False" in a for a in off.assumptions)
+    assert lora.stages[0].gpu_bytes()["gradients"] == 2 * off.stages[0].gpu_bytes()["gradients"]
+    qlora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, qlora=True)
+    assert any("prepare_model_for_kbit_training" in a for a in qlora.assumptions)
+    ds = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, lora_rank=16, qlora=True)
+    assert not any("prepare_model_for_kbit_training" in a for a in ds.assumptions)
+    assert qlora.stages[0].gpu_bytes()["parameters"] > ds.stages[0].gpu_bytes()["parameters"]
+
+
+def test_adapter_dtype_is_refused_where_nothing_is_adapted(runner):
+    from zeroplan.cli.app import app
+
+    res = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-g", "1", "--adapter-dtype", "base"])
+    assert res.exit_code == 1 and "--lora-rank" in res.output
+    res = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-g", "1", "--lora-rank", "8", "--adapter-dtype", "bf"])
+    assert res.exit_code == 1 and "--adapter-dtype bf" in res.output
