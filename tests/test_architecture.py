@@ -196,7 +196,7 @@ SCENARIO = {
 # The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
 FINETUNE = {"--freeze", "--lora-rank", "--lora-targets", "--lora-dropout", "--dora", "--modules-to-save", "--qlora",
             "--quant-type", "--double-quant", "--quant-storage", "--load-in-8bit", "--adapter-config",
-            "--optimizer-in-backward", "--adapter-dtype"}
+            "--optimizer-in-backward", "--adapter-dtype", "--qlora-stack", "--bnb-version"}
 
 FROZEN = {
     "estimate": SCENARIO | FINETUNE | {

@@ -92,9 +92,9 @@ def test_the_output_names_the_adapter_dtype_and_the_qlora_path():
     assert any("autocast_adapter_dtype=False" in a for a in off.assumptions)
     assert lora.stages[0].gpu_bytes()["gradients"] == 2 * off.stages[0].gpu_bytes()["gradients"]
     qlora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, qlora=True)
-    assert any("prepare_model_for_kbit_training" in a for a in qlora.assumptions)
+    assert any("QLoRA path: transformers + peft prepare_model_for_kbit_training" in a for a in qlora.assumptions)
     ds = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, lora_rank=16, qlora=True)
-    assert not any("prepare_model_for_kbit_training" in a for a in ds.assumptions)
+    assert any("no prepare_model_for_kbit_training cast is kept" in a for a in ds.assumptions)
     assert qlora.stages[0].gpu_bytes()["parameters"] > ds.stages[0].gpu_bytes()["parameters"]
 
 
@@ -105,3 +105,62 @@ def test_adapter_dtype_is_refused_where_nothing_is_adapted(runner):
     assert res.exit_code == 1 and "--lora-rank" in res.output
     res = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-g", "1", "--lora-rank", "8", "--adapter-dtype", "bf"])
     assert res.exit_code == 1 and "--adapter-dtype bf" in res.output
+
+
+def _tiny_qlora(**extra):
+    from zeroplan.memory.setup import Checkpointing
+
+    tuning = tune(named_parameters(SPEC), Finetune(lora_rank=8, quant=Quant.nf4, **extra), "llama")
+    setup = TrainingSetup(precision=Precision.bf16_true, seq_len=DATA["seq_len"], micro_batch=DATA["micro_batch"],
+                          checkpointing=Checkpointing.none)
+    arch = SPEC.architecture()
+    return tuned_activations(activation_bytes(arch, setup), arch, setup, tuning, 4), arch
+
+
+def test_bitsandbytes_before_0_43_2_keeps_each_4bit_matmuls_input():
+    """ctx.tensors = (A, B) before bitsandbytes commit 9e75374 (0.43.2): q/k/v's and gate/up's input (e T h each)
+    and down_proj's (e T f) are kept wherever a gradient flows through them; o_proj's is SDPA's saved output. Layer
+    0's q/k/v read the frozen embeddings' output, which needs no gradient: MatMul4Bit keeps nothing there."""
+    now, arch = _tiny_qlora()
+    old, _ = _tiny_qlora(bnb_version="0.42.0")
+    t, e, h, f = DATA["micro_batch"] * DATA["seq_len"], 2, arch.hidden_size, arch.intermediate_size
+    per_layer = [e * t * h + e * t * f] + [2 * e * t * h + e * t * f] * (arch.num_layers - 1)
+    assert [b - a for a, b in zip(now.layer_bytes, old.layer_bytes)] == per_layer
+    assert old.total_bytes - now.total_bytes == sum(per_layer)
+    assert _tiny_qlora(bnb_version="0.43.2")[0].total_bytes == now.total_bytes
+
+
+def test_prepared_qlora_without_autocast_saves_what_fp32_training_saves():
+    """Measured: the prepared bf16 QLoRA model saves exactly the bytes of the same LoRA in fp32 (the 4-bit matmuls
+    keep nothing, everything around them is fp32, the logits too): zeroplan's --engine none --precision bf16-true."""
+    prepared = DATA["kbit"][1]
+    fp32_lora = next(r for r in ACTS["rows"] if (r["family"], r["dtype"], r["checkpointing"], r["mode"]) == (
+        "llama", "fp32", "none", "lora r8 all-linear p0.0"))
+    assert prepared["activation_bytes"] == fp32_lora["measured"]
+    tuning = tune(named_parameters(SPEC), Finetune(lora_rank=8, lora_targets=(ALL_LINEAR,)), "llama")
+    setup = TrainingSetup(precision=Precision.fp32, seq_len=DATA["seq_len"], micro_batch=DATA["micro_batch"])
+    arch = SPEC.architecture()
+    predicted = tuned_activations(activation_bytes(arch, setup), arch, setup, tuning, 4).total_bytes
+    assert 0 <= prepared["activation_bytes"] - predicted <= 4
+
+
+def test_the_estimate_takes_fp32_activations_for_a_prepared_bf16_true_qlora():
+    kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, seq_len=1024)
+    q = zeroplan.estimate(precision="bf16-true", qlora=True, **kw)
+    lora32 = zeroplan.estimate(precision="fp32", **kw)
+    assert q.activations.total_bytes == lora32.activations.total_bytes
+    assert q.activations.dequant_bytes == 2 * 14336 * 4096  # bitsandbytes' bf16 compute dtype, not fp32
+
+
+def test_litgpt_quantizes_the_head_and_casts_nothing_to_fp32():
+    from zeroplan.models.presets import load_model
+
+    params = named_parameters(load_model("llama-3.1-8b"))  # an untied head, 128256 x 4096
+    peft = tune(params, Finetune(lora_rank=8, quant=Quant.nf4), "llama")
+    lit = tune(params, Finetune(lora_rank=8, quant=Quant.nf4, qlora_stack="litgpt"), "llama")
+    head = 128256 * 4096
+    assert lit.quantized_numel - peft.quantized_numel == head == peft.frozen_float_numel - lit.frozen_float_numel
+    kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, qlora=True)
+    a = zeroplan.estimate(qlora_stack="litgpt", **kw).stages[0].gpu_bytes()["parameters"]
+    b = zeroplan.estimate(**kw).stages[0].gpu_bytes()["parameters"]
+    assert a < b

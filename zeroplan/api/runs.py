@@ -87,6 +87,8 @@ def estimate(
     adapter_config: str | Path | None = None,
     optimizer_in_backward: bool = False,
     adapter_dtype: str = "fp32",
+    qlora_stack: str = "peft",
+    bnb_version: str = "0.50.2",
     tp: Count | None = None,
     pp: Count | None = None,
     cp: Count | None = None,

@@ -16,6 +16,7 @@ from zeroplan.memory.setup import (
     EngineOptions,
     OffloadDevice,
     Parallelism,
+    Precision,
     TrainingSetup,
     ZeroStage,
 )
@@ -151,9 +152,18 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
         return acts
     from zeroplan.memory.activations.tuning import tuned_activations
 
+    from zeroplan.memory.tuned import kbit_prepared
+
     setup = setup or scn.setup
     cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
     adapter = setup.precision.compute_bytes if cast else 4
+    if kbit_prepared(scn.tuning, Engine(scn.engine)) and setup.precision is Precision.bf16_true:
+        # prepare_model_for_kbit_training leaves fp32 embeddings, norms and head and no autocast: every tensor
+        # outside the 4-bit matmuls is fp32, as in fp32 training (measured: validation/finetune_gpu_terms.json);
+        # bitsandbytes still dequantizes to its bf16 compute dtype
+        fp32 = replace(setup, precision=Precision.fp32)
+        out = tuned_activations(activations_for(scn.arch, fp32), scn.arch, fp32, scn.tuning, 4)
+        return replace(out, dequant_bytes=setup.precision.compute_bytes * scn.tuning.largest_quantized)
     return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 
 

@@ -28,9 +28,12 @@ from pydantic import Field
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.quant import (
+    BNB_MEASURED,
     SHARED_NESTED_MAP_BYTES,
+    QloraStack,
     Quant,
     QuantStorage,
+    bnb_version,
     int8_weight_bytes,
     packed_4bit_bytes,
     quant_state_4bit_bytes,
@@ -61,12 +64,17 @@ class Finetune:
     # peft get_peft_model(..., autocast_adapter_dtype=True), its default: adapters fp32 on a bf16/fp16 base
     # (peft==0.21.2:peft/tuners/tuners_utils.py cast_adapter_dtype, dtypes_to_convert_to_fp32); False: the base dtype
     adapter_fp32: Flag = True
+    qlora_stack: QloraStack = QloraStack.peft  # who quantizes and prepares the base (memory/quant.py QloraStack)
+    bnb_version: str = BNB_MEASURED  # bitsandbytes release: before 0.43.2 a 4-bit matmul keeps its input
 
     def __post_init__(self) -> None:
         if self.lora_rank < 0 or (self.lora_rank == 0 and self.adapter_asked):
             raise ValueError(f"--lora-rank ({self.lora_rank}) must be a positive integer")
         if self.quant is not Quant.none and not self.lora_rank:
             raise ValueError(f"a {self.quant.value} base cannot be trained: give --lora-rank R for adapters on it")
+        bnb_version(self.bnb_version)  # ValueError naming it when it is not a release number
+        if (self.qlora_stack is not QloraStack.peft or self.bnb_version != BNB_MEASURED) and not self.quant.four_bit:
+            raise ValueError("--qlora-stack and --bnb-version describe a 4-bit base: give --qlora")
         if self.freeze and self.lora_rank:
             raise ValueError("--freeze is for full fine-tuning: under LoRA every base parameter is frozen already")
 
@@ -252,7 +260,10 @@ def _saved_modules(params: list[NamedParam], names: tuple[str, ...]) -> set[str]
 
 
 def _quantized(p: NamedParam, spec: Finetune) -> bool:
-    return spec.quant is not Quant.none and p.linear and p.name.endswith(".weight") and p.module != OUTPUT_HEAD
+    """transformers' quantizer skips the output head (get_keys_to_not_convert); litgpt's Lightning plugin does not."""
+    head_too = spec.qlora_stack is QloraStack.litgpt
+    return (spec.quant is not Quant.none and p.linear and p.name.endswith(".weight")
+            and (p.module != OUTPUT_HEAD or head_too))
 
 
 def _stored_bytes(p: NamedParam, spec: Finetune) -> tuple[int, int]:

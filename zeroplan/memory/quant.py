@@ -80,3 +80,34 @@ def int8_weight_bytes(rows: int, cols: int) -> tuple[int, int]:
 
 
 SHARED_NESTED_MAP_BYTES = BNB_DYNAMIC_MAP_ENTRIES * FP32_BYTES  # once per process with double quantization
+
+# MatMul4Bit.forward kept its input A for the backward (`ctx.tensors = (A, B)` whenever A or B needs a gradient,
+# bitsandbytes@9e75374104cec965d9a4a630a68ce4e2b77b066f^:bitsandbytes/autograd/_functions.py:516) although the
+# backward never reads it; commit 9e75374 ("fix QLoRA mem bug: delete useless buffered activation", first released
+# in 0.43.2) keeps (None, B). Earlier releases save every quantized linear's input where a gradient flows through it.
+BNB_DROPS_INPUT_SINCE = (0, 43, 2)
+BNB_MEASURED = "0.50.2"  # the release validation/ measures on CPU; the default
+
+
+class QloraStack(str, Enum):
+    """Which code quantizes the base and prepares it for training (docs/finetune.md, "QLoRA on a GPU")."""
+
+    # transformers' bitsandbytes quantizer (every nn.Linear but the output head) + peft's
+    # prepare_model_for_kbit_training (TRL, axolotl, the HF and peft QLoRA recipes)
+    peft = "peft"
+    # litgpt --quantize bnb.nf4: Lightning's BitsandbytesPrecision replaces every nn.Linear, the head included
+    # (ignore_modules empty), and casts nothing to fp32
+    litgpt = "litgpt"
+
+
+def bnb_version(text: str) -> tuple[int, ...]:
+    """A bitsandbytes release as numbers: "0.41.1" -> (0, 41, 1); ValueError naming the text otherwise."""
+    parts = text.strip().split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"--bnb-version {text!r}: give a bitsandbytes release such as 0.41.1")
+    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+
+
+def saves_matmul_input(version: str) -> bool:
+    """bitsandbytes releases before 0.43.2 keep each 4-bit matmul's input for the backward (BNB_DROPS_INPUT_SINCE)."""
+    return bnb_version(version) < BNB_DROPS_INPUT_SINCE

@@ -259,6 +259,28 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
                    backward_bytes=backward, step_bytes=step)
 
 
+def qlora_path_note(tuning: Tuning, engine: Engine) -> str:
+    """Which QLoRA path the estimate assumes, in words (docs/finetune.md, "QLoRA on a GPU")."""
+    from zeroplan.memory.quant import QloraStack, saves_matmul_input
+
+    spec = tuning.spec
+    if spec.qlora_stack is QloraStack.litgpt:
+        path = ("QLoRA path: litgpt --quantize bnb.nf4 (Lightning BitsandbytesPrecision): every linear 4-bit, the "
+                "LM head too; the other parameters in the precision's dtype")
+    elif kbit_prepared(tuning, engine):
+        path = ("QLoRA path: transformers + peft prepare_model_for_kbit_training (TRL, axolotl): the embedding, "
+                "norms and LM head fp32; without autocast (bf16-true) every activation outside the 4-bit matmuls "
+                "is fp32 (measured); under autocast (bf16-mixed) the fp32 residual stream is not modelled")
+    else:
+        path = (f"QLoRA path: transformers' bitsandbytes quantizer (the LM head stays 16-bit); under {engine.value} "
+                "no prepare_model_for_kbit_training cast is kept (DeepSpeed casts the module back to 16-bit, "
+                "FSDP's QLoRA recipe does not call it)")
+    saves = saves_matmul_input(spec.bnb_version)
+    return path + (f"; bitsandbytes {spec.bnb_version}: " + (
+        "each 4-bit matmul keeps its input for the backward (before 0.43.2)" if saves
+        else "a 4-bit matmul keeps only the packed weight (since 0.43.2)"))
+
+
 def wrapped_note(wrapped: tuple[AdaptedParam, ...]) -> str:
     """The MoE parameters peft adapts as parameters, by kind: router weights (2-D) and fused expert tensors (E, ...)."""
     experts = sum(1 for w in wrapped if len(w.shape) == 3)
@@ -284,13 +306,13 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
                      if engine is Engine.deepspeed else
                      ("peft autocast_adapter_dtype: adapters fp32 (4 B, gradients 4 B, fp32 optimizer states) on a "
                       "16-bit base" if spec.adapter_fp32 else
+                      "litgpt's LoRA: adapters, gradients and optimizer states in the model's dtype"
+                      if spec.qlora_stack.value == "litgpt" else
                       "peft autocast_adapter_dtype=False (--adapter-dtype base): adapters, gradients and optimizer "
                       "states in the base's dtype") + "; FSDP1 wraps them as units of their own (peft "
                      "fsdp_auto_wrap_policy)")
-    if kbit_prepared(tuning, engine):
-        notes.append("QLoRA path: transformers + peft with prepare_model_for_kbit_training (TRL, axolotl): every "
-                     "non-quantized parameter (embedding, norms, LM head) fp32; litgpt, torchtune and Unsloth keep "
-                     "them 16-bit (docs/finetune.md)")
+    if spec.quant.four_bit:
+        notes.append(qlora_path_note(tuning, engine))
     if spec.quant.four_bit:
         notes.append(f"base linears in bitsandbytes {spec.quant.value}: packed 4-bit in {spec.quant_storage.value}, "
                      "absmax per 64 elements " + ("8-bit in blocks of 256 (double quant)" if spec.double_quant else "fp32")

@@ -77,6 +77,8 @@ class ScenarioArgs:
     adapter_config: str | None = None  # a peft adapter_config.json
     optimizer_in_backward: bool = False  # torchtune's optimizer_in_bwd
     adapter_dtype: str = "fp32"  # fp32: peft's autocast_adapter_dtype=True (its default); base: False
+    qlora_stack: str = "peft"  # who quantizes a 4-bit base (memory/quant.py QloraStack)
+    bnb_version: str = "0.50.2"  # the bitsandbytes release (before 0.43.2 a 4-bit matmul keeps its input)
     # Set by a --from file only (zeroplan.frameworks.tuning), resolved against the model: LoRA on every linear
     # but the head, named one by one, plus these comma-separated names; and a rule for what trains, the rest frozen.
     lora_linear_names: str | None = None

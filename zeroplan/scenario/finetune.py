@@ -11,7 +11,7 @@ from pathlib import Path
 
 from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.memory.finetune import ALL_LINEAR, Finetune, Tuning, tune
-from zeroplan.memory.quant import Quant, QuantStorage
+from zeroplan.memory.quant import BNB_MEASURED, QloraStack, Quant, QuantStorage, bnb_version
 from zeroplan.printable import printable
 from zeroplan.readers import parse_json, read_text, require_mapping
 from zeroplan.validate import validated
@@ -69,9 +69,20 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
     if args.qlora and args.load_in_8bit:
         raise ZeroplanError("give --qlora (4-bit base) or --load-in-8bit, not both")
     storage = QuantStorage(getattr(args.quant_storage, "value", args.quant_storage))
+    stack, version = getattr(args, "qlora_stack", QloraStack.peft.value), getattr(args, "bnb_version", BNB_MEASURED)
+    if stack not in {s.value for s in QloraStack}:
+        raise ZeroplanError(f"--qlora-stack {printable(str(stack))}: give " + " or ".join(s.value for s in QloraStack))
+    try:
+        bnb_version(str(version))
+    except ValueError:
+        raise ZeroplanError(f"--bnb-version {printable(str(version))}: give a bitsandbytes release such as 0.41.1") from None
     if args.qlora:
         fields.update(quant=Quant(getattr(args.quant_type, "value", args.quant_type)), double_quant=args.double_quant,
-                      quant_storage=storage)
+                      quant_storage=storage, qlora_stack=QloraStack(stack), bnb_version=version)
+        if stack == QloraStack.litgpt.value:  # litgpt's LoRA is not peft's: its adapters take the module's dtype
+            fields["adapter_fp32"] = False
+    elif stack != QloraStack.peft.value or version != BNB_MEASURED:
+        raise ZeroplanError("--qlora-stack and --bnb-version describe a 4-bit base: give --qlora")
     elif args.load_in_8bit:
         fields["quant"] = Quant.int8
     quant_type = getattr(args.quant_type, "value", args.quant_type)

@@ -8,7 +8,8 @@ rank, p the dropout). An op saves nothing for a gradient nobody needs:
     fp32 (1 + w)), the rest (the fp32 input, rsqrt, Gemma's 1 + w) for its input's; native LayerNorm saves
     everything for either.
 peft's lora.Linear (tuners/lora/layer.py Linear.forward): x cast to the adapter dtype, dropout (nn.Identity at
-p = 0), lora_A saves its input, lora_B lora_A's output (a T r).
+p = 0), lora_A saves its input, lora_B lora_A's output (a T r). bitsandbytes before 0.43.2: a 4-bit linear's
+MatMul4Bit keeps its input too, wherever the input needs a gradient (Site.quant_input).
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ class Site:
     rank: int
     dropout: float
     dora: bool
+    # bitsandbytes before 0.43.2: a 4-bit linear keeps its input wherever a gradient flows through it (memory/quant.py)
+    quant_input: bool = False
 
     @classmethod
     def of(cls, prefix: str, trains, adapted, wrapped, t: int, e: int, a: int = 0, rank: int = 0,
-           dropout: float = 0.0, dora: bool = False) -> Site:
+           dropout: float = 0.0, dora: bool = False, quant_input: bool = False) -> Site:
         """The site under `prefix` (model.layers.i.) from full names: trainable parameters, adapted modules,
         wrapped AdaptedParams."""
         wrapped = tuple(replace(w, name=w.name[len(prefix):]) for w in wrapped if w.name.startswith(prefix))
         names = [n[len(prefix):] for n in trains if n.startswith(prefix)] + [w.name for w in wrapped]
         trained = {".".join(parts[:i]) for parts in (n.split(".") for n in names) for i in range(1, len(parts) + 1)}
         local = frozenset(m[len(prefix):] for m in adapted if m.startswith(prefix))
-        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora)
+        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora, quant_input)
 
     def train(self, local: str) -> bool:
         """A base parameter (or any under a module) of this layer trains."""
@@ -93,7 +96,8 @@ def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in:
     base = any(site.train(n + ".weight") for n in outs)
     adapters = [n for n in outs if n in site.adapted]
     shared = bool(adapters) and a == e and p == 0  # lora_A saves the input tensor itself, once for all of them
-    delta = 0 if base or shared else -x_bytes
+    quantized = site.quant_input and grad_in  # an old bitsandbytes MatMul4Bit keeps it (ctx.tensors = (A, B))
+    delta = 0 if base or shared or quantized else -x_bytes
     for name in adapters:
         if p > 0:
             delta += a * t * width + (MASK_BYTES * t * width if grad_in else 0)

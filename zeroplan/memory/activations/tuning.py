@@ -29,6 +29,7 @@ from zeroplan.memory.activations.terms import (
 )
 from zeroplan.memory.activations.traits import GEMMA_FAMILIES, traits_of
 from zeroplan.memory.finetune import unit_of
+from zeroplan.memory.quant import QloraStack, saves_matmul_input
 
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
@@ -78,6 +79,11 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     return _with(acts, final + recompute - acts.recompute_bytes, final, deltas=(), recompute=recompute, dequant=dequant)
 
 
+def keeps_matmul_input(spec) -> bool:
+    """A 4-bit base under bitsandbytes before 0.43.2: each quantized linear keeps its input (memory/quant.py)."""
+    return spec.quant.four_bit and saves_matmul_input(spec.bnb_version)
+
+
 def dequantized_weight_bytes(tuning, e: int) -> int:
     """The weight bitsandbytes dequantizes for one quantized linear's matmul: e x its elements, the largest one's.
 
@@ -102,7 +108,7 @@ def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad:
         names = by_layer.get(i, [])
         site = Site.of(f"model.layers.{i}.", [n for n in names if n in tuning.trainable_names],
                        [n for n in names if n in adapted], tuning.adapted_params, b * s, e, a,
-                       spec.lora_rank, spec.lora_dropout, spec.dora)
+                       spec.lora_rank, spec.lora_dropout, spec.dora, quant_input=keeps_matmul_input(spec))
         full, delta, grad_out, core = layer_change(site, kind, b, s, flash, grad)
         own_input = layer_input_saved_bytes(kind, traits_of(kind), b, s, e) if grad else 0
         layers.append((full, delta, own_input))
@@ -120,7 +126,9 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     head = "lm_head.weight" in trains or (arch.tie_word_embeddings and embed)
     site = Site.of("model.", [n for n in trains if unit_of(n) == 0], (), (), t, e)
     delta = norm_change(site, "norm", traits.norm, norm_bytes(traits.norm, t, h, e), t, h, grad)
-    if not head and loss_bytes(arch, traits, setup.micro_batch, setup.seq_len, e, setup.loss).head_input_saved:
+    head_quantized = tuning.spec.qlora_stack is QloraStack.litgpt and not arch.tie_word_embeddings
+    kept = head_quantized and keeps_matmul_input(tuning.spec) and grad  # an old MatMul4Bit keeps the head's input
+    if not head and not kept and loss_bytes(arch, traits, setup.micro_batch, setup.seq_len, e, setup.loss).head_input_saved:
         delta -= e * t * h
     if not embed:
         delta -= INDEX_BYTES * t + (e if arch.family in GEMMA_FAMILIES else 0)
