@@ -11,7 +11,7 @@ import zeroplan
 from zeroplan.memory.activations import activation_bytes
 from zeroplan.memory.activations.tuning import tuned_activations
 from zeroplan.memory.finetune import ALL_LINEAR, Finetune, tune
-from zeroplan.memory.quant import Quant
+from zeroplan.memory.quant import QloraStack, Quant
 from zeroplan.memory.recipes import make_recipe
 from zeroplan.memory.setup import (
     DeepSpeedKnobs,
@@ -157,7 +157,7 @@ def test_litgpt_quantizes_the_head_and_casts_nothing_to_fp32():
 
     params = named_parameters(load_model("llama-3.1-8b"))  # an untied head, 128256 x 4096
     peft = tune(params, Finetune(lora_rank=8, quant=Quant.nf4), "llama")
-    lit = tune(params, Finetune(lora_rank=8, quant=Quant.nf4, qlora_stack="litgpt"), "llama")
+    lit = tune(params, Finetune(lora_rank=8, quant=Quant.nf4, qlora_stack=QloraStack.litgpt), "llama")
     head = 128256 * 4096
     assert lit.quantized_numel - peft.quantized_numel == head == peft.frozen_float_numel - lit.frozen_float_numel
     kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, qlora=True)
