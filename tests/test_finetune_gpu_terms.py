@@ -161,6 +161,9 @@ def test_litgpt_quantizes_the_head_and_casts_nothing_to_fp32():
     head = 128256 * 4096
     assert lit.quantized_numel - peft.quantized_numel == head == peft.frozen_float_numel - lit.frozen_float_numel
     kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, qlora=True)
-    a = zeroplan.estimate(qlora_stack="litgpt", **kw).stages[0].gpu_bytes()["parameters"]
-    b = zeroplan.estimate(**kw).stages[0].gpu_bytes()["parameters"]
-    assert a < b
+    lit, peft_run = zeroplan.estimate(qlora_stack="litgpt", **kw), zeroplan.estimate(**kw)
+    assert lit.stages[0].gpu_bytes()["parameters"] < peft_run.stages[0].gpu_bytes()["parameters"]
+    # no prepare_model_for_kbit_training: bf16 activations, as the same LoRA's (litgpt's adapters: the model dtype)
+    lora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, adapter_dtype="base")
+    assert lit.activations.total_bytes == lora.activations.total_bytes < peft_run.activations.total_bytes
+    assert any("litgpt's LoRA: adapters" in a for a in lit.assumptions)

@@ -195,8 +195,11 @@ KBIT_PREPARED_ENGINES = (Engine.none, Engine.ddp)
 
 
 def kbit_prepared(tuning: Tuning, engine: Engine) -> bool:
-    """peft's prepare_model_for_kbit_training runs: a quantized base on one GPU or under DDP."""
-    return tuning.spec.quant is not Quant.none and engine in KBIT_PREPARED_ENGINES
+    """peft's prepare_model_for_kbit_training runs: a quantized base on one GPU or under DDP, on the peft stack."""
+    from zeroplan.memory.quant import QloraStack
+
+    return (tuning.spec.quant is not Quant.none and engine in KBIT_PREPARED_ENGINES
+            and tuning.spec.qlora_stack is QloraStack.peft)
 
 
 def frozen_element(tuning: Tuning, store, engine: Engine) -> int:
