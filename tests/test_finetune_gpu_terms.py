@@ -167,3 +167,20 @@ def test_litgpt_quantizes_the_head_and_casts_nothing_to_fp32():
     lora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", lora_rank=16, adapter_dtype="base")
     assert lit.activations.total_bytes == lora.activations.total_bytes < peft_run.activations.total_bytes
     assert any("litgpt's LoRA: adapters" in a for a in lit.assumptions)
+
+
+def test_torchtune_quantizes_the_layers_only_and_keeps_what_bitsandbytes_0_50_keeps(runner):
+    """torchtune's qlora builders: the output projection stays 16-bit, nothing is cast to fp32, the adapters take the
+    model's dtype, and torchao 0.18.0's LinearNF4 saves the weight only (no input kept, no --bnb-version)."""
+    from zeroplan.cli.app import app
+
+    kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", precision="bf16-true", lora_rank=16, qlora=True)
+    tt, peft_run = zeroplan.estimate(qlora_stack="torchtune", **kw), zeroplan.estimate(**kw)
+    lora = zeroplan.estimate(model="llama-3.1-8b", gpus=1, stage=0, engine="none", precision="bf16-true", lora_rank=16,
+                             adapter_dtype="base")
+    assert tt.activations.total_bytes == lora.activations.total_bytes < peft_run.activations.total_bytes
+    assert tt.stages[0].gpu_bytes()["parameters"] < peft_run.stages[0].gpu_bytes()["parameters"]
+    assert any("QLoRA path: torchtune" in a for a in tt.assumptions)
+    res = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-g", "1", "--qlora", "--lora-rank", "8",
+                              "--qlora-stack", "torchtune", "--bnb-version", "0.41.0"])
+    assert res.exit_code == 1 and "torchao" in res.output

@@ -75,6 +75,9 @@ class Finetune:
         bnb_version(self.bnb_version)  # ValueError naming it when it is not a release number
         if (self.qlora_stack is not QloraStack.peft or self.bnb_version != BNB_MEASURED) and not self.quant.four_bit:
             raise ValueError("--qlora-stack and --bnb-version describe a 4-bit base: give --qlora")
+        if self.qlora_stack is QloraStack.torchtune and self.bnb_version != BNB_MEASURED:
+            raise ValueError("--bnb-version with --qlora-stack torchtune: torchtune quantizes with torchao, "
+                             "not bitsandbytes")
         if self.freeze and self.lora_rank:
             raise ValueError("--freeze is for full fine-tuning: under LoRA every base parameter is frozen already")
 

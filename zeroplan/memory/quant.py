@@ -98,6 +98,11 @@ class QloraStack(str, Enum):
     # litgpt --quantize bnb.nf4: Lightning's BitsandbytesPrecision replaces every nn.Linear, the head included
     # (ignore_modules empty), and casts nothing to fp32
     litgpt = "litgpt"
+    # torchtune's qlora_* builders: torchao NF4Tensor weights in every layer linear (LoRALinear(quantize_base=True),
+    # FrozenNF4Linear), the output projection not quantized ("TODO: quantize_base is not applied to final
+    # output_proj currently", torchtune@bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1:torchtune/models/llama3/
+    # _component_builders.py); torchao==0.18.0 LinearNF4 saves the weight only (nf4_tensor.py); nothing cast to fp32
+    torchtune = "torchtune"
 
 
 def bnb_version(text: str) -> tuple[int, ...]:

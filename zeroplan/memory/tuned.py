@@ -270,6 +270,10 @@ def qlora_path_note(tuning: Tuning, engine: Engine) -> str:
     if spec.qlora_stack is QloraStack.litgpt:
         path = ("QLoRA path: litgpt --quantize bnb.nf4 (Lightning BitsandbytesPrecision): every linear 4-bit, the "
                 "LM head too; the other parameters in the precision's dtype")
+    elif spec.qlora_stack is QloraStack.torchtune:
+        return ("QLoRA path: torchtune's qlora builders (torchao NF4 in every layer linear, the output projection "
+                "16-bit, nothing cast to fp32; torchao 0.18.0's linear_nf4 saves the weight only), its bytes taken as "
+                "bitsandbytes' double-quantized NF4")
     elif kbit_prepared(tuning, engine):
         path = ("QLoRA path: transformers + peft prepare_model_for_kbit_training (TRL, axolotl): the embedding, "
                 "norms and LM head fp32; without autocast (bf16-true) every activation outside the 4-bit matmuls "
@@ -309,8 +313,8 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
                      if engine is Engine.deepspeed else
                      ("peft autocast_adapter_dtype: adapters fp32 (4 B, gradients 4 B, fp32 optimizer states) on a "
                       "16-bit base" if spec.adapter_fp32 else
-                      "litgpt's LoRA: adapters, gradients and optimizer states in the model's dtype"
-                      if spec.qlora_stack.value == "litgpt" else
+                      f"{spec.qlora_stack.value}'s LoRA: adapters, gradients and optimizer states in the model's dtype"
+                      if spec.qlora_stack.value != "peft" else
                       "peft autocast_adapter_dtype=False (--adapter-dtype base): adapters, gradients and optimizer "
                       "states in the base's dtype") + "; FSDP1 wraps them as units of their own (peft "
                      "fsdp_auto_wrap_policy)")

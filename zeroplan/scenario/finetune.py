@@ -79,8 +79,10 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
     if args.qlora:
         fields.update(quant=Quant(getattr(args.quant_type, "value", args.quant_type)), double_quant=args.double_quant,
                       quant_storage=storage, qlora_stack=QloraStack(stack), bnb_version=version)
-        if stack == QloraStack.litgpt.value:  # litgpt's LoRA is not peft's: its adapters take the module's dtype
+        if stack != QloraStack.peft.value:  # litgpt's and torchtune's LoRA are not peft's: the module's dtype
             fields["adapter_fp32"] = False
+        if stack == QloraStack.torchtune.value:  # torchao's NF4Tensor quantizes its scalers too (scaler_block_size 256)
+            fields["double_quant"] = True
     elif stack != QloraStack.peft.value or version != BNB_MEASURED:
         raise ZeroplanError("--qlora-stack and --bnb-version describe a 4-bit base: give --qlora")
     elif args.load_in_8bit:

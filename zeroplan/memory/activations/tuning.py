@@ -81,7 +81,7 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
 
 def keeps_matmul_input(spec) -> bool:
     """A 4-bit base under bitsandbytes before 0.43.2: each quantized linear keeps its input (memory/quant.py)."""
-    return spec.quant.four_bit and saves_matmul_input(spec.bnb_version)
+    return spec.quant.four_bit and spec.qlora_stack is not QloraStack.torchtune and saves_matmul_input(spec.bnb_version)
 
 
 def dequantized_weight_bytes(tuning, e: int) -> int:
