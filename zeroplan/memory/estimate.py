@@ -152,7 +152,7 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
         return acts
     from zeroplan.memory.activations.tuning import tuned_activations
 
-    from zeroplan.memory.tuned import kbit_prepared
+    from zeroplan.memory.adapters import kbit_prepared
 
     setup = setup or scn.setup
     cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
