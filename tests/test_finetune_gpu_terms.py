@@ -184,3 +184,47 @@ def test_torchtune_quantizes_the_layers_only_and_keeps_what_bitsandbytes_0_50_ke
     res = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-g", "1", "--qlora", "--lora-rank", "8",
                               "--qlora-stack", "torchtune", "--bnb-version", "0.41.0"])
     assert res.exit_code == 1 and "torchao" in res.output
+
+
+@pytest.mark.parametrize("stack, fp32_floats, fp32_adapters", [
+    ("peft", True, True), ("trl", False, False), ("axolotl", False, True), ("llamafactory", False, True),
+    ("litgpt", False, False),
+    ("torchtune", False, False)])
+def test_each_stack_keeps_its_own_dtypes(stack, fp32_floats, fp32_adapters):
+    """Which stack quantized the base decides the frozen floats' and the adapters' bytes (docs/finetune.md)."""
+    kw = dict(model="llama-3.1-8b", gpus=1, stage=0, engine="none", precision="bf16-true", lora_rank=16, qlora=True)
+    est = zeroplan.estimate(qlora_stack=stack, **kw)
+    tuning = est.scenario.tuning
+    adapters = tuning.num_trainable
+    grads = est.stages[0].gpu_bytes()["gradients"]
+    assert grads == (4 if fp32_adapters else 2) * adapters
+    floats = est.stages[0].gpu_bytes()["parameters"] - grads - tuning.packed_bytes - tuning.quant_state_bytes
+    assert floats == (4 if fp32_floats else 2) * tuning.frozen_float_numel
+    assert any(a.startswith("QLoRA path:") for a in est.assumptions)
+
+
+AXOLOTL_QLORA = """base_model: Qwen/Qwen3-8B
+adapter: qlora
+load_in_4bit: true
+lora_r: 8
+lora_target_linear: true
+sequence_len: 1024
+micro_batch_size: 1
+"""
+
+
+@pytest.mark.parametrize("kind", ["llamafactory", "axolotl"])
+def test_a_from_file_names_its_qlora_stack(runner, tmp_path, kind):
+    import json as _json
+
+    from zeroplan.cli.app import app
+
+    root = Path(__file__).resolve().parent.parent / "tests" / "data" / "field" / "llamafactory"
+    path = root / "hiyouga__LLaMA-Factory__examples__train_qlora__qwen3_lora_sft_otfq.yaml"
+    if kind == "axolotl":
+        path = tmp_path / "qlora.yaml"
+        path.write_text(AXOLOTL_QLORA)
+    res = runner.invoke(app, ["estimate", "--from", str(path), "--model", "qwen3-8b", "-g", "1", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    stack = {"llamafactory": "LLaMA-Factory", "axolotl": "axolotl"}[kind]
+    assert any(a.startswith(f"QLoRA path: {stack}") for a in _json.loads(res.stdout)["assumptions"])

@@ -204,7 +204,6 @@ def test_llamafactory_refuses_what_is_not_modelled_in_one_line(data, words):
     ({**AX_LORA, "adapter": "qlora", "load_in_4bit": True, "lora_target_linear": True, "bnb_config_kwargs": {"llm_int8_skip_modules": ["mlp"]}},
      "bnb_config_kwargs.llm_int8_skip_modules: [mlp] (a bitsandbytes option)"),
     ({**AX_LORA, "adapter": "llama-adapter"}, "adapter: llama-adapter (an adapter other than lora and qlora)"),
-    ({**AX_LORA, "lora_target_linear": True, "peft_autocast_adapter_dtype": False}, "peft_autocast_adapter_dtype: false"),
 ])  # fmt: skip
 def test_axolotl_refuses_what_is_not_modelled_in_one_line(data, words):
     with pytest.raises(SpecError, match="is not modelled yet") as err:
@@ -312,3 +311,10 @@ def test_a_fine_tune_file_with_a_bare_count_asks_for_the_model(runner, tmp_path)
     res = runner.invoke(app, ["estimate", "--from", path, "--params", "7e9"])
     assert res.exit_code == 1
     assert res.stderr.strip() == "error: fine-tuning modes need --model (the named parameters an adapter or glob selects)"
+
+
+def test_axolotl_peft_autocast_adapter_dtype_false_keeps_the_adapters_in_the_base_dtype():
+    """peft_autocast_adapter_dtype: false is get_peft_model(..., autocast_adapter_dtype=False): --adapter-dtype base."""
+    run = read_axolotl({**AX_LORA, "lora_target_linear": True, "peft_autocast_adapter_dtype": False}, "run.yml")
+    taken = run.get("adapter_dtype")
+    assert taken is not None and taken.value == "base" and taken.key == "peft_autocast_adapter_dtype"

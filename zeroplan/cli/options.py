@@ -151,7 +151,7 @@ FINETUNE = group(
     option("adapter_config", Optional[str], None, "--adapter-config", help="A peft adapter_config.json as the LoRA spec (r, target_modules, lora_dropout, use_dora, modules_to_save)."),
     option("optimizer_in_backward", bool, False, "--optimizer-in-backward", help="The optimizer steps each parameter in backward and frees its gradient (torchtune optimizer_in_bwd; one GPU or --engine fsdp2)."),
     option("adapter_dtype", str, "fp32", "--adapter-dtype", help="LoRA adapters' dtype on a 16-bit base: fp32 (peft get_peft_model autocast_adapter_dtype=True, its default) or base (autocast_adapter_dtype=False)."),
-    option("qlora_stack", str, "peft", "--qlora-stack", help="Who quantizes a 4-bit base: peft (transformers + prepare_model_for_kbit_training; TRL, axolotl), litgpt (--quantize bnb.nf4, the head too) or torchtune (torchao NF4)."),
+    option("qlora_stack", str, "peft", "--qlora-stack", help="Who quantizes a 4-bit base: peft (transformers + prepare_model_for_kbit_training, its fp32 cast kept), trl (SFTTrainer), axolotl, llamafactory, litgpt (--quantize bnb.nf4, the head too) or torchtune (torchao NF4)."),
     option("bnb_version", str, "0.50.2", "--bnb-version", help="The bitsandbytes release: before 0.43.2 each 4-bit matmul keeps its input for the backward."),
 )
 ENGINE = group(

@@ -93,6 +93,9 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
         return Taken(key, getattr(keys, key), option, value, means, key not in stated)
 
     taken = _tuning(keys, stated, refuse)
+    if keys.adapter in ("lora", "qlora") and data.get("peft_autocast_adapter_dtype") is False:
+        taken.append(Taken("peft_autocast_adapter_dtype", False, "adapter_dtype", "base",
+                           "--adapter-dtype base (get_peft_model(..., autocast_adapter_dtype=False))"))
     if keys.base_model is not None:
         taken.append(take("base_model", "model", keys.base_model, f"--model {keys.base_model}"))
     micro, gas, length = keys.micro_batch_size, keys.gradient_accumulation_steps, keys.sequence_len
@@ -146,8 +149,6 @@ def _refusals(keys: AxolotlKeys, data: Mapping, refuse: NotModelled) -> None:
     for key, what in PEFT_NOT_MODELLED.items():
         if data.get(key) not in (None, False, [], {}):
             refuse.add(key, data[key] if isinstance(data[key], (str, int, bool)) else "(set)", what)
-    if data.get("peft_autocast_adapter_dtype") is False:
-        refuse.add("peft_autocast_adapter_dtype", False, "adapters kept in the base dtype")
     for key in sorted(set(keys.bnb_config_kwargs or ()) - set(BNB_KWARGS)):
         refuse.add(f"bnb_config_kwargs.{key}", keys.bnb_config_kwargs[key], "a bitsandbytes option")
     for key, what in DEGREES.items():
@@ -224,6 +225,8 @@ def _four_bit(kwargs: Mapping, refuse: NotModelled) -> list[Taken]:
         return Taken(f"bnb_config_kwargs.{name}" if stated else name, bnb[name], option, value, means, not stated)
 
     taken = [Taken("load_in_4bit", True, "qlora", True, "--qlora (bitsandbytes 4-bit base)"),
+             Taken("adapter", "qlora", "qlora_stack", "axolotl", "--qlora-stack axolotl (prepare_model_for_kbit_training, "
+                   "then the norms and embeddings back to the training dtype)"),
              bnb_key("bnb_4bit_quant_type", "quant_type", kind, f"--quant-type {kind}"),
              bnb_key("bnb_4bit_use_double_quant", "double_quant", double is True,
                      "--double-quant" if double is True else "no double quantization"),

@@ -195,6 +195,7 @@ def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
     if keys.quantization_bit == 4:
         storage = _quant_storage(keys)
         lora += [take("quantization_bit", "qlora", True, "--qlora (bitsandbytes 4-bit base)"),
+                 Taken("quantization_bit", 4, "qlora_stack", "llamafactory", "--qlora-stack llamafactory (no fp32 cast)"),
                  take("quantization_type", "quant_type", keys.quantization_type, f"--quant-type {keys.quantization_type}"),
                  take("double_quantization", "double_quant", keys.double_quantization,
                       "--double-quant" if keys.double_quantization else "no double quantization"),

@@ -61,8 +61,17 @@ def qlora_path_note(tuning: Tuning, engine: Engine) -> str:
         return ("QLoRA path: torchtune's qlora builders (torchao NF4 in every layer linear, the output projection "
                 "16-bit, nothing cast to fp32; torchao 0.18.0's linear_nf4 saves the weight only), its bytes taken as "
                 "bitsandbytes' double-quantized NF4")
+    elif spec.qlora_stack is QloraStack.trl:
+        path = ("QLoRA path: TRL SFTTrainer (transformers' quantizer, the LM head 16-bit, no "
+                "prepare_model_for_kbit_training, adapters cast to bf16)")
+    elif spec.qlora_stack is QloraStack.axolotl:
+        path = ("QLoRA path: axolotl (transformers' quantizer, the LM head 16-bit; prepare_model_for_kbit_training, "
+                "then every norm and the embedding modules back to the training dtype: no lasting fp32 cast)")
+    elif spec.qlora_stack is QloraStack.llamafactory:
+        path = ("QLoRA path: LLaMA-Factory (transformers' quantizer, the LM head 16-bit, its own "
+                "prepare_model_for_training: nothing cast to fp32 unless upcast_layernorm)")
     elif kbit_prepared(tuning, engine):
-        path = ("QLoRA path: transformers + peft prepare_model_for_kbit_training (TRL, axolotl): the embedding, "
+        path = ("QLoRA path: transformers + peft prepare_model_for_kbit_training, kept: the embedding, "
                 "norms and LM head fp32; without autocast (bf16-true) every activation outside the 4-bit matmuls "
                 "is fp32 (measured); under autocast (bf16-mixed) the fp32 residual stream is not modelled")
     else:
@@ -82,7 +91,9 @@ def adapter_note(tuning: Tuning, engine: Engine) -> str:
         return "DeepSpeed casts the adapters to the 16-bit dtype with an fp32 master in the optimizer"
     if spec.adapter_fp32:
         what = "peft autocast_adapter_dtype: adapters fp32 (4 B, gradients 4 B, fp32 optimizer states) on a 16-bit base"
-    elif spec.qlora_stack is not QloraStack.peft:
+    elif spec.qlora_stack is QloraStack.trl:
+        what = "TRL casts a quantized model's adapters to bf16: adapters, gradients and optimizer states 16-bit"
+    elif spec.qlora_stack in (QloraStack.litgpt, QloraStack.torchtune):
         what = f"{spec.qlora_stack.value}'s LoRA: adapters, gradients and optimizer states in the model's dtype"
     else:
         what = ("peft autocast_adapter_dtype=False (--adapter-dtype base): adapters, gradients and optimizer states "

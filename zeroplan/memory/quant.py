@@ -93,8 +93,20 @@ class QloraStack(str, Enum):
     """Which code quantizes the base and prepares it for training (docs/finetune.md, "QLoRA on a GPU")."""
 
     # transformers' bitsandbytes quantizer (every nn.Linear but the output head) + peft's
-    # prepare_model_for_kbit_training (TRL, axolotl, the HF and peft QLoRA recipes)
+    # prepare_model_for_kbit_training, its fp32 cast kept (peft's QLoRA guide and scripts written after it)
     peft = "peft"
+    # TRL's SFTTrainer: no prepare_model_for_kbit_training, and a quantized model's adapters cast to bf16
+    # (trl@f2cd57710ae345ea6428ae95363267fcf38a3dc8:trl/trainer/sft_trainer.py, "When using QLoRA, the PEFT adapter
+    # weights are converted to bf16")
+    trl = "trl"
+    # axolotl: prepare_model_for_kbit_training, then every norm and the embedding modules back to the training dtype
+    # (axolotl@ae7395e9f04f3551dfaff9380f0da47d28186b10:src/axolotl/loaders/model.py _configure_embedding_dtypes,
+    # _convert_embedding_modules_dtype); peft's fp32 adapters
+    axolotl = "axolotl"
+    # LLaMA-Factory: its own prepare_model_for_training (no fp32 cast unless upcast_layernorm;
+    # LLaMA-Factory@908cd68e457daf38e7aae14cbc99e5ac01524496:src/llamafactory/model/model_utils/checkpointing.py),
+    # peft's fp32 adapters
+    llamafactory = "llamafactory"
     # litgpt --quantize bnb.nf4: Lightning's BitsandbytesPrecision replaces every nn.Linear, the head included
     # (ignore_modules empty), and casts nothing to fp32
     litgpt = "litgpt"

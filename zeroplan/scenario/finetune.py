@@ -16,6 +16,7 @@ from zeroplan.printable import printable
 from zeroplan.readers import parse_json, read_text, require_mapping
 from zeroplan.validate import validated
 
+ADAPTERS_IN_MODEL_DTYPE = {QloraStack.litgpt.value, QloraStack.torchtune.value, QloraStack.trl.value}
 ADAPTER_FP32, ADAPTER_BASE = "fp32", "base"  # --adapter-dtype: peft's autocast_adapter_dtype True / False
 ADAPTER_KEYS = {"r": "lora_rank", "target_modules": "lora_targets", "lora_dropout": "lora_dropout",
                 "use_dora": "dora", "modules_to_save": "modules_to_save"}
@@ -79,7 +80,7 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
     if args.qlora:
         fields.update(quant=Quant(getattr(args.quant_type, "value", args.quant_type)), double_quant=args.double_quant,
                       quant_storage=storage, qlora_stack=QloraStack(stack), bnb_version=version)
-        if stack != QloraStack.peft.value:  # litgpt's and torchtune's LoRA are not peft's: the module's dtype
+        if stack in ADAPTERS_IN_MODEL_DTYPE:  # litgpt's and torchtune's LoRA, TRL's bf16 cast: the module's dtype
             fields["adapter_fp32"] = False
         if stack == QloraStack.torchtune.value:  # torchao's NF4Tensor quantizes its scalers too (scaler_block_size 256)
             fields["double_quant"] = True
