@@ -65,3 +65,20 @@ def test_the_dequantized_weight_is_alive_inside_the_layers_only():
     assert by_name["forward of layer 0"] == layer0 + dq and by_name["backward of layer 0"] == layer0 + dq
     assert by_name["end of forward"] == est.activations.total_bytes  # no linear is running there
     assert plain.activations.dequant_bytes == 0
+
+
+def test_a_quantized_heads_dequantized_weight_is_alive_with_the_head_only():
+    """litgpt quantizes the head too: its e V h copy is alive while the head's matmul runs (before the loss's own
+    transient, so the end of the forward holds the larger of the two) and in the loss's backward."""
+    kw = dict(model="llama-3.1-8b", gpus=1, hardware=None, stage=0, engine="none", precision="bf16-true",
+              seq_len=512, lora_rank=8, qlora=True, qlora_stack="litgpt", adapter_dtype="base")
+    est = zeroplan.estimate(loss="no-upcast", **kw)
+    acts = est.activations
+    assert acts.head_dequant_bytes == 2 * 128256 * 4096 and acts.dequant_bytes == 2 * 14336 * 4096
+    by_name = {e.name: e.by_category()["activations"] for e in est.stages[0].timeline.events}
+    head = acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes
+    before = acts.total_bytes - head - acts.loss_bytes  # layers and embedding
+    assert by_name["end of forward"] == before + head + max(acts.loss_bytes, acts.head_dequant_bytes)
+    assert by_name["backward of the loss"] == before + head + acts.head_dequant_bytes
+    peft = zeroplan.estimate(**{**kw, "qlora_stack": "peft", "adapter_dtype": "fp32"})
+    assert peft.activations.head_dequant_bytes == 0

@@ -163,7 +163,8 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
         # bitsandbytes still dequantizes to its bf16 compute dtype
         fp32 = replace(setup, precision=Precision.fp32)
         out = tuned_activations(activations_for(scn.arch, fp32), scn.arch, fp32, scn.tuning, 4)
-        return replace(out, dequant_bytes=setup.precision.compute_bytes * scn.tuning.largest_quantized)
+        e = setup.precision.compute_bytes
+        return replace(out, dequant_bytes=e * scn.tuning.largest_quantized, head_dequant_bytes=e * scn.tuning.head_quantized)
     return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 
 

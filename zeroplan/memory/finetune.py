@@ -113,10 +113,11 @@ class Tuning:
     quant_state_bytes: int  # absmax, nested constants, int8 row scales: beside the weights, kept whole
     adapted: tuple[str, ...]  # module names given adapters
     saved_numel: int = 0  # trainable copies of modules_to_save: they keep the base dtype (peft upcasts adapters only)
-    largest_quantized: int = 0  # elements of the largest quantized weight (its dequantized copy in backward)
+    largest_quantized: int = 0  # elements of the largest quantized weight of a layer (its dequantized copy)
     adapted_params: tuple[AdaptedParam, ...] = ()  # expert and router parameters peft wraps (MoE all-linear)
     # base parameters whose own tensor (or, modules_to_save, its trainable copy) trains: what the activations read
     trainable_names: frozenset[str] = frozenset()
+    head_quantized: int = 0  # elements of the output head's weight when it is quantized too (litgpt)
 
     @property
     def num_trainable(self) -> int:
@@ -282,7 +283,7 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     units = 1 + max(unit_of(p.name) for p in params)
     trainable_by_unit, frozen_by_unit = [0] * units, [0] * units
     trainable: list[int] = []
-    frozen_float = quantized = packed = state = saved_numel = largest = 0
+    frozen_float = quantized = packed = state = saved_numel = largest = head_q = 0
     frozen = _frozen_by_glob(params, spec.freeze) if spec.freeze else set()
     saved = _saved_modules(params, spec.modules_to_save)
     trains: set[str] = set()
@@ -301,7 +302,10 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
         if _quantized(p, spec):
             weight, extra = _stored_bytes(p, spec)
             quantized, packed, state = quantized + p.numel, packed + weight, state + extra
-            largest = max(largest, p.numel)
+            if p.module == OUTPUT_HEAD:
+                head_q = p.numel
+            else:
+                largest = max(largest, p.numel)
         else:
             frozen_float += p.numel
             frozen_by_unit[u] += p.numel
@@ -325,4 +329,4 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     total = sum(trainable) + frozen_float + quantized
     return Tuning(spec, total, tuple(trainable), tuple(trainable_by_unit), tuple(frozen_by_unit), frozen_float,
                   quantized, packed, state, tuple(lin.name for lin in adapted), saved_numel, largest,
-                  tuple(wrapped), frozenset(trains))
+                  tuple(wrapped), frozenset(trains), head_q)

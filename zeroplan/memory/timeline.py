@@ -67,6 +67,7 @@ class ActivationProfile:
     layer_prefix: tuple[int, ...] = ()  # bytes of layers 0..k-1 at [k], when each layer's are known
     held: int = 0  # of layers_bytes, what the checkpointed layers re-read: alive while any layer is
     transient: int = 0  # alive inside one layer's forward or backward only (a 4-bit base's dequantized weight)
+    head_transient: int = 0  # alive while the head's matmul runs: in its forward, before the loss's, and backward
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -114,7 +115,8 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
                              head=acts.final_norm_bytes + acts.logits_bytes + acts.logit_softcap_bytes,
                              loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating,
                              layer_prefix=tuple(prefix), held=acts.held_bytes,
-                             transient=getattr(acts, "dequant_bytes", 0))
+                             transient=getattr(acts, "dequant_bytes", 0),
+                             head_transient=getattr(acts, "head_dequant_bytes", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,9 @@ class Timeline:
 def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
-    return (layers + prof.embedding * m.embedding + prof.head * m.head + prof.loss * m.loss
+    # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two
+    ends = max(prof.loss * m.loss, prof.head_transient * m.head)
+    return (layers + prof.embedding * m.embedding + prof.head * m.head + ends
             + prof.recompute * m.recompute + prof.transient * (m.layer is not None))
 
 

@@ -80,6 +80,9 @@ class ActivationEstimate:
     # A quantized base (memory.activations.tuning.dequantized_weight_bytes): the weight one quantized linear
     # dequantizes for its matmul, alive inside a layer's forward and backward only; not in total_bytes.
     dequant_bytes: int = 0
+    # The same for a quantized output head (litgpt): alive while the head's matmul runs, in its forward (before the
+    # loss's transient) and in the loss's backward; not in total_bytes.
+    head_dequant_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:

@@ -69,7 +69,7 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     # checkpointing the embeddings' output requires grad, so a gradient flows from the first layer on
     layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt)
     final = _head_change(arch, setup, tuning, t, e, embed=embed, grad=grad, cores=cores)
-    dequant = dequantized_weight_bytes(tuning, e)
+    dequant = dequantized_weight_bytes(tuning, e), dequantized_head_bytes(tuning, e)
     if not full_ckpt:
         deltas = tuple(d for _, d, _ in layers)
         return _with(acts, sum(deltas) + final, final, deltas=deltas, recompute=acts.recompute_bytes, dequant=dequant)
@@ -95,6 +95,11 @@ def dequantized_weight_bytes(tuning, e: int) -> int:
     rebuilds CB x SCB / 127 in the input dtype the same way.
     """
     return e * tuning.largest_quantized
+
+
+def dequantized_head_bytes(tuning, e: int) -> int:
+    """A quantized output head's dequantized weight (litgpt quantizes it): e V h, alive while the head's matmul runs."""
+    return e * tuning.head_quantized
 
 
 def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool):
@@ -138,7 +143,7 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     return delta - tables // sets * (sets - len(cores))
 
 
-def _with(acts, delta: int, final: int, *, deltas: tuple[int, ...], recompute: int, dequant: int):
+def _with(acts, delta: int, final: int, *, deltas: tuple[int, ...], recompute: int, dequant: tuple[int, int]):
     """`acts` with the fine-tune's totals and each layer's own bytes (`deltas`: per layer, () under full checkpointing,
     where the layers keep their inputs as before): the timeline reads the same per-layer figures the breakdown sums."""
     each, per_layer = acts.layer_bytes, acts.per_layer_bytes
@@ -147,5 +152,5 @@ def _with(acts, delta: int, final: int, *, deltas: tuple[int, ...], recompute: i
         per_layer = max(each)
     return replace(acts, layers_bytes=acts.layers_bytes + sum(deltas), final_norm_bytes=acts.final_norm_bytes + final,
                    recompute_bytes=recompute, total_bytes=acts.total_bytes + delta, layer_bytes=each,
-                   per_layer_bytes=per_layer, dequant_bytes=dequant,
-                   assumptions=acts.assumptions + (FINETUNE_ASSUMPTION,) + ((DEQUANT_ASSUMPTION,) if dequant else ()))
+                   per_layer_bytes=per_layer, dequant_bytes=dequant[0], head_dequant_bytes=dequant[1],
+                   assumptions=acts.assumptions + (FINETUNE_ASSUMPTION,) + ((DEQUANT_ASSUMPTION,) if any(dequant) else ()))
