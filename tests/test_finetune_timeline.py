@@ -37,6 +37,11 @@ def test_end_of_forward_holds_the_breakdowns_activations(model, mode, checkpoint
     acts = est.activations
     end = next(e for e in events if e.name == "end of forward").by_category()["activations"]
     assert end == acts.total_bytes - acts.recompute_bytes
+    stage = est.stages[0]
+    if stage.peak_moment == "end of forward":  # the peak's activations are the breakdown's
+        assert stage.timeline.peak.by_category()["activations"] == acts.total_bytes - acts.recompute_bytes
+    assert max(e.by_category()["activations"] for e in events) <= (
+        acts.total_bytes + acts.recompute_bytes + acts.dequant_bytes + acts.loss_transient_bytes)
     if checkpointing == "none":  # each layer's forward adds that layer's own bytes, as the breakdown lists them
         forward = [e.by_category()["activations"] for e in events if e.name.startswith("forward of layer")]
         rises = [b - a for a, b in zip(forward, forward[1:])]
