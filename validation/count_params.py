@@ -26,6 +26,9 @@ from zeroplan.models.params import count_params  # noqa: E402
 from zeroplan.models.presets import load_model
 from zeroplan.registry import preset_names  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "hf_reference"))
+from count import TEXT_TOWER_TYPES, text_tower_on_meta  # noqa: E402
+
 transformers.logging.set_verbosity_error()  # token-id range warnings for the tiny default configs
 
 
@@ -49,6 +52,8 @@ def build_on_meta(spec: ModelSpec, **other_hf_keys) -> torch.nn.Module:
     model_type = BUILD_AS.get(hf_keys["model_type"], hf_keys["model_type"])
     del hf_keys["model_type"]
     config = AutoConfig.for_model(model_type, **hf_keys)
+    if model_type in TEXT_TOWER_TYPES:  # its language model and LM head, out of the whole model
+        return text_tower_on_meta(config)
     if "text_config" in hf_keys:  # a multimodal config: its language model, as zeroplan counts it
         config = config.get_text_config()
     with torch.device("meta"):

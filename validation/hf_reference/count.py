@@ -108,10 +108,44 @@ def load_config(raw: dict):
     else:
         text_config = config
         published = set(raw)
-    return text_config, build_type, outer_type, published
+    return text_config, build_type, outer_type, published, config
 
 
-def build_on_meta(config) -> torch.nn.Module:
+# Vision-language model_types whose language model has no *ForCausalLM of its own (Qwen3-VL), or whose LM head
+# the outer *ForConditionalGeneration ties by the outer config's flag (Qwen3.5): built whole, the language model
+# and LM head kept (TextTower), the vision tower counted apart (vision_params).
+TEXT_TOWER_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+
+
+class TextTower(torch.nn.Module):
+    """A *ForConditionalGeneration's language model and LM head, named as a *ForCausalLM names them
+    (model.layers..., lm_head), ties as the whole model made them."""
+
+    def __init__(self, full: torch.nn.Module):
+        super().__init__()
+        self.model = full.model.language_model
+        self.lm_head = full.lm_head
+        self.config = full.config.get_text_config()
+        self.vision_params = sum({id(p): p.numel() for p in full.parameters()}.values()) - sum(
+            {id(p): p.numel() for p in self.parameters()}.values())
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+
+def text_tower_on_meta(outer_config) -> TextTower:
+    from transformers import AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        return TextTower(AutoModelForImageTextToText.from_config(outer_config))
+
+
+def build_on_meta(config, outer=None) -> torch.nn.Module:
+    if outer is not None and outer.model_type in TEXT_TOWER_TYPES:
+        return text_tower_on_meta(outer)
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(config)
 
@@ -242,8 +276,8 @@ def moe_counts(model: torch.nn.Module, config) -> dict | None:
 
 def count(model_name: str) -> dict:
     raw = json.loads((CONFIG_DIR / f"{model_name}.json").read_text())
-    config, build_type, outer_type, published = load_config(raw)
-    model = build_on_meta(config)
+    config, build_type, outer_type, published, outer = load_config(raw)
+    model = build_on_meta(config, outer)
 
     unique = {id(p): p for p in model.parameters()}  # model.parameters() already dedups; be explicit
     num_params = sum(p.numel() for p in unique.values())
@@ -275,6 +309,7 @@ def count(model_name: str) -> dict:
         "lm_head_tied": tied,
         "num_params_non_embedding": num_params - embed_numel - head_numel,
         "persistent_buffers": persistent_buffers(model),
+        **({"vision_params": model.vision_params} if isinstance(model, TextTower) else {}),
         "layer_types": layer_kinds(model, config),
         "resolved_config": {
             key: {"value": jsonable(getattr(config, key)), "from_published_config": key in published}

@@ -48,6 +48,8 @@ class Attention:
     fused: str | None = None
     fused_width: int | None = None
     conv1d: bool = False  # GPT-2's Conv1D stores weights (in, out)
+    qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")  # Phi: q_layernorm, k_layernorm
+    qk_norm_stacked: bool = False  # Cohere's per-head norms: one weight (heads, h_d), not one h_d shared by all
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +85,7 @@ class LinearAttention:
     value_head_dim: int
     conv_kernel: int
     prefix: str = "linear_attn"
+    split: bool = False  # Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3-Next fuses qkvz and ba)
 
 
 Mixer = Attention | MLA | LinearAttention
@@ -123,6 +126,7 @@ class MoE:
     shared: MLP | None = None
     shared_gate: bool = False
     correction_bias: bool = False
+    router_statics: bool = False  # ERNIE 4.5: gate.moe_statics.e_score_correction_bias (1, E), a parameter
     prefix: str = "mlp"
     router: str = "gate"
     shared_gate_name: str = "shared_expert_gate"

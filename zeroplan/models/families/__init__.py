@@ -53,6 +53,20 @@ _WHERE: dict[str, tuple[str, str]] = {
     "granite": ("dense", "GraniteConfig"),
     "smollm3": ("dense", "SmolLM3Config"),
     "gptj": ("gptj", "GPTJConfig"),
+    "seed_oss": ("recent", "SeedOssConfig"),
+    "ernie4_5": ("recent", "Ernie4_5Config"),
+    "ministral3": ("recent", "Ministral3Config"),
+    "exaone4": ("recent", "Exaone4Config"),
+    "starcoder2": ("recent", "Starcoder2Config"),
+    "phi": ("recent", "PhiConfig"),
+    "cohere": ("recent", "CohereConfig"),
+    "cohere2": ("recent", "Cohere2Config"),
+    "qwen3_vl_text": ("recent", "Qwen3VLTextConfig"),
+    "olmoe": ("recent_moe", "OlmoeConfig"),
+    "ernie4_5_moe": ("recent_moe", "Ernie4_5_MoeConfig"),
+    "qwen3_vl_moe_text": ("recent_moe", "Qwen3VLMoeTextConfig"),
+    "qwen3_5_text": ("recent_moe", "Qwen3_5TextConfig"),
+    "qwen3_5_moe_text": ("recent_moe", "Qwen3_5MoeTextConfig"),
 }
 TEXT_TYPES = frozenset(_WHERE)  # the language models zeroplan describes
 
@@ -64,7 +78,14 @@ TEXT_MODEL_TYPES: dict[str, str] = {
     "llama4": "llama4_text",
     "mistral3": "mistral",
     "qwen2_5_vl": "qwen2_5_vl_text",
+    "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
 }
+# Multimodal model_types whose LM head is the outer *ForConditionalGeneration's: tied as the outer config's
+# tie_word_embeddings says (PreTrainedModel.tie_weights reads the model's own config), which MultimodalConfig reads.
+OUTER_TIE_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 # The multimodal model_types zeroplan reads: those whose language model is a family here.
 MULTIMODAL_TYPES = tuple(outer for outer, text in TEXT_MODEL_TYPES.items() if text in TEXT_TYPES)
 _WHERE |= {outer: ("multimodal", "MultimodalConfig") for outer in MULTIMODAL_TYPES}

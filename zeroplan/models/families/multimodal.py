@@ -12,7 +12,14 @@ from pydantic import Field, model_validator
 
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.block import Decoder
-from zeroplan.models.families import _WHERE, MULTIMODAL_TYPES, TEXT_MODEL_TYPES, TEXT_TYPES, family_class
+from zeroplan.models.families import (
+    _WHERE,
+    MULTIMODAL_TYPES,
+    OUTER_TIE_TYPES,
+    TEXT_MODEL_TYPES,
+    TEXT_TYPES,
+    family_class,
+)
 from zeroplan.models.families.base import FamilyConfig
 
 _TEXT_CLASSES = tuple(dict.fromkeys(family_class(t) for t in _WHERE if t in TEXT_TYPES))
@@ -30,6 +37,8 @@ class MultimodalConfig(FamilyConfig):
 
     model_type: Literal[MULTIMODAL_TYPES]  # type: ignore[valid-type]
     text_config: AnyTextConfig
+    # Qwen3-VL, Qwen3.5: the outer config's flag ties the LM head (their config classes default it to false).
+    tie_word_embeddings: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -46,14 +55,22 @@ class MultimodalConfig(FamilyConfig):
                                  f"supported: {', '.join(sorted(_TEXT_TYPES))}")
         return data
 
+    @property
+    def tied(self) -> bool | None:
+        """The LM head's tie where the outer config decides it (OUTER_TIE_TYPES), else None (the text config's)."""
+        return bool(self.tie_word_embeddings) if self.model_type in OUTER_TIE_TYPES else None
+
     def architecture(self) -> Architecture:
         """The language model's architecture, its family the outer model_type (TEXT_MODEL_TYPES maps it)."""
-        return replace(self.text_config.architecture(), family=self.model_type)
+        arch = replace(self.text_config.architecture(), family=self.model_type)
+        return arch if self.tied is None else replace(arch, tie_word_embeddings=self.tied)
 
     def decoder(self) -> Decoder | None:
         text = self.text_config.decoder()
         if text is None:
             return None
+        if self.tied is not None:
+            text = replace(text, tie_word_embeddings=self.tied)
         note = (f"{self.model_type}: the language model (text_config, {self.text_config.model_type}) only; the "
                 "vision tower and multimodal projector are not counted")
         return replace(text, notes=(*text.notes, note))

@@ -70,8 +70,13 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
     modules = [*projections, linear_module(_join(p, o), q_width, d, a.o_bias, ROW, a.conv1d)]
     if a.qk_norm != "none":
         full = a.qk_norm == "full"
-        modules += [norm_module(_join(p, "q_norm"), q_width if full else a.head_dim, dec),
-                    norm_module(_join(p, "k_norm"), kv_width if full else a.head_dim, dec)]
+        q_norm, k_norm = a.qk_norm_names
+        if a.qk_norm_stacked:  # CohereLayerNorm((heads, h_d)): one weight row per head
+            modules += [_module(_join(p, q_norm), ((a.heads, a.head_dim),), NORM),
+                        _module(_join(p, k_norm), ((a.kv_heads, a.head_dim),), NORM)]
+        else:
+            modules += [norm_module(_join(p, q_norm), q_width if full else a.head_dim, dec),
+                        norm_module(_join(p, k_norm), kv_width if full else a.head_dim, dec)]
     if a.sinks:
         modules.append(_module(p, ((a.heads,),), OTHER, tensors=("sinks",)))  # GptOssAttention.sinks
     return modules
@@ -101,11 +106,18 @@ def _mla(a: MLA, base: str, dec: Decoder) -> list[Module | None]:
 def _linear_attention(a: LinearAttention, base: str, dec: Decoder) -> list[Module | None]:
     d, p = dec.hidden, _join(base, a.prefix)
     keys, values = a.key_heads * a.key_head_dim, a.value_heads * a.value_head_dim
+    if a.split:  # Qwen3_5GatedDeltaNet: the four input projections apart
+        inputs = [linear_module(_join(p, "in_proj_qkv"), d, 2 * keys + values, False, COLUMN),
+                  linear_module(_join(p, "in_proj_z"), d, values, False, COLUMN),
+                  linear_module(_join(p, "in_proj_b"), d, a.value_heads, False, COLUMN),
+                  linear_module(_join(p, "in_proj_a"), d, a.value_heads, False, COLUMN)]
+    else:
+        inputs = [linear_module(_join(p, "in_proj_qkvz"), d, 2 * keys + 2 * values, False, COLUMN),
+                  linear_module(_join(p, "in_proj_ba"), d, 2 * a.value_heads, False, COLUMN)]
     return [
         _module(p, ((a.value_heads,), (a.value_heads,)), OTHER, tensors=("dt_bias", "A_log")),
         _module(_join(p, "conv1d"), ((2 * keys + values, 1, a.conv_kernel),), OTHER),
-        linear_module(_join(p, "in_proj_qkvz"), d, 2 * keys + 2 * values, False, COLUMN),
-        linear_module(_join(p, "in_proj_ba"), d, 2 * a.value_heads, False, COLUMN),
+        *inputs,
         norm_module(_join(p, "norm"), a.value_head_dim, dec),
         linear_module(_join(p, "out_proj"), values, d, False, ROW),
     ]
@@ -137,6 +149,8 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
         linear_module(_join(p, m.router), d, e, m.router_bias, ROUTER),
         experts._replace(active=experts.params // e * m.top_k),
     ]
+    if m.router_statics:  # Ernie4_5_MoeStatics: a (1, E) parameter the router adds to its scores
+        modules.append(_module(_join(p, m.router, "moe_statics"), ((1, e),), OTHER, tensors=("e_score_correction_bias",)))
     if m.shared is not None:
         modules += _mlp(m.shared, p, dec)
     if m.shared_gate:
