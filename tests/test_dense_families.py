@@ -24,7 +24,7 @@ from zeroplan.models.params import count_params, module_inventory
 # wider than hidden, Phi-4's and Phi-4-mini's tie flags).
 PUBLISHED = ["Qwen3-0.6B", "Qwen3-8B", "Qwen3-32B", "gemma-3-1b", "gemma-3-27b", "GLM-4-9B-0414", "OLMo-2-32B",
              "OLMo-3-7B", "granite-3.1-8b", "SmolLM3-3B", "gemma-2b", "gpt-j-6b", "Mistral-Small-24B", "phi-4",
-             "Phi-4-mini"]
+             "Phi-4-mini", "Ministral-3-3B-Reasoning-2512", "starcoder2-7b", "aya-23-8B"]
 VARIANTS = json.loads((REFERENCE / "variants.json").read_text(encoding="utf-8"))["models"]
 
 
