@@ -20,14 +20,18 @@ Source of the frame: docs/activations.md; of the measurement: docs/hf.md. Pure: 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.activations import ActivationEstimate, ActivationTerm
+from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, activation_bytes
 from zeroplan.memory.activations.checkpointing import checkpointed_layers
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.traits import traits_of
 from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.hf import measure_activations
+from zeroplan.models.hf.nearest import nearest_architecture
+from zeroplan.models.hf.records import NotMeasurable
 
 DTYPE_NAMES = {2: "bf16", 4: "fp32"}
 
@@ -40,8 +44,11 @@ def measured_activation_bytes(arch: Architecture, setup: TrainingSetup) -> Activ
     if setup.checkpoint_every > 1 and setup.checkpointing is not Checkpointing.full:
         raise ZeroplanError("checkpoint_every applies to full checkpointing only (--checkpointing every:N)")
     flash = setup.attention is Attention.flash
-    m = measure_activations(arch.hf_config_json, micro_batch=setup.micro_batch, seq_len=setup.seq_len,
-                            dtype=DTYPE_NAMES[setup.precision.compute_bytes], flash=flash)
+    try:
+        m = measure_activations(arch.hf_config_json, micro_batch=setup.micro_batch, seq_len=setup.seq_len,
+                                dtype=DTYPE_NAMES[setup.precision.compute_bytes], flash=flash)
+    except NotMeasurable as exc:
+        return nearest_activation_bytes(arch, setup, str(exc))
     depth = len(m.layer_of)  # the real model's; a model scaled in depth (capacity) keeps its mix of kinds
     copy_of = [m.layer_of[j * depth // arch.num_layers] for j in range(arch.num_layers)]
     ckpt = Checkpointing.none if setup.checkpointing is Checkpointing.selective and flash else setup.checkpointing
@@ -73,6 +80,16 @@ def measured_activation_bytes(arch: Architecture, setup: TrainingSetup) -> Activ
         layer_bytes=tuple(each), held_bytes=held, checkpointing=setup.checkpointing_label, loss=setup.loss.value,
         loss_transient_bytes=transient,
     )
+
+
+def nearest_activation_bytes(arch: Architecture, setup: TrainingSetup, reason: str) -> ActivationEstimate:
+    """The activations of a model whose meta forward cannot run: the formulas of its nearest described block
+    (zeroplan.models.hf.nearest), the output saying so; its parameter count stays transformers' exact one."""
+    near, which = nearest_architecture(arch)
+    acts = activation_bytes(near, setup)
+    note = (f"activations estimated, not measured: {reason.removesuffix('; activations not measurable')}; "
+            f"estimated by {which}")
+    return replace(acts, assumptions=(note, *acts.assumptions))
 
 
 def _loss(arch: Architecture, setup: TrainingSetup, m) -> tuple[int, int, int, int]:

@@ -13,13 +13,36 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import sys
+from collections.abc import Callable
 
 from zeroplan.errors import SpecError
+from zeroplan.printable import printable
 from zeroplan.models.hf.records import HFConfig, HFModel, MeasuredActivations
 
 EXTRA = "zeroplan[hf]"
 MISSING_EXTRA = "model_type {model_type!r} is not described by zeroplan; install " + EXTRA + \
     " to count it with transformers"
+
+
+# Where progress lines go while torch loads and a model is built or measured (seconds each): the CLI's progress
+# display sets it (set_progress); unset, a line goes to stderr when stderr is a terminal, and nowhere otherwise.
+_progress_hook: Callable[[str], None] | None = None
+
+
+def set_progress(hook: Callable[[str], None] | None) -> None:
+    """Send the extra's progress lines to `hook` (None: the default, stderr when it is a terminal)."""
+    global _progress_hook
+    _progress_hook = hook
+
+
+def progress(message: str) -> None:
+    """One progress line (its outside strings escaped): to the hook, or to a terminal's stderr."""
+    line = printable(message)
+    if _progress_hook is not None:
+        _progress_hook(line)
+    elif sys.stderr.isatty():
+        print(f"zeroplan: {line}", file=sys.stderr, flush=True)
 
 
 def has_extra() -> bool:
@@ -36,6 +59,7 @@ def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
         raise SpecError(f"{origin}: " + MISSING_EXTRA.format(model_type=data.get("model_type")))
     config_json = json.dumps(dict(data), sort_keys=True)
     if config_json not in _COUNTED:
+        progress(f"model_type {data.get('model_type')!s}: loading torch and transformers to count it on the meta device")
         from zeroplan.models.hf.build import describe
 
         _COUNTED[config_json] = describe(json.loads(config_json), origin)
@@ -55,10 +79,12 @@ def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dty
 
 @functools.lru_cache(maxsize=64)
 def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash: bool) -> MeasuredActivations:
+    model_type = json.loads(config_json).get("model_type")
+    progress(f"model_type {model_type!s}: measuring activations (b {micro_batch}, s {seq_len}, {dtype}) on the meta device")
     from zeroplan.models.hf.probe import measure
 
     return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)
 
 
 __all__ = ["EXTRA", "MISSING_EXTRA", "HFConfig", "HFModel", "MeasuredActivations",
-           "count_with_transformers", "has_extra", "measure_activations"]
+           "count_with_transformers", "has_extra", "measure_activations", "progress", "set_progress"]

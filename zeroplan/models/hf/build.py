@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import torch
 import transformers
+from huggingface_hub.errors import StrictDataclassError  # transformers 5's config classes are strict dataclasses
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -46,11 +47,11 @@ def hf_config(data: dict, origin: str = "config"):
     transformers.logging.set_verbosity_error()
     try:
         return AutoConfig.for_model(model_type, **data)
-    except ValueError as exc:
-        if "Unrecognized model identifier" in str(exc) or model_type not in transformers.CONFIG_MAPPING:
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError, StrictDataclassError) as exc:
+        if model_type not in transformers.CONFIG_MAPPING:
             raise SpecError(f"{origin}: model_type {model_type!r} is described neither by zeroplan nor by "
                             f"transformers {transformers.__version__}") from None
-        raise SpecError(f"{origin}: transformers refuses this config: {str(exc).splitlines()[0]}") from None
+        raise SpecError(f"{origin}: transformers refuses this config: {_first_line(exc)}") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
 
@@ -64,9 +65,17 @@ def build_on_meta(config, dtype: torch.dtype = torch.bfloat16, **kwargs) -> nn.M
             return AutoModelForCausalLM.from_config(config, dtype=dtype, **kwargs)
     except ValueError as exc:
         raise SpecError(f"model_type {config.model_type!r}: transformers builds no causal LM from it "
-                        f"({str(exc).splitlines()[0]})") from None
+                        f"({_first_line(exc)})") from None
+    except (TypeError, KeyError, AttributeError, IndexError, RuntimeError, NotImplementedError,
+            StrictDataclassError) as exc:
+        raise SpecError(f"model_type {config.model_type!r}: transformers could not build it from this config "
+                        f"({type(exc).__name__}: {_first_line(exc)})") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _own(module: nn.Module) -> list[nn.Parameter]:
@@ -75,8 +84,8 @@ def _own(module: nn.Module) -> list[nn.Parameter]:
 
 def num_experts(text_config) -> tuple[int, int]:
     """(routed experts, experts per token) as the config names them; (0, 0) for a dense model."""
-    experts = next((v for k in EXPERT_KEYS if isinstance(v := getattr(text_config, k, None), int) and v > 1), 0)
-    top_k = next((v for k in TOP_K_KEYS if isinstance(v := getattr(text_config, k, None), int) and v > 0), 0)
+    experts = next((v for k in EXPERT_KEYS if isinstance(v := layer_value(text_config, k, []), int) and v > 1), 0)
+    top_k = next((v for k in TOP_K_KEYS if isinstance(v := layer_value(text_config, k, []), int) and v > 0), 0)
     return (experts, top_k) if experts and top_k else (0, 0)
 
 
@@ -126,24 +135,44 @@ def count(model: nn.Module, experts: int, top_k: int) -> tuple[ParamCount, bool]
     return counts, known
 
 
-def architecture(model: nn.Module, text, model_type: str, config_json: str) -> Architecture:
+def layer_value(text, key: str, notes: list[str]):
+    """A config attribute, or where it differs by layer (a heterogeneous config, Gemma 4's head_dim and
+    num_key_value_heads: transformers raises AmbiguousGlobalPerLayerAttributeError, a RuntimeError, on the global
+    read) the value most layers have, the note saying so; None where the config has no such attribute."""
+    try:
+        return getattr(text, key, None)
+    except RuntimeError:
+        values = [getattr(layer, key, None) for layer in getattr(text, "per_layer_config", None) or ()]
+        counted = Counter(v for v in values if v is not None)
+        if not counted:
+            return None
+        value = counted.most_common(1)[0][0]
+        notes.append(f"{key} differs by layer ({', '.join(f'{v} in {n}' for v, n in sorted(counted.items()))} "
+                     f"layers): the flat facts take {value}, the count each layer's own")
+        return value
+
+
+def architecture(model: nn.Module, text, model_type: str, config_json: str, notes: list[str]) -> Architecture:
     """The flat facts the calculators read, from the built text model and its config."""
-    heads = text.num_attention_heads
+    heads = layer_value(text, "num_attention_heads", notes)
+    if heads is None:  # a state-space model: describe() says it in one line
+        raise AttributeError("num_attention_heads", name="num_attention_heads")
     experts, top_k = num_experts(text)
     layers = decoder_layers(model)
     first = layers[0] if layers else model
     norms = [m for m in first.modules() if "norm" in type(m).__name__.lower() and _own(m)
              and not any(_own(c) for c in m.children())]  # fmt: skip
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    inner = getattr(text, "moe_intermediate_size", None) if experts else None
-    inner = inner or getattr(text, "intermediate_size", None) or getattr(text, "n_inner", None) or 4 * text.hidden_size
+    inner = layer_value(text, "moe_intermediate_size", notes) if experts else None
+    inner = (inner or layer_value(text, "intermediate_size", notes) or getattr(text, "n_inner", None)
+             or 4 * text.hidden_size)
     return validated(Architecture, dict(
         family=model_type,
         hidden_size=text.hidden_size,
         num_layers=text.num_hidden_layers,
         num_attention_heads=heads,
-        num_key_value_heads=getattr(text, "num_key_value_heads", None) or heads,
-        head_dim=getattr(text, "head_dim", None) or text.hidden_size // heads,
+        num_key_value_heads=layer_value(text, "num_key_value_heads", notes) or heads,
+        head_dim=layer_value(text, "head_dim", notes) or text.hidden_size // heads,
         intermediate_size=inner,
         vocab_size=text.vocab_size,
         gated_mlp=any(n in names for n in ("gate_proj", "gate_up_proj", "w1")) or experts > 0,
@@ -152,9 +181,8 @@ def architecture(model: nn.Module, text, model_type: str, config_json: str) -> A
         num_experts=experts,
         num_experts_per_tok=top_k,
         tie_word_embeddings=_tied(model),
-        attention_dropout=float(getattr(text, "attention_dropout", 0.0) or 0.0),
-        sliding_window=getattr(text, "sliding_window", None) if isinstance(getattr(text, "sliding_window", None), int)
-        else None,
+        attention_dropout=float(layer_value(text, "attention_dropout", notes) or 0.0),
+        sliding_window=window if isinstance(window := layer_value(text, "sliding_window", notes), int) else None,
         attn_logit_softcapping=_real(text, "attn_logit_softcapping"),
         final_logit_softcapping=_real(text, "final_logit_softcapping"),
         hf_config_json=config_json,
@@ -162,7 +190,7 @@ def architecture(model: nn.Module, text, model_type: str, config_json: str) -> A
 
 
 def _real(config, key: str) -> float | None:
-    value = getattr(config, key, None)
+    value = layer_value(config, key, [])
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value else None
 
 
@@ -186,8 +214,9 @@ def describe(data: dict, origin: str):
     experts, top_k = num_experts(text)
     counts, active_known = count(model, experts, top_k)
     model_type = data["model_type"]
+    facts: list[str] = []
     try:
-        arch = architecture(model, text, model_type, json.dumps(data, sort_keys=True))
+        arch = architecture(model, text, model_type, json.dumps(data, sort_keys=True), facts)
     except AttributeError as exc:  # a config without attention heads (a state-space model), hidden size, ...
         missing = getattr(exc, "name", None) or str(exc)
         raise SpecError(f"{origin}: model_type {model_type!r}: transformers' {type(text).__name__} has no "
@@ -195,6 +224,7 @@ def describe(data: dict, origin: str):
                         "modelled)") from None
     notes = [f"{model_type}: not described by zeroplan; counted by transformers {transformers.__version__} "
              f"({type(model).__name__} built on the meta device from the config, offline)"]
+    notes += facts
     if experts and not active_known:
         notes.append(f"MoE active parameters not determined (no module holds the {experts} experts as one tensor "
                      "per weight): taken as all parameters")

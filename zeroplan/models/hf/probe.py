@@ -19,8 +19,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from zeroplan.errors import SpecError
-from zeroplan.models.hf.records import MeasuredActivations
+from zeroplan.models.hf.records import MeasuredActivations, NotMeasurable
 from zeroplan.models.hf.attention import EAGER, FLASH, CoreMarks, register
 from zeroplan.models.hf.build import build_on_meta, decoder_layers, hf_config
 
@@ -177,7 +176,7 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
     rec = Recorder(model)
     layers = decoder_layers(model)
     if len(layers) != len(set(layer_of)):
-        raise SpecError(f"model_type {data.get('model_type')!r}: found {len(layers)} decoder layers in the copy of "
+        raise NotMeasurable(f"model_type {data.get('model_type')!r}: found {len(layers)} decoder layers in the copy of "
                         f"{len(set(layer_of))}; its activations cannot be measured by layer")
     hooks = []
     for i, layer in enumerate(layers):
@@ -197,9 +196,11 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
             logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
             rec.region = "loss"
             model.loss_function(logits, ids, vocab_size=logits.shape[-1])
-    except (RuntimeError, NotImplementedError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise SpecError(f"model_type {data.get('model_type')!r}: its forward cannot run on the meta device "
-                        f"({str(exc).splitlines()[0]}); activations not measurable") from None
+    except (RuntimeError, NotImplementedError, AttributeError, IndexError, KeyError, TypeError, ValueError,
+            ArithmeticError, AssertionError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise NotMeasurable(f"model_type {data.get('model_type')!r}: its forward cannot run on the meta device "
+                            f"({first}); activations not measurable") from None
     finally:
         for h in hooks:
             h.remove()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from zeroplan.errors import SpecError
 from zeroplan.models.architecture import Architecture, ParamCount
 
 if TYPE_CHECKING:  # models.params imports this package: no import back at run time
@@ -67,3 +68,9 @@ class MeasuredActivations:
     loss_saved_bytes: int
     loss_copy_bytes: int  # the fp32 copy of 16-bit logits the loss makes (alive while it runs)
     notes: tuple[str, ...]
+
+
+class NotMeasurable(SpecError):
+    """The meta-device forward of a model cannot run (a value-dependent op: `.item()`, an index built from values,
+    a copy cut in depth that the model's forward reshapes by its full depth). The count stands; the activations
+    are estimated from the nearest described block instead (zeroplan.memory.measured)."""

@@ -1,0 +1,98 @@
+"""The zeroplan[hf] extra never ends in a traceback (issue 25): Gemma 4's per-layer attributes, a meta forward that
+cannot run (DeepSeek-V3.2's indexer, Gemma 4's per-layer inputs cut by the shallow copy), progress while torch loads.
+
+A model whose forward cannot run on the meta device keeps transformers' exact count and gets its activations from
+the formulas of its nearest described block (zeroplan.models.hf.nearest), the output saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeroplan.cli.app import app
+from zeroplan.errors import SpecError
+from zeroplan.memory.setup import TrainingSetup
+from zeroplan.models import hf
+from zeroplan.models.families import parse_family_config
+
+pytestmark = pytest.mark.torch
+
+GEMMA4 = {"model_type": "gemma4", "text_config": {
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32, "vocab_size": 1000, "sliding_window": 16,
+    "vocab_size_per_layer_input": 1000, "hidden_size_per_layer_input": 8}}
+DEEPSEEK_V32 = {"model_type": "deepseek_v32", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+                "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+                "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+                "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+                "n_group": 1, "topk_group": 1, "index_n_heads": 2, "index_head_dim": 16, "index_topk": 8}
+
+
+@pytest.fixture(scope="module")
+def build():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from zeroplan.models.hf import build
+
+    return build
+
+
+def _file(tmp_path: Path, data: dict, name: str) -> Path:
+    (tmp_path / name).mkdir()
+    path = tmp_path / name / "config.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_gemma4_per_layer_head_dim_is_counted_and_said(build, tmp_path, runner):
+    counted = build.describe(json.loads(json.dumps(GEMMA4)), "gemma4-tiny")
+    assert counted.arch.head_dim == 16  # the sliding layers' (5 of 6), not the global layer's 32
+    assert any("head_dim differs by layer (16 in 5, 32 in 1 layers)" in n for n in counted.notes), counted.notes
+    result = runner.invoke(app, ["estimate", "--model", str(_file(tmp_path, GEMMA4, "gemma4-tiny")), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert "activations estimated, not measured" in result.output and "gemma3_text block" in result.output
+
+
+def test_a_forward_that_cannot_run_on_meta_takes_the_nearest_block(build, tmp_path, runner):
+    """DeepSeek-V3.2: transformers' exact count (its indexer included), the activations of zeroplan's DeepSeek-V3
+    block read from the same config, and the output saying which and why."""
+    from zeroplan.memory.activations import activation_bytes
+    from zeroplan.memory.measured import measured_activation_bytes
+
+    counted = build.describe(dict(DEEPSEEK_V32), "v32")
+    v3 = parse_family_config({**DEEPSEEK_V32, "model_type": "deepseek_v3"}, strict=False)
+    from zeroplan.models.params import count_params
+
+    indexer = 2 * 16 * 32 + 16 * 64 + 2 * 16 + 2 * 64  # wq_b, wk, k_norm (weight, bias), weights_proj per layer
+    assert counted.counts.num_params == count_params(v3).num_params + 3 * indexer
+    setup = TrainingSetup(seq_len=64, micro_batch=2)
+    acts = measured_activation_bytes(counted.arch, setup)
+    assert acts.total_bytes == activation_bytes(v3.architecture(), setup).total_bytes
+    assert acts.assumptions[0].startswith("activations estimated, not measured: model_type 'deepseek_v32': its "
+                                          "forward cannot run on the meta device")
+    assert "zeroplan's deepseek_v3 block" in acts.assumptions[0]
+    result = runner.invoke(app, ["estimate", "--model", str(_file(tmp_path, DEEPSEEK_V32, "v32")), "--gpus", "2"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+
+
+def test_a_config_transformers_refuses_is_one_line(build, tmp_path, runner):
+    bad = {**DEEPSEEK_V32, "num_hidden_layers": "three"}
+    with pytest.raises(SpecError, match="transformers refuses this config"):
+        build.describe(bad, "bad")
+    result = runner.invoke(app, ["estimate", "--model", str(_file(tmp_path, bad, "bad"))])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_progress_goes_to_the_hook_and_to_no_pipe(build, capsys):
+    lines: list[str] = []
+    hf.set_progress(lines.append)
+    try:
+        hf.count_with_transformers({**DEEPSEEK_V32, "vocab_size": 1001}, "v32", "v32")
+    finally:
+        hf.set_progress(None)
+    assert lines == ["model_type deepseek_v32: loading torch and transformers to count it on the meta device"]
+    hf.count_with_transformers({**DEEPSEEK_V32, "vocab_size": 1002}, "v32", "v32")
+    assert capsys.readouterr().err == ""  # stderr is not a terminal here: no line
