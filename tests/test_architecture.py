@@ -27,7 +27,7 @@ NEVER = {"torch", "transformers", "peft", "deepspeed"}  # the core stays free of
 # The zeroplan[hf] extra: only these modules may import torch/transformers, and only HF's torch-free __init__ may
 # import them (inside its functions), so `import zeroplan` and every described family stay torch-free.
 HF_PACKAGE = "zeroplan.models.hf"
-HF_CORE = {HF_PACKAGE, HF_PACKAGE + ".records"}  # the extra's torch-free modules, which the core imports
+HF_CORE = {HF_PACKAGE, HF_PACKAGE + ".records", HF_PACKAGE + ".nearest"}  # the extra's torch-free modules, which the core imports
 
 
 def _in_extra(module: str) -> bool:
