@@ -60,6 +60,37 @@ ARCHS: dict[str, Architecture] = {
                                 attention_types=("chunked_attention", "full_attention"),
                                 **_BASE | dict(intermediate_size=32)),
 }
+# Issue 25's families (validation/measure_new_families.py's configs of the same names).
+_LINEAR = dict(attention_types=("linear_attention", "full_attention"), qk_norm="head", attention_output_gate=True,
+               linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+               linear_conv_kernel_dim=4)
+_TYPED = dict(sliding_window=16, attention_types=("sliding_attention", "full_attention"))
+_PARALLEL = dict(norm="layernorm", norms_per_layer=1, parallel_attn=True)
+ARCHS |= {
+    "seed_oss": Architecture(family="seed_oss", dropout=0.1, **_BASE),
+    "ernie4_5": Architecture(family="ernie4_5", **_BASE | dict(tie_word_embeddings=True)),
+    "ministral3": Architecture(family="ministral3", **_BASE),
+    "exaone4": Architecture(family="exaone4", qk_norm="head", no_rope_layers=(1,), **_TYPED, **_BASE),
+    "starcoder2": Architecture(family="starcoder2", **_BASE | dict(gated_mlp=False, norm="layernorm",
+                                                                   tie_word_embeddings=True,
+                                                                   hidden_act="gelu_pytorch_tanh")),
+    "phi": Architecture(family="phi", **_BASE | _PARALLEL | dict(gated_mlp=False, hidden_act="gelu_new")),
+    "cohere": Architecture(family="cohere", **_BASE | _PARALLEL | dict(tie_word_embeddings=True)),
+    "cohere2": Architecture(family="cohere2", no_rope_layers=(1,), **_TYPED,
+                            **_BASE | _PARALLEL | dict(tie_word_embeddings=True)),
+    "olmoe": Architecture(family="olmoe", qk_norm="full", num_experts=4, num_experts_per_tok=2, router_norm_topk=False,
+                          **_BASE | dict(intermediate_size=32)),
+    "ernie4_5_moe": Architecture(family="ernie4_5_moe", num_experts=4, num_experts_per_tok=2, mlp_types=("dense", "moe"),
+                                 dense_intermediate_size=128, shared_expert_intermediate_size=32,
+                                 **_BASE | dict(intermediate_size=32, tie_word_embeddings=True)),
+    "qwen3_5_text": Architecture(family="qwen3_5_text", **_LINEAR, **_BASE),
+    "qwen3_5_moe_text": Architecture(family="qwen3_5_moe_text", num_experts=4, num_experts_per_tok=2,
+                                     shared_expert_intermediate_size=48, shared_expert_gate=True, **_LINEAR,
+                                     **_BASE | dict(intermediate_size=32)),
+    "qwen3_vl": Architecture(family="qwen3_vl", qk_norm="head", **_BASE),
+    "qwen3_vl_moe": Architecture(family="qwen3_vl_moe", qk_norm="head", num_experts=4, num_experts_per_tok=2,
+                                 **_BASE | dict(intermediate_size=32)),
+}
 # Llama 4 has no FlashAttention path: on a GPU too it runs SDPA with its chunked mask, which the measurement keeps.
 SDPA_KEEPS_MASKS = frozenset({"llama4_text"})
 SETUP = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}

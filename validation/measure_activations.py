@@ -107,6 +107,7 @@ EXCLUDED = {
 }
 # Families whose HF attention does not go through AttentionInterface: measured with the stock names.
 NATIVE_ATTENTION = frozenset({"bloom", "falcon"})
+IMAGE_TEXT = frozenset({"qwen3_vl", "qwen3_vl_moe"})
 EXCLUDED_NOT_IN_GRID = {
     "gemma2 sdpa, seq-len > sliding_window": "HF builds a dense b x 1 x s x s sliding-window mask for SDPA, which "
     "the CPU kernel and CUDA's efficient kernel keep; FlashAttention-2 (what zeroplan's flash means) applies the "
@@ -290,6 +291,8 @@ def build_model(family: str, dtype: str, attention: str, checkpointing: Checkpoi
         impl = attention
     torch.manual_seed(0)
     model = transformers.AutoModelForSeq2SeqLM if model_type == "t5" else transformers.AutoModelForCausalLM
+    if model_type in IMAGE_TEXT:  # a language model without a *ForCausalLM of its own: the whole model, text only
+        model = transformers.AutoModelForImageTextToText
     model = model.from_config(cfg, attn_implementation=impl).to(DTYPES[dtype][0])
     model.train()
     if checkpointing is Checkpointing.full:
@@ -352,7 +355,7 @@ def _enter_layer(rec: Recorder, index: int, module, args, kwargs):
 def _check_kernel(case: Case, rec: Recorder, model: nn.Module) -> None:
     """A flash case that saved no log-sum-exp fell back to the math kernel: the model would not apply."""
     if case.attention == "sdpa" and case.checkpointing is Checkpointing.none and rec.in_core:
-        if not any(n == 4 * case.micro_batch * case.seq_len * model.config.num_attention_heads
+        if not any(n == 4 * case.micro_batch * case.seq_len * model.config.get_text_config().num_attention_heads
                    for p, n in rec.saved.items() if p in rec.in_core):
             raise RuntimeError(f"{case}: SDPA kept no log-sum-exp; the CPU used a math-kernel fallback")
 

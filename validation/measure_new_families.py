@@ -63,6 +63,30 @@ NEW_FAMILIES: dict[str, tuple[str, dict]] = {
     "glm4_moe": ("glm4_moe", _BASE | _MOE | dict(n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1,
                                                  n_group=1, topk_group=1, partial_rotary_factor=0.5)),
 }
+# Issue 25's families (transformers 5.25), the same widths. Qwen3-VL's language model has no *ForCausalLM: its
+# outer config is built whole (harness.build_model's IMAGE_TEXT), fed text only.
+_LINEAR = dict(linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
+               layer_types=["linear_attention", "full_attention"])
+_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, deepstack_visual_indexes=[0])
+NEW_FAMILIES |= {
+    # residual_dropout as its default (0.1); attention dropout 0: the CPU has no flash kernel with dropout
+    "seed_oss": ("seed_oss", _BASE | dict(attention_dropout=0.0, residual_dropout=0.1)),
+    "ernie4_5": ("ernie4_5", _BASE),
+    "ministral3": ("ministral3", _BASE),
+    "exaone4": ("exaone4", _BASE | dict(sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"])),
+    "starcoder2": ("starcoder2", _NO_HEAD_DIM),
+    "phi": ("phi", _NO_HEAD_DIM | dict(hidden_act="gelu_new")),
+    "cohere": ("cohere", _BASE),
+    "cohere2": ("cohere2", _BASE | dict(sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"])),
+    "olmoe": ("olmoe", _BASE | dict(intermediate_size=32, num_experts=4, num_experts_per_tok=2)),
+    "ernie4_5_moe": ("ernie4_5_moe", _BASE | dict(moe_num_experts=4, moe_k=2, moe_intermediate_size=32,
+                                                  moe_num_shared_experts=1, moe_layer_start_index=1)),
+    "qwen3_5_text": ("qwen3_5_text", _BASE | _LINEAR),
+    "qwen3_5_moe_text": ("qwen3_5_moe_text", _BASE | _LINEAR | _MOE | dict(num_experts=4, shared_expert_intermediate_size=48)),
+    "qwen3_vl": ("qwen3_vl", dict(text_config=_BASE, vision_config=_VISION, pad_token_id=0)),
+    "qwen3_vl_moe": ("qwen3_vl_moe", dict(text_config=_BASE | _MOE | dict(num_experts=4), vision_config=_VISION,
+                                          pad_token_id=0)),
+}
 # gpt-oss has no SDPA path in transformers (GptOssPreTrainedModel._supports_sdpa = False; FlashAttention with
 # sinks is its fast path): the harness's SDPA stand-in measures the saved set of such a kernel, sinks dropped.
 CHECKPOINTING = (Checkpointing.none, Checkpointing.full)  # and selective with eager attention (the core recomputed)
@@ -139,6 +163,7 @@ def _experts(kw: dict) -> int:
 
 def measure(case: harness.Case) -> dict:
     model, _, kw = harness.build_model(case.family, case.dtype, case.attention, case.checkpointing)
+    kw = kw.get("text_config", kw)  # a vision-language config: its language model's keys
     rec = RoutingRecorder(model)
     hooks = _hook_routing(model, rec, _experts(kw))
     for layer in model.modules():
@@ -189,7 +214,7 @@ def main(argv=None) -> int:
     parser.add_argument("--family", action="append", choices=list(NEW_FAMILIES))
     parser.add_argument("--print", action="store_true", help="print the rows; do not write the file")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(2)
     harness.FAMILIES.update(NEW_FAMILIES)
     rows = []
     with warnings.catch_warnings():
@@ -205,10 +230,13 @@ def main(argv=None) -> int:
         for r in rows:
             print({k: v for k, v in r.items() if k != "routing"}, "routing", r["routing"])
         return 0
+    kept = []  # --family: those families' rows replaced, the others' kept as measured before
+    if args.family and OUT.exists():
+        kept = [r for r in json.loads(OUT.read_text())["cases"] if r["family"] not in args.family]
     data = {"torch": torch.__version__, "transformers": transformers.__version__,
-            "configs": {k: {"model_type": t, **kw} for k, (t, kw) in NEW_FAMILIES.items()}, "cases": rows}
+            "configs": {k: {"model_type": t, **kw} for k, (t, kw) in NEW_FAMILIES.items()}, "cases": kept + rows}
     OUT.write_text(json.dumps(data, indent=None, separators=(",", ":")).replace('{"family"', '\n{"family"') + "\n")
-    print(f"{len(rows)} cases -> {OUT}")
+    print(f"{len(rows)} cases measured, {len(kept)} kept -> {OUT}")
     return 0
 
 

@@ -7,7 +7,7 @@ modeling_<family>.py. Pure: imports neither rich, typer nor yaml and does no I/O
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
@@ -161,6 +161,10 @@ class Qwen3VLMoeTextConfig(_QwenMoEConfig):
     def routed_experts(self) -> int:
         return self.resolved("num_local_experts")
 
+    def _moe_architecture(self, **overrides: Any) -> Architecture:
+        # Qwen3VLMoeTextTopKRouter renormalises the top-k weights always; the config has no norm_topk_prob
+        return MoEDecoderConfig._moe_architecture(self, router_norm_topk=True, **overrides)
+
     def decoder(self) -> Decoder:
         attention = self._attention(self.attention_bias, self.attention_bias, qk_norm="head")
         return self._stack(lambda i, kind, routes: Layer(mixer=attention, mlp=self._mlp(routes, None)))
@@ -183,6 +187,10 @@ class Qwen3_5MoeTextConfig(Qwen3NextConfig):  # noqa: N801  (transformers' class
     num_experts: NonNegativeInt = 256
     num_experts_per_tok: PositiveInt = 8
     max_position_embeddings: PositiveInt = 32768
+
+    def _moe_architecture(self, **overrides: Any) -> Architecture:
+        # Qwen3_5MoeTopKRouter renormalises the top-k weights always; the config has no norm_topk_prob
+        return MoEDecoderConfig._moe_architecture(self, router_norm_topk=True, **overrides)
 
     def linear_attention(self) -> LinearAttention:
         return LinearAttention(key_heads=self.linear_num_key_heads, value_heads=self.linear_num_value_heads,
