@@ -69,6 +69,9 @@ class MLA:
     v_head_dim: int
     bias: bool = False  # attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj
     prefix: str = "self_attn"
+    # DeepSeek-V3.2's lightning indexer (DeepseekV32Indexer), (heads, head_dim): wq_b r_q -> heads head_dim, wk d ->
+    # head_dim, k_norm (a LayerNorm with bias), weights_proj d -> heads; None: no indexer
+    indexer: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,7 +26,9 @@ from zeroplan.models.architecture import Architecture
 #   topk_softmax:  GptOssTopKRouter: top-k of the logits, softmax over the k values in the compute dtype
 SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "glm4_moe", "kimi_k2"})
 TOPK_SOFTMAX_ROUTERS = frozenset({"gpt_oss"})
-WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next"})  # router_top_value.to(dtype)
+# Ernie4_5_MoeTopKRouter: the softmax router over F.linear(hidden.float(), weight.float()), autocast off
+FP32_COPY_SOFTMAX_ROUTERS = frozenset({"ernie4_5_moe"})
+WEIGHTS_IN_COMPUTE_DTYPE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_next", "ernie4_5_moe"})  # router_top_value.to(dtype)
 CLAMPED_SWIGLU_FAMILIES = frozenset({"gpt_oss"})  # GptOssExperts: clamp, gate * sigmoid(alpha gate), (up + 1) * glu
 CLAMPED_SWIGLU_SAVED = 5  # T f tensors: clamped gate, sigmoid, up + 1, glu, down input
 DENSE_EXPERT_FAMILIES = frozenset({"llama4_text"})  # Llama4TextMoe: bmm of every expert over every token
@@ -54,8 +56,9 @@ def router_terms(arch: Architecture, tokens: int, e: int, *, norm_topk: bool) ->
         ]
     if arch.family in TOPK_SOFTMAX_ROUTERS:
         return [("top-k indices", INDEX_BYTES * t * k), ("softmax over the top-k logits", e * t * k)]
-    return [("router softmax", FP32_BYTES * t * n), ("top-k indices", INDEX_BYTES * t * k),
-            ("top-k renormalisation", renorm)]
+    copies = FP32_BYTES * (t * h + n * h) if e < FP32_BYTES and arch.family in FP32_COPY_SOFTMAX_ROUTERS else 0
+    return [("router fp32 input and weight copies", copies), ("router softmax", FP32_BYTES * t * n),
+            ("top-k indices", INDEX_BYTES * t * k), ("top-k renormalisation", renorm)]
 
 
 def routing_weight_bytes(arch: Architecture, e: int) -> int:

@@ -14,6 +14,7 @@ MASK_BYTES = 1  # dropout mask: CUDA's native_dropout keeps a bool per element
 OFFSET_BYTES = 4  # int32 per-expert offsets that grouped_mm keeps
 ROTARY_TABLES = 2  # cos and sin, 1 x s x rotary dims each, computed once and shared by all layers
 LAYERNORM_STATS = 2  # native_layer_norm keeps mean and rstd per token
+COHERE_NORM_TENSORS = 3  # CohereLayerNorm's fp32 tokens x h tensors saved: x - mean twice, the normalised x
 GATE_PRODUCT_INPUTS = 2  # act(gate) and up, both saved by their product (SwiGLU/GeGLU)
 EXPERT_INDEX_TENSORS = 3  # grouped_mm_experts_forward: gather index (perm // k), sort permutation, inverse
 PRE_AND_POST_NORMS = 4  # norms_per_layer of Gemma 2 (post-attention and post-MLP norms besides the pre-norms)
@@ -39,6 +40,9 @@ def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h
     if style == "t5":
         return upcast + e * tokens * h + stats + e * tokens * h
+    if style == "cohere":  # CohereLayerNorm (modeling_cohere.py): in fp32, x - mean computed twice (pow's input and
+        # the normalisation's), the normalised x (weight's multiply), rsqrt; in 16 bits the weight's fp32 cast too
+        return COHERE_NORM_TENSORS * FP32_BYTES * tokens * h + stats + (FP32_BYTES * h if e < FP32_BYTES else 0)
     return e * tokens * h + LAYERNORM_STATS * stats
 
 

@@ -16,6 +16,8 @@ OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
 # RMSNorms that multiply by their weight in fp32 and cast after (Olmo2RMSNorm, GptOssRMSNorm).
 FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss"}
 T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
+# CohereLayerNorm (modeling_cohere.py, Cohere 2's the same): a LayerNorm written out in fp32 ops, no bias.
+COHERE_NORM_FAMILIES = frozenset({"cohere", "cohere2"})
 # One q/k/v matmul whose output the q, k, v are views of: GPT2Attention.c_attn, Phi3Attention.qkv_proj,
 # GPTNeoXAttention / BloomAttention / FalconAttention.query_key_value.
 FUSED_QKV_FAMILIES = frozenset({"gpt2", "phi3", "gpt_neox", "bloom"})
@@ -95,7 +97,7 @@ DEFAULT_HIDDEN_DROPOUT_SITES = frozenset({"attn_out", "mlp_out"})  # residual-br
 class Traits:
     """How one family's HF modules save tensors; derived from the Architecture, never stored."""
 
-    norm: str  # llama | gemma | t5 | layernorm (see activation_terms.norm_bytes)
+    norm: str  # llama | gemma | t5 | olmo2 | cohere | layernorm (see ops.norm_bytes)
     rope: bool  # rotary cos/sin tables, shared by all layers
     rotary_fraction: float
     fused_qkv: bool
@@ -144,6 +146,8 @@ def _norm_style(arch: Architecture) -> str:
         return "t5"
     if arch.family in FP32_WEIGHT_NORM_FAMILIES:
         return "olmo2"
+    if arch.family in COHERE_NORM_FAMILIES:
+        return "cohere"
     return "layernorm" if arch.norm == "layernorm" else "llama"
 
 

@@ -1,5 +1,6 @@
 """Mixture-of-experts and hybrid decoders of 2025-26 read by transformers 5.25: OLMoE, ERNIE 4.5 MoE, Qwen3-VL-MoE's
-language model, and Qwen3.5's (dense and MoE: Qwen3-Next's gated delta net with its projections split).
+language model, Qwen3.5's (dense and MoE: Qwen3-Next's gated delta net with its projections split) and DeepSeek-V3.2
+(DeepSeek-V3 with a lightning indexer).
 
 Keys and defaults are those of transformers==5.25.0 models/<family>/configuration_<family>.py, the modules those of
 modeling_<family>.py. Pure: imports neither rich, typer nor yaml and does no I/O.
@@ -7,12 +8,14 @@ modeling_<family>.py. Pure: imports neither rich, typer nor yaml and does no I/O
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
-from zeroplan.models.block import MLP, Decoder, Layer, LinearAttention, MoE
+from zeroplan.models.block import MLA, MLP, Decoder, Layer, LinearAttention, MoE
+from zeroplan.models.families.deepseek import DeepseekV3Config
 from zeroplan.models.families.moe import FULL_ATTENTION, MoEDecoderConfig, check_top_k
 from zeroplan.models.families.qwen import Qwen3NextConfig, _QwenMoEConfig
 
@@ -232,3 +235,38 @@ class Qwen3_5TextConfig(Qwen3_5MoeTextConfig):  # noqa: N801  (transformers' cla
         return self._stack(lambda i, kind, routes: Layer(mixer=full if kind == FULL_ATTENTION else linear, mlp=mlp,
                                                          attention_type=kind))
 
+
+class DeepseekV32Config(DeepseekV3Config):
+    """DeepSeek-V3.2 (`DeepseekV32Config`, modeling_deepseek_v32.py, transformers 5.25): DeepSeek-V3 with a lightning
+    indexer in every layer's attention (DeepseekV32Indexer: wq_b from the low-rank query, wk, k_norm, weights_proj),
+    which picks the index_topk keys each query attends to; dense layers from mlp_layer_types (derived from
+    first_k_dense_replace when absent).
+
+    P = DeepSeek-V3's formula + L (r_q H_i d_i + d d_i + 2 d_i + d H_i)   (H_i index_n_heads, d_i index_head_dim)
+    """
+
+    ALIASES: ClassVar[dict[str, str]] = DeepseekV3Config.ALIASES
+    model_type: Literal["deepseek_v32"]  # type: ignore[assignment]
+    max_position_embeddings: PositiveInt = 163840
+    index_n_heads: PositiveInt = 64
+    index_head_dim: PositiveInt = 128
+    index_topk: PositiveInt = 2048
+    mlp_layer_types: list[Literal["dense", "sparse"]] | None = None
+
+    @model_validator(mode="after")
+    def _check_indexer(self) -> DeepseekV32Config:
+        if self.q_lora_rank is None:
+            raise ValueError("q_lora_rank is null: DeepSeek-V3.2's indexer projects the low-rank query (wq_b reads "
+                             "q_lora_rank features)")
+        if self.mlp_layer_types is not None and len(self.mlp_layer_types) != self.num_hidden_layers:
+            raise ValueError(f"mlp_layer_types has {len(self.mlp_layer_types)} entries, num_hidden_layers is "
+                             f"{self.num_hidden_layers}")
+        return self
+
+    def moe_layer_indices(self) -> list[int]:
+        if self.mlp_layer_types is not None:
+            return [i for i, kind in enumerate(self.mlp_layer_types) if kind == "sparse"]
+        return super().moe_layer_indices()
+
+    def _mla(self) -> MLA:
+        return replace(super()._mla(), indexer=(self.index_n_heads, self.index_head_dim))

@@ -1,7 +1,7 @@
 """The nearest described block of a model counted by transformers, for when its meta-device forward cannot run.
 
 The count of such a model is exact (built on the meta device, zeroplan.models.hf.build); its activations are
-measured by one meta forward (hf.probe). Where that forward cannot run (DeepSeek-V3.2's indexer reads values; Gemma 4's
+measured by one meta forward (hf.probe). Where that forward cannot run (a value-dependent op; Gemma 4's
 per-layer inputs are reshaped by the full depth, which the shallow copy cuts), the activations are estimated by
 zeroplan's formulas (memory.activations) for the family whose blocks are nearest: the same config read by that
 family's reader, or, for a model_type without one, the flat facts taken from the built model. Torch-free.
@@ -18,9 +18,6 @@ from zeroplan.models.architecture import Architecture
 
 # model_type -> the described family whose blocks it extends, and what the formula then leaves out.
 NEAREST_DESCRIBED: dict[str, tuple[str, str]] = {
-    # DeepseekV32Attention is DeepSeek-V3's MLA plus a lightning indexer (wq_b, wk, k_norm, weights_proj) that
-    # picks the top-k keys (modeling_deepseek_v32.py, transformers 5.25).
-    "deepseek_v32": ("deepseek_v3", "the indexer's own tensors (its q/k projections and scores) are not included"),
     # Gemma4TextDecoderLayer is Gemma 3's sandwich-norm block with per-layer input embeddings and global layers of
     # their own head_dim (modeling_gemma4.py, transformers 5.25).
     "gemma4": ("gemma3_text", "the per-layer input embeddings' tensors and the global layers' wider heads are taken "

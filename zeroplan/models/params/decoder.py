@@ -95,12 +95,24 @@ def _mla(a: MLA, base: str, dec: Decoder) -> list[Module | None]:
         ]
     return [
         *query,
+        *_indexer(a, p, d),
         linear_module(_join(p, "kv_a_proj_with_mqa"), d, a.kv_lora_rank + a.qk_rope_head_dim, a.bias, LINEAR),
         norm_module(_join(p, "kv_a_layernorm"), a.kv_lora_rank, dec),
         linear_module(_join(p, "kv_b_proj"), a.kv_lora_rank, a.heads * (a.qk_nope_head_dim + a.v_head_dim), False,
                       COLUMN),
         linear_module(_join(p, "o_proj"), a.heads * a.v_head_dim, d, a.bias, ROW),
     ]
+
+
+def _indexer(a: MLA, p: str, d: int) -> list[Module]:
+    """DeepSeek-V3.2's indexer: wq_b (from the low-rank query), wk, k_norm (nn.LayerNorm: weight and bias), weights_proj."""
+    if a.indexer is None:
+        return []
+    heads, width, base = *a.indexer, _join(p, "indexer")
+    return [linear_module(_join(base, "wq_b"), a.q_lora_rank or d, heads * width, False, LINEAR),
+            linear_module(_join(base, "wk"), d, width, False, LINEAR),
+            _module(_join(base, "k_norm"), ((width,), (width,)), NORM),
+            linear_module(_join(base, "weights_proj"), d, heads, False, LINEAR)]
 
 
 def _linear_attention(a: LinearAttention, base: str, dec: Decoder) -> list[Module | None]:
