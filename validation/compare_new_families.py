@@ -11,6 +11,7 @@ for the family, tests/test_activations_new_families.py holds the reader's Archit
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import re
 import sys
@@ -87,6 +88,7 @@ ARCHS |= {
     "qwen3_5_moe_text": Architecture(family="qwen3_5_moe_text", num_experts=4, num_experts_per_tok=2,
                                      shared_expert_intermediate_size=48, shared_expert_gate=True, **_LINEAR,
                                      **_BASE | dict(intermediate_size=32)),
+    "deepseek_v32": replace(ARCHS["deepseek_v3"], family="deepseek_v32"),
     "qwen3_vl": Architecture(family="qwen3_vl", qk_norm="head", **_BASE),
     "qwen3_vl_moe": Architecture(family="qwen3_vl_moe", qk_norm="head", num_experts=4, num_experts_per_tok=2,
                                  **_BASE | dict(intermediate_size=32)),

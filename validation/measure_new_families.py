@@ -83,6 +83,10 @@ NEW_FAMILIES |= {
                                                   moe_num_shared_experts=1, moe_layer_start_index=1)),
     "qwen3_5_text": ("qwen3_5_text", _BASE | _LINEAR),
     "qwen3_5_moe_text": ("qwen3_5_moe_text", _BASE | _LINEAR | _MOE | dict(num_experts=4, shared_expert_intermediate_size=48)),
+    "deepseek_v32": ("deepseek_v32", _NO_HEAD_DIM | _MOE | dict(
+        num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=24,
+        n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1, index_n_heads=2,
+        index_head_dim=16, index_topk=WINDOW)),
     "qwen3_vl": ("qwen3_vl", dict(text_config=_BASE, vision_config=_VISION, pad_token_id=0)),
     "qwen3_vl_moe": ("qwen3_vl_moe", dict(text_config=_BASE | _MOE | dict(num_experts=4), vision_config=_VISION,
                                           pad_token_id=0)),

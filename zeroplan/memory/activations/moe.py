@@ -24,7 +24,7 @@ from zeroplan.models.architecture import Architecture
 #   sigmoid_group: DeepseekV3TopkRouter / Glm4MoeTopkRouter + route_tokens_to_experts: F.linear on fp32 copies of
 #                  input and weight, sigmoid, group-limited top-k (top-2 sum per group, topk_group groups), mask
 #   topk_softmax:  GptOssTopKRouter: top-k of the logits, softmax over the k values in the compute dtype
-SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "glm4_moe", "kimi_k2"})
+SIGMOID_GROUP_ROUTERS = frozenset({"deepseek_v3", "deepseek_v32", "glm4_moe", "kimi_k2"})
 TOPK_SOFTMAX_ROUTERS = frozenset({"gpt_oss"})
 # Ernie4_5_MoeTopKRouter: the softmax router over F.linear(hidden.float(), weight.float()), autocast off
 FP32_COPY_SOFTMAX_ROUTERS = frozenset({"ernie4_5_moe"})
