@@ -149,7 +149,10 @@ MOE_FUSED = {"mixtral": ("w1", "w3"), "qwen2_moe": ("gate_proj", "up_proj")}  # 
 # zeroplan's families among _MODEL_TO_CONVERSION_PATTERN's keys (kimi_k2 loads as deepseek_v3). qwen2_moe, gpt_oss,
 # granitemoe and llama4_text are not converted: all-linear there is their nn.Linear modules only.
 MOE_CONVERTED = {"mixtral": "mixtral", "deepseek_v2": "qwen2_moe", "deepseek_v3": "qwen2_moe", "kimi_k2": "qwen2_moe",
-                 "glm4_moe": "qwen2_moe", "qwen3_moe": "qwen2_moe", "qwen3_next": "qwen2_moe"}
+                 "glm4_moe": "qwen2_moe", "qwen3_moe": "qwen2_moe", "qwen3_next": "qwen2_moe",
+                 # issue 25's families in transformers 5.25's _MODEL_TO_CONVERSION_PATTERN (Qwen3-VL-MoE and
+                 # Qwen3.5-MoE are not there: not converted)
+                 "deepseek_v32": "qwen2_moe", "ernie4_5_moe": "qwen2_moe", "olmoe": "qwen2_moe"}
 # Llama4Router subclasses nn.Linear (modeling_llama4.py): all-linear adapts it like any linear.
 LINEAR_ROUTERS = {"llama4_text": ".feed_forward.router"}
 
