@@ -19,7 +19,7 @@ from zeroplan.models.hub import HF_ID_PATTERN
 from zeroplan.validate import Name
 
 # model_type -> (module of zeroplan.models.families, config class). A family's module is imported when its
-# model_type is first read: reading one preset does not build all 31 pydantic classes (start-up,
+# model_type is first read: reading one preset does not build all the pydantic classes (start-up,
 # docs/benchmarks.md). tests/test_families.py checks this table against what every class declares.
 _WHERE: dict[str, tuple[str, str]] = {
     "gpt2": ("layernorm", "GPT2Config"),
