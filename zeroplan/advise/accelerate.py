@@ -50,6 +50,22 @@ LAYER_CLASSES = {
     "qwen3_next": "Qwen3NextDecoderLayer",
     "smollm3": "SmolLM3DecoderLayer",
     "t5": "T5Block",
+    # issue 25's families (transformers 5.25: the GradientCheckpointingLayer each builds)
+    "cohere": "CohereDecoderLayer",
+    "cohere2": "Cohere2DecoderLayer",
+    "deepseek_v32": "DeepseekV32DecoderLayer",
+    "ernie4_5": "Ernie4_5DecoderLayer",
+    "ernie4_5_moe": "Ernie4_5_MoeDecoderLayer",
+    "exaone4": "Exaone4DecoderLayer",
+    "ministral3": "Ministral3DecoderLayer",
+    "olmoe": "OlmoeDecoderLayer",
+    "phi": "PhiDecoderLayer",
+    "qwen3_5_moe_text": "Qwen3_5MoeDecoderLayer",
+    "qwen3_5_text": "Qwen3_5DecoderLayer",
+    "qwen3_vl_moe_text": "Qwen3VLMoeTextDecoderLayer",
+    "qwen3_vl_text": "Qwen3VLTextDecoderLayer",
+    "seed_oss": "SeedOssDecoderLayer",
+    "starcoder2": "Starcoder2DecoderLayer",
 }
 # Accelerate's mixed_precision is autocast over fp32 parameters, which is how zeroplan.engines.storage counts
 # bf16-mixed and fp16-mixed; bf16-true (no fp32 master) is a model loaded in bf16 with mixed_precision 'no'.
