@@ -67,7 +67,8 @@ NEW_FAMILIES: dict[str, tuple[str, dict]] = {
 # outer config is built whole (harness.build_model's IMAGE_TEXT), fed text only.
 _LINEAR = dict(linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
                layer_types=["linear_attention", "full_attention"])
-_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, deepstack_visual_indexes=[0])
+_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+               deepstack_visual_indexes=[0])
 NEW_FAMILIES |= {
     # residual_dropout as its default (0.1); attention dropout 0: the CPU has no flash kernel with dropout
     "seed_oss": ("seed_oss", _BASE | dict(attention_dropout=0.0, residual_dropout=0.1)),
@@ -82,7 +83,8 @@ NEW_FAMILIES |= {
     "ernie4_5_moe": ("ernie4_5_moe", _BASE | dict(moe_num_experts=4, moe_k=2, moe_intermediate_size=32,
                                                   moe_num_shared_experts=1, moe_layer_start_index=1)),
     "qwen3_5_text": ("qwen3_5_text", _BASE | _LINEAR),
-    "qwen3_5_moe_text": ("qwen3_5_moe_text", _BASE | _LINEAR | _MOE | dict(num_experts=4, shared_expert_intermediate_size=48)),
+    "qwen3_5_moe_text": ("qwen3_5_moe_text", _BASE | _LINEAR | _MOE | dict(num_experts=4,
+                                                                         shared_expert_intermediate_size=48)),
     "deepseek_v32": ("deepseek_v32", _NO_HEAD_DIM | _MOE | dict(
         num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=24,
         n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1, index_n_heads=2,

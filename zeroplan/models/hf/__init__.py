@@ -59,7 +59,8 @@ def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
         raise SpecError(f"{origin}: " + MISSING_EXTRA.format(model_type=data.get("model_type")))
     config_json = json.dumps(dict(data), sort_keys=True)
     if config_json not in _COUNTED:
-        progress(f"model_type {data.get('model_type')!s}: loading torch and transformers to count it on the meta device")
+        progress(f"model_type {data.get('model_type')!s}: loading torch and transformers to count it on the meta "
+                 "device")
         from zeroplan.models.hf.build import describe
 
         _COUNTED[config_json] = describe(json.loads(config_json), origin)
@@ -80,7 +81,8 @@ def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dty
 @functools.lru_cache(maxsize=64)
 def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash: bool) -> MeasuredActivations:
     model_type = json.loads(config_json).get("model_type")
-    progress(f"model_type {model_type!s}: measuring activations (b {micro_batch}, s {seq_len}, {dtype}) on the meta device")
+    progress(f"model_type {model_type!s}: measuring activations (b {micro_batch}, s {seq_len}, {dtype}) on the meta "
+             "device")
     from zeroplan.models.hf.probe import measure
 
     return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)

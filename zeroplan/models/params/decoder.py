@@ -105,7 +105,8 @@ def _mla(a: MLA, base: str, dec: Decoder) -> list[Module | None]:
 
 
 def _indexer(a: MLA, p: str, d: int) -> list[Module]:
-    """DeepSeek-V3.2's indexer: wq_b (from the low-rank query), wk, k_norm (nn.LayerNorm: weight and bias), weights_proj."""
+    """DeepSeek-V3.2's indexer: wq_b (from the low-rank query), wk, k_norm (nn.LayerNorm: weight and bias),
+    weights_proj."""
     if a.indexer is None:
         return []
     heads, width, base = *a.indexer, _join(p, "indexer")
@@ -162,7 +163,8 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
         experts._replace(active=experts.params // e * m.top_k),
     ]
     if m.router_statics:  # Ernie4_5_MoeStatics: a (1, E) parameter the router adds to its scores
-        modules.append(_module(_join(p, m.router, "moe_statics"), ((1, e),), OTHER, tensors=("e_score_correction_bias",)))
+        modules.append(_module(_join(p, m.router, "moe_statics"), ((1, e),), OTHER,
+                               tensors=("e_score_correction_bias",)))
     if m.shared is not None:
         modules += _mlp(m.shared, p, dec)
     if m.shared_gate:
