@@ -21,3 +21,32 @@ def printable(text: str) -> str:
 
 def _escape(ch: str) -> str:
     return ascii(ch)[1:-1]
+
+
+# Drawing characters zeroplan prints, as ASCII for a terminal whose encoding lacks them (LANG=C, PYTHONIOENCODING=
+# ascii or latin-1): the timeline's blocks, sparklines, rules and arrows. Anything else it cannot encode is written
+# as Python writes it in a literal (\u2265), so an output never fails to encode.
+ASCII_DRAWING = str.maketrans({
+    " ": " ", "▁": ".", "▂": ":", "▃": "-", "▄": "=", "▅": "+", "▆": "*", "▇": "#", "█": "#",
+    "─": "-", "━": "-", "│": "|", "┃": "|", "·": ".", "•": "*", "×": "x", "→": "->", "←": "<-", "≥": ">=",
+    "≤": "<=", "≈": "~", "…": "...", "—": "-", "–": "-", "±": "+/-", "✓": "ok", "✗": "x", "▏": "|", "░": ".",
+    "▒": ":", "▓": "#", "’": "'", "‘": "'", "“": '"', "”": '"', "µ": "u", "°": "deg",
+})  # fmt: skip
+
+
+def terminal_text(text: str, encoding: str | None = "utf-8") -> str:
+    """`text` as it may reach a terminal: every control character but the newline escaped (`printable`), and, when
+    `encoding` cannot hold a character, the drawing characters as ASCII and the rest escaped as in a literal.
+
+    The one function the CLI's output boundary (cli/common.py: the consoles, the plain writes) applies to all it
+    prints, whatever the string's origin: an option, a file name, a value read from a file."""
+    lines = text.split("\n")
+    safe = "\n".join(printable(line) for line in lines) if not text.isprintable() else text
+    try:
+        safe.encode(encoding or "utf-8")
+        return safe
+    except LookupError:  # an encoding Python does not know: ASCII holds in every terminal
+        encoding = "ascii"
+    except UnicodeEncodeError:
+        pass
+    return safe.translate(ASCII_DRAWING).encode(encoding, "backslashreplace").decode(encoding)

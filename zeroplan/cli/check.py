@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from zeroplan.cli.common import print_renderables, run, scenario_args
+from zeroplan.cli.common import print_renderables, run, scenario_args, write_out
 from zeroplan.cli.groups import OUTPUT_PANEL, takes
 from zeroplan.cli.options import FINETUNE, HARDWARE, INPUTS, INPUTS_PANEL, MODEL, OUTPUT, TRAINING, CheckFormat
 
@@ -77,7 +77,7 @@ def _emit_check(report, fmt: CheckFormat, output: Path | None, force: bool) -> N
     else:
         text = checkformats.github_report(report) if fmt is CheckFormat.github else checkformats.junit_report(report)
     if output is None:
-        sys.stdout.write(text)
+        write_out(text)
     else:
         from zeroplan.cli.files import write_new_file
 

@@ -26,8 +26,43 @@ def console(stderr: bool = False):
     # markup=False: text is never parsed for [style] tags, so a name or message with brackets prints as
     # typed (and cannot raise rich's MarkupError); styles come from Text objects. Also skips that parse
     # for every table cell, as emoji=False skips the :emoji: scan.
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width,
-                   markup=False, emoji=False)  # fmt: skip
+    out = Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False, width=width,
+                  markup=False, emoji=False)  # fmt: skip
+    out.push_render_hook(_TerminalSafe(out))
+    return out
+
+
+class _TerminalSafe:
+    """The output boundary of every console: each renderable printed is laid out by rich, then the text of its
+    segments (never rich's own control segments or styles) passes through `printable.terminal_text`, so no string
+    from outside -- an option, a file name, a value read from a file -- reaches a terminal with a control
+    character, and an encoding without the drawing characters (LANG=C, PYTHONIOENCODING=ascii) gets ASCII."""
+
+    def __init__(self, out) -> None:
+        self.encoding = out.encoding
+
+    def process_renderables(self, renderables: list) -> list:  # rich.console.RenderHook
+        return [_Escaped(part, self.encoding) for part in renderables]
+
+
+class _Escaped:
+    def __init__(self, part, encoding: str) -> None:
+        self.part, self.encoding = part, encoding
+
+    def __rich_console__(self, out, options):
+        from rich.segment import Segment
+
+        from zeroplan.printable import terminal_text
+
+        for seg in out.render(self.part, options):
+            yield seg if seg.control else Segment(terminal_text(seg.text, self.encoding), seg.style)
+
+
+def write_out(text: str) -> None:
+    """Plain text (markdown, CSV, a check report) on stdout, through the same boundary as the consoles."""
+    from zeroplan.printable import terminal_text
+
+    sys.stdout.write(terminal_text(text, getattr(sys.stdout, "encoding", None)))
 
 
 def print_error(message: str) -> None:
@@ -43,7 +78,9 @@ def print_warning(message: str) -> None:
     """One yellow 'warning:' line on stderr: stdout (JSON included) stays the result alone."""
     from rich.text import Text
 
-    console(stderr=True).print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+    from zeroplan.printable import printable
+
+    console(stderr=True).print(Text.assemble(("warning:", "yellow"), " ", printable(message)), soft_wrap=True)
 
 
 def emit(data: dict, fmt: Format) -> None:
@@ -129,7 +166,7 @@ def show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format)
     elif fmt is Format.markdown:
         from zeroplan.cli.render.markdown import to_markdown
 
-        sys.stdout.write(to_markdown(data()) + "\n")
+        write_out(to_markdown(data()) + "\n")
     else:
         print_renderables(renderables())
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zeroplan.cli.common import render, run, scenario_args, show
+from zeroplan.cli.common import render, run, scenario_args, show, write_out
 from zeroplan.cli.groups import OUTPUT_PANEL, takes
 from zeroplan.cli.options import FINETUNE, HARDWARE, MODEL, OUTPUT, TRAINING, Format
 from zeroplan.errors import ZeroplanError
@@ -67,7 +67,8 @@ def sweep(
             show(lambda: {}, lambda: render.grid_summary(result, units), Format.table)
             return
         result = sweep_grid_of(args, grid, stream=True)  # every row, written as it is made: constant memory
-        sys.stdout.writelines(views.grid_csv(result.rows) if fmt is GridFormat.csv else views.grid_json(result))
+        for line in views.grid_csv(result.rows) if fmt is GridFormat.csv else views.grid_json(result):
+            write_out(line)
 
     run(go, fmt)
 
