@@ -103,6 +103,7 @@ def run(fn, fmt: Enum | None = None):
     "exit_code"}}), so a script reading stdout sees why instead of an empty string.
     """
     try:
+        _check_needs()
         return fn()
     except ZeroplanError as exc:
         _fail([str(exc)], 2 if isinstance(exc, UsageError) else 1, fmt)
@@ -116,6 +117,17 @@ def _fail(messages: list[str], code: int, fmt: Enum | None) -> None:
     if fmt is not None and fmt.value == "json":
         emit({"error": {"messages": messages, "exit_code": code}}, Format.json)
     raise typer.Exit(code) from None
+
+
+def _check_needs() -> None:
+    """The command's options given without the option they need: one usage error (zeroplan/scenario/requires.py)."""
+    from typer.main import get_current_context  # the context typer hands a command that asks for one
+
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        from zeroplan.scenario.requires import check_needs
+
+        check_needs(ctx.params, given_options(ctx))
 
 
 def given_options(ctx: typer.Context) -> frozenset[str]:
