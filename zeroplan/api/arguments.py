@@ -4,10 +4,15 @@ one path computes both, and a wrong value is refused in the CLI's words, naming 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import numbers
+import types
+import typing
+from collections import abc
 from enum import Enum
-from pathlib import Path
-from typing import Any, TypeVar, Union
+from pathlib import Path, PurePath
+from typing import Any, Callable, TypeVar, Union
 
 from zeroplan import scenario as scenarios
 from zeroplan.errors import UsageError, ZeroplanError
@@ -28,6 +33,7 @@ from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
 
 Count = Union[int, float, str]  # 8, 9e9, "9e9", "7_000_000_000": a positive whole number
 E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
 _ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
@@ -120,3 +126,99 @@ def stage_number(value: int | None) -> int | None:
     if _is_number(value) and isinstance(value, numbers.Integral) and min(ZeroStage) <= value <= max(ZeroStage):
         return int(value)
     raise UsageError(f"--stage {value!r} is not one of: {', '.join(str(int(s)) for s in ZeroStage)}")
+
+
+def typed(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` with each argument held to its annotation before anything runs: a None where none is allowed, a bool
+    where a count is meant, a number where a name is, is one ZeroplanError naming the argument (docs/api.md)."""
+    signature = inspect.signature(fn)
+    kinds = {name: _annotation(fn, param) for name, param in signature.parameters.items()}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:  # an unknown keyword, a positional where only keywords are taken
+            raise ZeroplanError(f"{fn.__name__}(): {exc}") from None
+        for name, value in bound.arguments.items():
+            kind = kinds[name]
+            values = value if signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL else (value,)
+            for item in values:
+                if kind is not None and not _accepts(item, kind):
+                    raise ZeroplanError(f"{_named(fn, name)} {_shown(item)} is not {_described(kind)}")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _annotation(fn: Callable, param: inspect.Parameter) -> Any:
+    """The parameter's annotation, evaluated in its module; None (not checked) where it names a type-checking-only
+    import."""
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        return None
+    try:
+        return eval(annotation, fn.__globals__) if isinstance(annotation, str) else annotation  # noqa: S307
+    except NameError:
+        return None
+
+
+def _named(fn: Callable, name: str) -> str:
+    """An argument as the message names it: the CLI's option for a run's arguments, as the other messages do."""
+    return "--" + name.replace("_", "-") if fn.__module__.endswith(".runs") and name != "paths" else f"{fn.__name__}({name}=)"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _accepts(value: Any, kind: Any) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (Union, types.UnionType):
+        return any(_accepts(value, arg) for arg in args)
+    if kind is type(None):
+        return value is None
+    if kind is Any:
+        return True
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if kind is float:
+        return _is_number(value)
+    if kind is Path:
+        return isinstance(value, PurePath)
+    if origin in (list, tuple, abc.Iterable):
+        return isinstance(value, (list, tuple, set, frozenset)) and all(_accepts(v, args[0]) for v in value) or (
+            origin is abc.Iterable and isinstance(value, str))
+    if origin is abc.Mapping:
+        return isinstance(value, abc.Mapping)
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def _described(kind: Any) -> str:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if set(args) >= set(typing.get_args(Count)):
+        return "a number"  # as count_text says it: an int, a float or text such as '9e9'
+    if origin in (Union, types.UnionType):  # None is named only where None alone is allowed
+        return " or ".join(dict.fromkeys(_described(arg) for arg in args if arg is not type(None)))
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return "one of " + ", ".join(repr(m.value) for m in kind)
+    names = {type(None): "None", bool: "True or False", int: "an int", float: "a number", str: "text", Path: "a path"}
+    if kind in names:
+        return names[kind]
+    if origin in (list, tuple, abc.Iterable):
+        return f"a list of {_described(args[0])}"
+    if origin is abc.Mapping:
+        return "a mapping"
+    return getattr(kind, "__name__", str(kind))
+
+
+def check_needs(fn: Callable, options: dict[str, Any]) -> None:
+    """The arguments given (not equal to their defaults) without the one they need refused, as the CLI refuses the
+    options (zeroplan/scenario/requires.py): `estimate(pp_schedule="zbv")` without `pp` is a UsageError."""
+    from zeroplan.scenario.requires import check_needs as needs
+
+    defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items()}
+    needs(options, {name for name, value in options.items() if value != defaults.get(name)})

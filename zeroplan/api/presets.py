@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeroplan.api.arguments import typed
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware import presets as hardware_presets
 from zeroplan.hardware.spec import HardwareSpec
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from zeroplan.models.families import FamilyConfig, ModelSpec
 
 
+@typed
 def count_params(model: str | Path | Mapping[str, Any] | ModelSpec | FamilyConfig) -> ParamCount:
     """Exact parameter counts, as transformers builds the model: `.num_params`, `.num_embedding_params`,
     `.largest_layer_params` (DeepSpeed's definition), `.num_active_params` (MoE: top-k experts).
@@ -48,12 +50,14 @@ def hardware_names() -> list[str]:
     return preset_names("hardware")
 
 
+@typed
 def load_model(name: str | Path) -> ModelSpec:
     """A model by preset name, YAML spec path or HF config.json path: `.name`, `.source`, `.config` (HF keys),
     `.architecture()`."""
     return model_presets.load_model(str(name))
 
 
+@typed
 def load_hardware(name: str | Path) -> HardwareSpec:
     """A hardware profile by preset name or YAML path: `.memory_gib`, `.bf16_tflops`, `.source`, ..."""
     return hardware_presets.load_hardware(str(name))

@@ -14,7 +14,17 @@ from zeroplan.advise.request import (
     AdviseArgs,
     advise_from,
 )
-from zeroplan.api.arguments import Count, count_text, member, mesh_args, path_text, scenario_args, stage_number
+from zeroplan.api.arguments import (
+    Count,
+    check_needs,
+    count_text,
+    member,
+    mesh_args,
+    path_text,
+    scenario_args,
+    stage_number,
+    typed,
+)
 from zeroplan.errors import UsageError
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
@@ -41,6 +51,7 @@ if TYPE_CHECKING:  # loaded by the functions that return them: an estimate never
 _SETUP, _PARALLELISM = TrainingSetup(), Parallelism()
 
 
+@typed
 def estimate(
     *,
     model: str | Path | None = None,
@@ -113,6 +124,7 @@ def estimate(
     the busiest rank's.
     """
     options = dict(locals())
+    check_needs(estimate, options)
     only = stage_number(options.pop("stage"))
     mesh = mesh_args(options)
     if mesh.given:
@@ -122,6 +134,7 @@ def estimate(
     return answers.estimate(scenario_args(options), only)
 
 
+@typed
 def recommend(
     *,
     model: str | Path | None = None,
@@ -129,7 +142,7 @@ def recommend(
     largest_layer: Count | None = None,
     gpus: Count = _PARALLELISM.gpus,
     nodes: Count | None = None,
-    hardware: str | Path = DEFAULT_HARDWARE,
+    hardware: str | Path | None = DEFAULT_HARDWARE,
     precision: Precision | str = _SETUP.precision,
     optimizer: Optimizer | str = _SETUP.optimizer,
     seq_len: Count = _SETUP.seq_len,
@@ -159,6 +172,7 @@ def recommend(
     `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`.
     """
     options = dict(locals())
+    check_needs(recommend, options)
     from zeroplan.advise.layouts.space import Stack
     from zeroplan.advise.request import search_from, searching
 
@@ -172,6 +186,7 @@ def recommend(
     return advise_from(scenario_args(options), opts)
 
 
+@typed
 def check_plans(*paths: str | Path, ignore: Iterable[str] = (), strict: bool = False) -> CheckReport:
     """Check plan files (YAML; globs are expanded, sorted): `zeroplan check PATHS`.
 

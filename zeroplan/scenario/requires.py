@@ -68,7 +68,8 @@ class Needs:
 
 
 NEEDS = (
-    Needs("pp_schedule", "--pp 2 or more", _above_one("pp")),
+    Needs("pp_schedule", "--pp 2 or more",  # 1f1b is what runs without a pipeline too: naming it changes nothing
+          lambda values, given: _value(values, "pp_schedule") == "1f1b" or _above_one("pp")(values, given)),
     Needs("vpp", "--pp 2 or more", _above_one("pp")),
     Needs("pp_first_layers", "--pp 2 or more", _above_one("pp")),
     Needs("pp_last_layers", "--pp 2 or more", _above_one("pp")),
