@@ -185,3 +185,40 @@ def _field_types(kind: Any) -> dict[str, Any]:
         return {f.name: hints[f.name] for f in dataclasses.fields(kind)}
     return {}
 
+
+
+# A model file's counts past any real model, refused where the file is read (models/presets.py), before any work sized
+# by them (a config.json with num_hidden_layers: 10^9 grew to 7.8 GB). Keys as Hugging Face configs write them,
+# at any depth (text_config). Each bound is far past the largest real value: layers 126 (Llama 3.1 405B; zeroplan
+# describes at most 10,000, models/families/base.py MAX_LAYERS), widths 73,728 (PaLM's MLP), vocabularies 262,144
+# (Gemma 3), heads 128, routed experts 2,048 (Switch-C).
+_LAYERS, _WIDTH, _VOCAB, _HEADS, _EXPERTS = 10_000, 2**20, 2**24, 2**16, 2**16
+MAX_MODEL_COUNTS = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers",
+                     "num_encoder_layers", "first_k_dense_replace"), _LAYERS),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "intermediate_size", "n_inner", "ffn_dim", "d_ff",
+                     "moe_intermediate_size", "shared_expert_intermediate_size", "head_dim", "kv_lora_rank",
+                     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "d_kv"), _WIDTH),
+    "vocab_size": _VOCAB,
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads", "num_heads", "multi_query_group_num"),
+                    _HEADS),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "n_shared_experts",
+                     "num_experts_per_tok", "n_group", "topk_group"), _EXPERTS),
+}  # fmt: skip
+
+
+def check_model_counts(data: Any, origin: str, path: str = "", depth: int = 0) -> None:
+    """SpecError naming the key and the bound for the first count in `data` (a model file's mapping) past
+    MAX_MODEL_COUNTS; other values are left to the family's own checks."""
+    if depth > 16:  # model configs nest 2 deep (text_config.rope_scaling); the family checks reject the rest
+        return
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            bound = MAX_MODEL_COUNTS.get(key) if isinstance(key, str) else None
+            if bound is not None and isinstance(value, int) and not isinstance(value, bool) and value > bound:
+                raise SpecError(f"{origin}: {where}: {value:,} is past any real model (at most {bound:,})")
+            check_model_counts(value, origin, where, depth + 1)
+    elif isinstance(data, list):
+        for i, item in enumerate(data[:100_000]):
+            check_model_counts(item, origin, f"{path}.{i}", depth + 1)

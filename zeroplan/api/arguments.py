@@ -218,7 +218,10 @@ def _described(kind: Any) -> str:
 def check_needs(fn: Callable, options: dict[str, Any]) -> None:
     """The arguments given (not equal to their defaults) without the one they need refused, as the CLI refuses the
     options (zeroplan/scenario/requires.py): `estimate(pp_schedule="zbv")` without `pp` is a UsageError."""
+    from zeroplan.scenario.bounds import check_bounds
     from zeroplan.scenario.requires import check_needs as needs
 
     defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items()}
-    needs(options, {name for name, value in options.items() if value != defaults.get(name)})
+    given = {name for name, value in options.items() if value != defaults.get(name)}
+    check_bounds(options, given)
+    needs(options, given)

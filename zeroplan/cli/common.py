@@ -120,14 +120,18 @@ def _fail(messages: list[str], code: int, fmt: Enum | None) -> None:
 
 
 def _check_needs() -> None:
-    """The command's options given without the option they need: one usage error (zeroplan/scenario/requires.py)."""
+    """The command's counts past any real run (scenario/bounds.py), then its options given without the option they
+    need, a usage error (scenario/requires.py): both before any work."""
     from typer.main import get_current_context  # the context typer hands a command that asks for one
 
     ctx = get_current_context(silent=True)
     if ctx is not None:
+        from zeroplan.scenario.bounds import check_bounds
         from zeroplan.scenario.requires import check_needs
 
-        check_needs(ctx.params, given_options(ctx))
+        given = given_options(ctx)
+        check_bounds(ctx.params, given)
+        check_needs(ctx.params, given)
 
 
 def given_options(ctx: typer.Context) -> frozenset[str]:

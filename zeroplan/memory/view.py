@@ -106,7 +106,9 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
             },
         },
         "setup": as_json(est.setup),
-        "parallelism": {**as_json(est.parallelism), "dp": est.parallelism.dp,
+        # on a mesh the data-parallel degree is the mesh's (gpus / (tp x pp x cp)): one number wherever it appears
+        "parallelism": {**as_json(est.parallelism),
+                        "dp": est.scenario.mesh.mesh.dp if est.scenario.mesh is not None else est.parallelism.dp,
                         "gpus_per_node": est.parallelism.gpus_per_node},
         "engine": est.scenario.engine.value,
         "deepspeed_knobs": as_json(est.knobs),

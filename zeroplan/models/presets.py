@@ -13,7 +13,7 @@ from zeroplan.models.architecture import Architecture, ParamCount
 from zeroplan.models.hub import is_hub_id
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
-from zeroplan.validate import validated, validation_message
+from zeroplan.validate import check_model_counts, validated, validation_message
 
 if TYPE_CHECKING:  # the families load on first use: a bare --params never needs them
     from zeroplan.models.families import FamilyConfig, ModelSpec
@@ -26,6 +26,7 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     from zeroplan.models.families import ModelSpec, missing_required
 
     data = require_mapping(data, origin)
+    check_model_counts(data, origin)  # before any work sized by them (docs/hardening.md, "Bounds")
     if hf_name is not None and _only_transformers_describes(data):
         from zeroplan.models.hf import count_with_transformers
 

@@ -73,14 +73,20 @@ def estimate(args: ScenarioArgs, stage: int | None = None) -> Estimate:
                            warnings=config_warnings(config))  # fmt: skip
 
 
+# DeepSpeed's additional_buffer_factor scales its CPU-memory estimate (default 1.5, deepspeed/runtime/zero/
+# stage3.py estimate_zero3_model_states_mem_needs_all_cold); far past any real buffer, and 1e308 overflows the bytes.
+MAX_BUFFER_FACTOR = 100
+
+
 def deepspeed_estimate(args: ScenarioArgs, buffer_factor: float) -> DeepSpeedEstimate:
     from zeroplan.deepspeed.estimator import estimate_deepspeed
 
     args, _ = from_framework(args)
     par = parallelism_from(args.gpus, args.nodes, hardware_from(args.hardware))
     summary, _ = resolve_model(args.model, args.params, args.largest_layer, DeepSpeedKnobs())
-    if not 0 < buffer_factor < float("inf"):
-        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be a positive finite number")
+    if not 0 < buffer_factor <= MAX_BUFFER_FACTOR:
+        raise ZeroplanError(f"--buffer-factor {buffer_factor} must be above 0 and at most {MAX_BUFFER_FACTOR} "
+                            "(DeepSpeed's default is 1.5)")
     return estimate_deepspeed(summary.num_params, summary.largest_layer_params, par.gpus_per_node, par.nodes,
                               buffer_factor)
 

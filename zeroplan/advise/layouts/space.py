@@ -23,6 +23,8 @@ Pure.
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
@@ -149,7 +151,9 @@ class Space:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, ascending: pairs (d, n // d) up to the square root, so a million GPUs cost 1,000 steps."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 def tp_degrees(arch: Architecture, gpus: int, gpus_per_node: int, within_node: bool) -> list[int]:
