@@ -189,10 +189,10 @@ def _field_types(kind: Any) -> dict[str, Any]:
 
 # A model file's counts past any real model, refused where the file is read (models/presets.py), before any work sized
 # by them (a config.json with num_hidden_layers: 10^9 grew to 7.8 GB). Keys as Hugging Face configs write them,
-# at any depth (text_config). Each bound is far past the largest real value: layers 126 (Llama 3.1 405B; zeroplan
-# describes at most 10,000, models/families/base.py MAX_LAYERS), widths 73,728 (PaLM's MLP), vocabularies 262,144
-# (Gemma 3), heads 128, routed experts 2,048 (Switch-C).
-_LAYERS, _WIDTH, _VOCAB, _HEADS, _EXPERTS = 10_000, 2**20, 2**24, 2**16, 2**16
+# at any depth (text_config). Each bound is far past the largest real value: layers 126 (Llama 3.1 405B; DeepNet,
+# arXiv:2203.00555, trained 1,000; `advise` on 10,000 layers took 44 s, past the 30 s every command answers in),
+# widths 73,728 (PaLM's MLP), vocabularies 262,144 (Gemma 3), heads 128, routed experts 2,048 (Switch-C).
+_LAYERS, _WIDTH, _VOCAB, _HEADS, _EXPERTS = 2048, 2**20, 2**24, 2**16, 2**16
 MAX_MODEL_COUNTS = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers",
                      "num_encoder_layers", "first_k_dense_replace"), _LAYERS),

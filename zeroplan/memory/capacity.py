@@ -16,10 +16,14 @@ from zeroplan.frozen import Frozen
 from zeroplan.memory.estimate import Scenario, evaluate
 from zeroplan.memory.setup import Parallelism, ZeroStage
 from zeroplan.memory.states import ModelSummary
+from zeroplan.validate import MAX_MODEL_COUNTS
 
 MAX_MICRO_BATCH = 256  # the search's upper end; "256" means "at least 256"
 MAX_GPUS = 1024
 MAX_LAYERS_FACTOR = 1024  # a model at most this many times deeper than the given one
+# ... and no deeper than any real model (zeroplan.validate's bound on a file's layers): each step of the depth search
+# costs time in proportion to the depth, and 126 x 1024 layers (Llama 3.1 405B) took 50 s. "2048" means "at least".
+MAX_SCAN_LAYERS = MAX_MODEL_COUNTS["num_hidden_layers"]
 
 
 def _largest_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
@@ -107,7 +111,8 @@ def max_model(scn: Scenario, stage: ZeroStage) -> ScaledModel | None:
     With a bare parameter count, the count itself is scaled (model states and buffers only).
     """
     base = scn.arch.num_layers if scn.arch else 1000  # bare counts: search in 0.1 % steps
-    best = _largest_true(1, base * MAX_LAYERS_FACTOR, lambda n: _fits(scale_depth(scn, n, base), stage))
+    top = max(base, min(base * MAX_LAYERS_FACTOR, MAX_SCAN_LAYERS)) if scn.arch else base * MAX_LAYERS_FACTOR
+    best = _largest_true(1, top, lambda n: _fits(scale_depth(scn, n, base), stage))
     if best < 1:
         return None
     scaled = scale_depth(scn, best, base)

@@ -96,6 +96,7 @@ def capacity(args: ScenarioArgs) -> dict:
     from zeroplan.memory.capacity import (
         MAX_GPUS,
         MAX_MICRO_BATCH,
+        MAX_SCAN_LAYERS,
         max_micro_batch,
         max_model,
         min_gpus,
@@ -106,6 +107,7 @@ def capacity(args: ScenarioArgs) -> dict:
         raise ZeroplanError("capacity questions need a hardware profile: pass --hardware NAME")
     stages = []
     from zeroplan.memory.estimate import refused_stages
+    from zeroplan.scenario.finetune import MAX_LORA_RANK
 
     runnable, _ = refused_stages(scn, tuple(ZeroStage))
     for stage in runnable:
@@ -130,6 +132,7 @@ def capacity(args: ScenarioArgs) -> dict:
         "finetune": scn.tuning.spec.mode if scn.tuning else None, "hardware": scn.hardware.name,
         "gpus": scn.parallelism.gpus, "nodes": scn.parallelism.nodes,
         "setup": as_json(scn.setup),
-        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS},
+        "search": {"max_micro_batch": MAX_MICRO_BATCH, "max_gpus": MAX_GPUS, "max_model_layers": MAX_SCAN_LAYERS,
+                   "max_lora_rank": MAX_LORA_RANK},  # a search's upper end: an answer equal to it means "at least"
         "stages": stages,
     }

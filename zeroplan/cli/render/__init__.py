@@ -257,10 +257,12 @@ def capacity_renderables(data: dict, unit: Unit) -> list:
         mb = s["max_micro_batch"]
         mb_text = "n/a (bare count)" if mb is None else "none fits" if mb == 0 else (f">= {mb}" if mb == cap["max_micro_batch"] else str(mb))
         gpus = "more than %d" % cap["max_gpus"] if s["min_gpus"] is None else f"{s['min_gpus']} ({s['min_nodes']} node(s))"
-        model = "-" if s["max_model_params"] is None else f"{s['max_model_params'] / 1e9:,.2f} B"
+        at_least = ">= " if s["max_model_layers"] is not None and s["max_model_layers"] >= cap["max_model_layers"] else ""
+        model = "-" if s["max_model_params"] is None else f"{at_least}{s['max_model_params'] / 1e9:,.2f} B"
         if tuned:
             model = "-" if s["largest_preset"] is None else f"{s['largest_preset']} ({s['largest_preset_params'] / 1e9:,.2f} B)"
-            extra = ["-" if s["max_lora_rank"] is None else str(s["max_lora_rank"])]
+            rank = s["max_lora_rank"]
+            extra = ["-" if rank is None else (">= " if rank >= cap["max_lora_rank"] else "") + str(rank)]
         else:
             extra = []
         table.add_row(f"ZeRO-{s['stage']}", mb_text, gpus, model, *extra)
