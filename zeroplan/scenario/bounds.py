@@ -21,7 +21,7 @@ MAX_GPUS = 2**20
 # 13 times it.
 MAX_SEQ_LEN = 2**27
 MAX_BATCH = 2**20  # sequences per GPU per step, or micro-steps per optimizer step: 10^6, where runs use 1 to 10^3
-MAX_GLOBAL_BATCH = 2**30  # sequences per optimizer step over all GPUs
+MAX_GLOBAL_BATCH = 2**24  # sequences per optimizer step over all GPUs; Llama 3 405B ran 2,048 (16M tokens)
 MAX_LORA_RANK = 2**16  # a rank above the widest model's hidden size (PaLM's 18,432) adapts nothing more
 MAX_LAYERS = MAX_MODEL_COUNTS["num_hidden_layers"]
 

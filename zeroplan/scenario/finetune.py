@@ -26,23 +26,82 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (text or "").split(",") if part.strip())
 
 
+# peft==0.21.2 LoraConfig's keys (peft/tuners/lora/config.py) that change no byte of a training run: the scaling
+# (lora_alpha, alpha_pattern: `scaling = alpha / r`, no parameter; use_rslora), the initialisation (init_lora_weights,
+# loftq/eva/corda/lora_ga configs), the layout of a saved file and its bookkeeping.
+NO_BYTES = frozenset({
+    "lora_alpha", "alpha_pattern", "use_rslora", "fan_in_fan_out", "init_lora_weights", "loftq_config", "eva_config",
+    "corda_config", "lora_ga_config", "runtime_config", "ensure_weight_tying", "task_type", "peft_type",
+    "auto_mapping", "peft_version", "base_model_name_or_path", "revision", "inference_mode", "megatron_core",
+    "qalora_group_size",  # read only with use_qalora, which is refused
+})  # fmt: skip
+# Keys that change which parameters peft trains, or their shapes, at a value other than peft's default; zeroplan
+# does not model them, so a config that sets one is refused in one line naming it, never estimated as if unset.
+UNMODELLED = {
+    "rank_pattern": "a rank per module", "layers_to_transform": "adapters on some layers only",
+    "layers_pattern": "adapters on some layers only", "exclude_modules": "modules left out of target_modules",
+    "layer_replication": "replicated layers", "trainable_token_indices": "trainable token embeddings",
+    "target_parameters": "adapters on nn.Parameters", "bias": "trained biases", "lora_bias": "a bias on lora_B",
+    "use_qalora": "QA-LoRA", "megatron_config": "Megatron parallel linears", "use_bdlora": "BD-LoRA",
+    "arrow_config": "Arrow routing", "kasa_config": "KaSA", "velora_config": "VeLoRA",
+    "monteclora_config": "MonteCLoRA", "alora_invocation_tokens": "activated LoRA"
+}  # fmt: skip
+# peft's defaults for them, which change nothing (bias "none"; the rest None, False or empty)
+UNSET = {"bias": ("none",)}
+
+
+def _unset(key: str, value) -> bool:
+    return any(value == v and type(value) is type(v) for v in UNSET.get(key, ())) or value is None or (
+        value is False or (isinstance(value, (dict, list)) and not value))
+
+
 def adapter_config(path: str) -> dict:
-    """The Finetune fields a peft adapter_config.json states (its other keys change no byte)."""
+    """The Finetune fields a peft adapter_config.json states; a key that changes what peft trains and is not modelled
+    (UNMODELLED) is refused, a key zeroplan does not know at all too, and each value's type is checked."""
     origin = str(path)
     data = require_mapping(parse_json(read_text(Path(path)), origin), origin)
     if data.get("peft_type", "LORA") != "LORA":
         raise SpecError(f"{origin}: peft_type {data['peft_type']!r} is not modelled (LORA only)")
-    if isinstance(data.get("target_modules"), str) and data["target_modules"] != ALL_LINEAR:
-        raise SpecError(f"{origin}: target_modules {data['target_modules']!r} is a regex; give the module names as a list")
+    for key, value in data.items():
+        if key in UNMODELLED and not _unset(key, value):
+            raise SpecError(f"{origin}: {key}: {UNMODELLED[key]} ({value!r}) is not modelled; "
+                            "zeroplan would estimate the adapter as if it were unset")
+        if key not in UNMODELLED and key not in NO_BYTES and key not in ADAPTER_KEYS:
+            raise SpecError(f"{origin}: {key}: not a LoraConfig key zeroplan knows (peft 0.21.2); it may change "
+                            "what peft trains")
+    targets = data.get("target_modules")
+    if isinstance(targets, str) and targets != ALL_LINEAR:
+        raise SpecError(f"{origin}: target_modules {targets!r} is a regex; give the module names as a list")
+    if isinstance(targets, list) and not targets:
+        raise SpecError(f"{origin}: target_modules: an empty list adapts no module (peft needs target_parameters "
+                        "then, which is not modelled)")
     out = {}
     for key, field in ADAPTER_KEYS.items():
         value = data.get(key)
         if value is None:
             continue
+        _check_type(origin, key, value)
         if field in ("lora_targets", "modules_to_save"):
             value = (value,) if isinstance(value, str) else tuple(value)
         out[field] = value
     return out
+
+
+def _check_type(origin: str, key: str, value) -> None:
+    """A LoraConfig value of the type peft declares for it (r: int, lora_dropout: float, use_dora: bool, the
+    module lists: a list of names or one name)."""
+    if key == "r":
+        ok, wanted = isinstance(value, int) and not isinstance(value, bool) and value > 0, "a positive whole number"
+    elif key == "lora_dropout":
+        ok, wanted = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1, \
+            "a number from 0 up to 1"
+    elif key == "use_dora":
+        ok, wanted = isinstance(value, bool), "true or false"
+    else:
+        ok = isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+        wanted = "a list of module names"
+    if not ok:
+        raise SpecError(f"{origin}: {key}: expected {wanted}, got {value!r}")
 
 
 def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
