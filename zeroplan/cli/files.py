@@ -73,6 +73,8 @@ def write_report(path: Path | None, text: str, force: bool) -> None:
 
 def check_target(path: Path, force: bool) -> None:
     """ZeroplanError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
+    if "\x00" in str(path):  # os.lstat raises ValueError on it, outside OSError
+        raise ZeroplanError(f"{str(path)!r}: a file name cannot contain a NUL byte")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:

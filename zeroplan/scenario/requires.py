@@ -107,7 +107,8 @@ STANDALONE = frozenset({
     "from_file", "engine", "freeze", "lora_rank", "qlora", "load_in_8bit", "adapter_config", "optimizer_in_backward",
     "method", "tp", "pp", "cp", "ep", "units", "fmt", "html", "global_batch", "topology", "policy", "policy_file",
     "set", "emit_deepspeed", "emit_accelerate", "search_parallelism", "plans", "ignore", "strict", "output", "mfu",
-    "sweep", "stages", "gpu_counts", "micro_batches",
+    "sweep", "stages", "gpu_counts", "micro_batches", "assignments", "checkpointings", "offload_optimizers",
+    "offload_params",
 })  # fmt: skip
 
 # What DeepSpeed's estimator functions read (deepspeed/estimator.py: the parameter counts and the GPUs); the
