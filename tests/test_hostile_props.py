@@ -28,7 +28,9 @@ from zeroplan.validate import MAX_MODEL_COUNTS
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = typer.main.get_command(app).commands
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# ZP_HOSTILE_EXAMPLES=N runs a longer campaign (the probe before a release); the suite runs 25 per property.
+PROPS = settings(max_examples=int(os.environ.get("ZP_HOSTILE_EXAMPLES", "25")), deadline=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 # The smallest run each command answers quickly: the hostile value is added to it.
 BASE = {"estimate": ["--model", "gpt2"], "advise": ["--model", "gpt2"], "capacity": ["--model", "gpt2"],
         "throughput": ["--model", "gpt2"], "sweep": ["--model", "gpt2", "--gpu-counts", "8"],
@@ -237,3 +239,15 @@ def test_no_traceback_under_any_encoding(tmp_path, env, args):
     assert b"Traceback" not in res.stderr and b"\x1b" not in res.stdout + res.stderr
     if env.get("PYTHONIOENCODING") == "ascii":
         assert all(byte < 128 for byte in res.stdout + res.stderr)
+
+
+# --- the JSON says what the run is -----------------------------------------------------------------------------
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tp=st.sampled_from([1, 2, 4, 8]), gpus=st.sampled_from([8, 16]))
+def test_the_data_parallel_degree_is_one_number_wherever_it_appears(runner, tp, gpus):
+    res = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpus", str(gpus), "--tp", str(tp), "--stage",
+                              "1", "-f", "json"])  # fmt: skip
+    data = json.loads(res.stdout)
+    dps = {data["parallelism"]["dp"]} | ({data["mesh"]["dp"]} if "mesh" in data else set())
+    assert dps == {gpus // tp}

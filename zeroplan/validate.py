@@ -40,6 +40,21 @@ Text = Annotated[str, Field(strict=True)]
 NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
 Name = Annotated[str, Field(strict=True, min_length=1, pattern=NAME_PATTERN)]
 
+# A run's counts past any real run (docs/hardening.md, "Classes"): the options' bounds (scenario/bounds.py) and the
+# fields' of the input dataclasses (memory/setup.py), so a value from a file is held as a value typed is.
+# The largest training clusters hold about 10^5 GPUs (xAI's Colossus, 200,000 H100/H200 in 2025); 2^20 is five times
+# that. Parallel degrees cannot exceed the GPUs.
+MAX_GPUS = 2**20
+# Llama 4 Scout's 10M-token context (meta-llama/Llama-4-Scout-17B-16E config.json) is the longest trained; 2^27 is
+# 13 times it.
+MAX_SEQ_LEN = 2**27
+MAX_BATCH = 2**20  # sequences per GPU per step, or micro-steps per optimizer step: 10^6, where runs use 1 to 10^3
+MAX_GLOBAL_BATCH = 2**24  # sequences per optimizer step over all GPUs; Llama 3 405B ran 2,048 (16M tokens)
+MAX_LORA_RANK = 2**16  # a rank above the widest model's hidden size (PaLM's 18,432) adapts nothing more
+GPUs = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
+SeqLen = Annotated[int, Field(strict=True, gt=0, le=MAX_SEQ_LEN)]
+Batch = Annotated[int, Field(strict=True, gt=0, le=MAX_BATCH)]
+
 INPUT_CONFIG = ConfigDict(extra="forbid")  # an input dataclass's __pydantic_config__: an unknown key is an error
 
 
@@ -121,7 +136,10 @@ def _reason(err: Any, kind: Any, loc: tuple) -> str:
     if code in BOUNDS:
         key, sign = BOUNDS[code]
         shown = float(value) if at is float and type(value) is int else value  # the value as the field holds it
-        return f"must be {sign} {err['ctx'][key]:g}, got {shown!r}"
+        bound = err["ctx"][key]
+        if isinstance(bound, int) and code == "less_than_equal" and bound >= 1024:  # a count's bound: past any real run
+            return f"{value:,} is past any real run (at most {bound:,})"
+        return f"must be {sign} {bound:g}, got {shown!r}"
     if code == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
         return f"a name may not hold control characters, got {value!r}"
     if code in ("literal_error", "enum") and (options := _options(at)):

@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.validate import INPUT_CONFIG, Count, Flag, Size, validated
+from zeroplan.validate import INPUT_CONFIG, Batch, Count, Flag, GPUs, SeqLen, Size, validated
 
 
 class ZeroStage(IntEnum):
@@ -112,8 +112,8 @@ class Parallelism:
     """GPUs and nodes. Only data parallelism is modelled, so the data-parallel degree is the GPU count."""
 
     __pydantic_config__ = INPUT_CONFIG
-    gpus: Annotated[Count, Field(description="total GPUs (world size)")] = 8
-    nodes: Annotated[Count, Field(description="nodes the GPUs are spread over")] = 1
+    gpus: Annotated[GPUs, Field(description="total GPUs (world size)")] = 8
+    nodes: Annotated[GPUs, Field(description="nodes the GPUs are spread over")] = 1
 
     def __post_init__(self) -> None:
         if self.gpus % self.nodes:
@@ -161,9 +161,9 @@ class TrainingSetup:
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
     fp32_grad_accum: Annotated[Flag, Field(description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")] = False
-    seq_len: Annotated[Count, Field(description="tokens per sequence")] = 2048
-    micro_batch: Annotated[Count, Field(description="sequences per GPU per micro-step")] = 1
-    grad_accum: Annotated[Count, Field(description="micro-steps per optimizer step")] = 1
+    seq_len: Annotated[SeqLen, Field(description="tokens per sequence")] = 2048
+    micro_batch: Annotated[Batch, Field(description="sequences per GPU per micro-step")] = 1
+    grad_accum: Annotated[Batch, Field(description="micro-steps per optimizer step")] = 1
     checkpointing: Checkpointing = Checkpointing.none
     checkpoint_every: Annotated[Count, Field(description="full checkpointing: only every n-th layer (torchtitan layer SAC)")] = 1
     attention: Attention = Attention.flash

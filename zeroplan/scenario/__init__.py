@@ -239,7 +239,10 @@ def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int, setup: 
     """
     hidden = arch.hidden_size if arch else None
     pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
-    setup = replace(setup, **{k: v for k, v in pinned.items() if k not in args.given})
+    # validated, not replaced: the file's micro-batch is held to the bounds a typed one is (docs/hardening.md)
+    setup = validated(TrainingSetup, {**{f.name: getattr(setup, f.name) for f in fields(setup)},
+                                      **{k: v for k, v in pinned.items() if k not in args.given}},
+                      getattr(ds, "origin", "DeepSpeed config"))
     assumed = frozenset(f for f in ("precision", "micro_batch", "grad_accum") if f not in args.given and f not in pinned)
     config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup, assumed=assumed)
     if config.removed_keys:

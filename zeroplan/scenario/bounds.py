@@ -12,17 +12,15 @@ from typing import Any
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.units import parse_count
-from zeroplan.validate import MAX_MODEL_COUNTS
+from zeroplan.validate import (
+    MAX_BATCH,
+    MAX_GLOBAL_BATCH,
+    MAX_GPUS,
+    MAX_LORA_RANK,
+    MAX_MODEL_COUNTS,
+    MAX_SEQ_LEN,
+)
 
-# The largest training clusters hold about 10^5 GPUs (xAI's Colossus, 200,000 H100/H200 in 2025); 2^20 is five times
-# that. Parallel degrees cannot exceed the GPUs.
-MAX_GPUS = 2**20
-# Llama 4 Scout's 10M-token context (meta-llama/Llama-4-Scout-17B-16E config.json) is the longest trained; 2^27 is
-# 13 times it.
-MAX_SEQ_LEN = 2**27
-MAX_BATCH = 2**20  # sequences per GPU per step, or micro-steps per optimizer step: 10^6, where runs use 1 to 10^3
-MAX_GLOBAL_BATCH = 2**24  # sequences per optimizer step over all GPUs; Llama 3 405B ran 2,048 (16M tokens)
-MAX_LORA_RANK = 2**16  # a rank above the widest model's hidden size (PaLM's 18,432) adapts nothing more
 MAX_LAYERS = MAX_MODEL_COUNTS["num_hidden_layers"]
 
 OPTION_BOUNDS = {
