@@ -3,7 +3,6 @@
 Registered on the app by cli/app.py; option groups in cli/options.py (cli/groups.py), the error boundary in cli/common.py.
 """
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
