@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from zeroplan.advise.layouts.space import Layout
+from zeroplan.advise.layouts.space import Layout, divisors
 from zeroplan.memory.estimate import Scenario, evaluate, stage_knobs
 from zeroplan.memory.mesh import (
     MeshModel,
@@ -151,8 +151,7 @@ class Fitter:
 
     def micro_batches(self, layout: Layout) -> list[int]:
         """The micro-batches that keep micro-batch x accumulation x dp = global batch exact: divisors of per_rank."""
-        n = self.per_rank(layout)
-        return [d for d in range(1, n + 1) if n % d == 0]
+        return divisors(self.per_rank(layout))  # ascending, in O(sqrt n): 2^24 sequences per rank cost 4,096 steps
 
     def largest(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing,
                 at_one: StageEstimate | None = None) -> tuple[int, StageEstimate]:
