@@ -40,11 +40,13 @@ def count_params(model: str | Path | Mapping[str, Any] | ModelSpec | FamilyConfi
     return count(model)
 
 
+@typed
 def model_names() -> list[str]:
     """The model presets' names, sorted (`zeroplan models`)."""
     return preset_names("models")
 
 
+@typed
 def hardware_names() -> list[str]:
     """The hardware presets' names, sorted (`zeroplan hardware`)."""
     return preset_names("hardware")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zeroplan.api.arguments import member
+from zeroplan.api.arguments import member, typed
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.estimate import Estimate
 from zeroplan.units import Unit
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from zeroplan.check.runner import CheckReport
 
 
+@typed
 def to_dict(result: Estimate | Advice | LayoutAdvice | CheckReport, *, units: Unit | str = Unit.gib) -> dict[str, Any]:
     """What `--format json` prints for `result`: the same keys and integers (docs/json.md, docs/advisor.md,
     docs/checks.md). `units` is the display unit an estimate names (`"gib"` or `"gb"`); bytes stay bytes."""
