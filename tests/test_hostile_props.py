@@ -117,7 +117,7 @@ SAMPLE = {"pp_schedule": "zbv", "vpp": "2", "pp_first_layers": "3", "pp_last_lay
           "modules_to_save": "lm_head", "buffer_factor": "2", "from_kind": "axolotl", "max_micro_batch": "4",
           "stack": "torchtitan", "emit_torchtitan": "t.toml", "reduce_bucket_size": "1e6",
           "prefetch_bucket_size": "1e6", "max_live_parameters": "1e6", "param_persistence_threshold": "1e6",
-          "sub_group_size": "1e6", "hpz_partition_size": "2"}  # fmt: skip
+          "sub_group_size": "1e6", "hpz_partition_size": "2", "qlora_stack": "trl", "bnb_version": "0.43.1"}  # fmt: skip
 # What makes each rule's option meaningless beside the base run (the engine and stage rules need a context).
 CONTEXT = {"--engine deepspeed": ["--engine", "fsdp"], "ZeRO-3 (not --stage 0, 1 or 2)": ["--stage", "1"]}
 NEEDS_CASES = [(command, rule) for command in COMMANDS for rule in requires.NEEDS
@@ -128,7 +128,7 @@ NEEDS_CASES = [(command, rule) for command in COMMANDS for rule in requires.NEED
 
 def test_every_option_is_classified_as_standalone_or_needing_another():
     """The option list is read from the app: a new option must say whether it means something alone."""
-    classified = requires.STANDALONE | {rule.option for rule in requires.NEEDS}
+    classified = requires.STANDALONE | requires.REFUSED_ELSEWHERE | {rule.option for rule in requires.NEEDS}
     unclassified = sorted({p.name for c in COMMANDS for p in options_of(c)} - classified)
     assert not unclassified, unclassified
     assert len(NEEDS_CASES) > 40

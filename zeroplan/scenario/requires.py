@@ -82,6 +82,8 @@ NEEDS = (
     Needs("lora_dropout", "LoRA (--lora-rank or --adapter-config)", _given_any(*_LORA)),
     Needs("dora", "LoRA (--lora-rank or --adapter-config)", _given_any(*_LORA)),
     Needs("modules_to_save", "LoRA (--lora-rank or --adapter-config)", _given_any(*_LORA)),
+    Needs("qlora_stack", "--qlora", _given_any("qlora", "from_file")),
+    Needs("bnb_version", "a bitsandbytes base (--qlora or --load-in-8bit)", _given_any("qlora", "load_in_8bit", "from_file")),
     Needs("buffer_factor", "--method deepspeed", _is("method", "deepspeed")),
     Needs("from_kind", "--from", _given_any("from_file"), "--from-kind names the kind of a --from file: give --from FILE"),
     Needs("force", "a file to write (--html, --emit-*, --output)", _given_any(*_WRITES)),
@@ -110,6 +112,10 @@ STANDALONE = frozenset({
     "sweep", "stages", "gpu_counts", "micro_batches", "assignments", "checkpointings", "offload_optimizers",
     "offload_params",
 })  # fmt: skip
+
+# Options that need another and are refused without it by their own check, in their own words (exit 1):
+# --adapter-dtype without adapters (tests/test_finetune_gpu_terms.py).
+REFUSED_ELSEWHERE = frozenset({"adapter_dtype"})
 
 # What DeepSpeed's estimator functions read (deepspeed/estimator.py: the parameter counts and the GPUs); the
 # others describe zeroplan's own model of a run and would change nothing in their tables.
