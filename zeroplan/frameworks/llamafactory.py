@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from zeroplan.errors import SpecError
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import (
     FileKeys,
@@ -32,6 +33,9 @@ from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
                "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip
+# LLaMA-Factory's Megatron backends (examples/megatron/, examples/megatron_bridge/: mcore_adapter, Megatron Bridge)
+MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+                 "context_parallel_size", "use_distributed_optimizer", "recompute_granularity")
 OPTIMIZER_FLAGS = {"use_galore": "GaLore", "use_apollo": "APOLLO", "use_badam": "BAdam", "use_adam_mini": "Adam-mini",
                    "use_muon": "Muon"}  # fmt: skip
 
@@ -78,6 +82,7 @@ class LlamaFactoryKeys(FileKeys):
     use_adam_mini: bool = False
     use_muon: bool = False
     enable_liger_kernel: bool = False
+    use_asft_loss: bool = False
 
 
 def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
@@ -86,6 +91,10 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
         return read_llamafactory_v1(data, origin)
     keys = validate_keys(LlamaFactoryKeys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
+    if megatron := {k: data[k] for k in MEGATRON_KEYS if k in data}:
+        mesh = ", ".join(f"{k}: {v}" for k, v in megatron.items())
+        raise SpecError(f"{origin}: {mesh}: LLaMA-Factory's Megatron-Core backend is not read from the file; estimate "
+                        "it with --method megatron and its --tp/--pp/--ep (docs/megatron.md)")
     _refusals(keys, stated, refuse)
 
     def take(key: str, option: str | None, value: Any, means: str, written: Any = None) -> Taken:
@@ -131,6 +140,8 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
     if keys.finetuning_type == "lora" and keys.adapter_name_or_path is not None:
         refuse.add("adapter_name_or_path", keys.adapter_name_or_path, "an existing adapter merged or resumed; its own "
                    "adapter_config.json sets the rank and targets: give it with --adapter-config, without --from")  # fmt: skip
+    if keys.use_asft_loss:  # src/llamafactory/train/sft/trainer.py: a frozen copy of the model for the ASFT KL term
+        refuse.add("use_asft_loss", True, "ASFT: a frozen reference model forwarded every step")
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:
@@ -247,8 +258,7 @@ class LlamaFactoryV1Keys(FileKeys):
 def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
     keys = validate_keys(LlamaFactoryV1Keys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
-    if keys.peft_config:
-        refuse.add("peft_config.name", keys.peft_config.get("name"), "PEFT adapters; not read from the file yet: estimate the run without --from, with --adapter-config (docs/finetune.md)")
+    tuning = _v1_tuning(keys.peft_config or {}, refuse)
     if keys.quant_config:
         refuse.add("quant_config.name", keys.quant_config.get("name"), "a quantized base model")
     if keys.optim_config and keys.optim_config.get("name") not in (None, "adamw"):
@@ -268,9 +278,37 @@ def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
              take("bf16", "precision", precision, f"--precision {precision.value}"),
              take("enable_activation_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"),
              take("flash_attn", "attention", attention, f"--attention {attention.value}"),
-             *_dist(keys.dist_config, refuse)]  # fmt: skip
+             *_dist(keys.dist_config, refuse), *tuning]  # fmt: skip
     refuse.raise_any()
     return FrameworkRun(FromKind.llamafactory, origin, tuple(taken))
+
+
+def _v1_tuning(peft: Mapping, refuse: NotModelled) -> list[Taken]:
+    """v1 peft_config (v1/plugins/model_plugins/peft.py): lora (r 8, target_modules all, lora_dropout 0) or freeze, as v0's."""
+    name = peft.get("name")
+    if name is None:
+        return [Taken("peft_config", None, None, None, "full fine-tuning: every parameter trained", True)]
+    if name == "freeze":
+        layers, modules, extra = peft.get("freeze_trainable_layers", 2), peft.get("freeze_trainable_modules", "all"), peft.get("freeze_extra_modules")
+        if not isinstance(layers, int) or not isinstance(modules, str) or not isinstance(extra, (str, type(None))):
+            refuse.add("peft_config.freeze_trainable_layers", layers, "a freeze rule zeroplan cannot read")
+            return []
+        rule = TrainOnly("peft_config.freeze_trainable_modules", layers, _split(modules), _split(extra))
+        return [Taken("peft_config.name", name, "train_only", rule, f"freeze: only {layers} layers' {modules} train, the rest frozen")]
+    if name != "lora":
+        refuse.add("peft_config.name", name, "a PEFT method other than lora and freeze")
+        return []
+    rank, targets, dropout = peft.get("r", 8), peft.get("target_modules", "all"), peft.get("lora_dropout", 0.0)
+    if not isinstance(rank, int) or rank < 1 or not isinstance(targets, str) or not isinstance(dropout, (int, float)):
+        refuse.add("peft_config.r", rank, "a LoRA config zeroplan cannot read (r an integer, target_modules a string)")
+        return []
+    split = _split(targets)
+    target = (Taken("peft_config.target_modules", targets, "lora_linear_names", "", "every *Linear* module but lm_head")
+              if split == ("all",) else Taken("peft_config.target_modules", targets, "lora_targets", ",".join(split),
+                                              f"--lora-targets {','.join(split)}"))
+    return [Taken("peft_config.name", name, None, None, "LoRA adapters (peft), the base frozen"),
+            Taken("peft_config.r", rank, "lora_rank", str(rank), f"--lora-rank {rank}"), target,
+            Taken("peft_config.lora_dropout", dropout, "lora_dropout", float(dropout), f"--lora-dropout {dropout:g}")]
 
 
 def _dist(dist: DistConfig | None, refuse: NotModelled) -> list[Taken]:

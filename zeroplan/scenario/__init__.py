@@ -123,12 +123,16 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
         if args.from_kind:
             raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
         return args, None
-    from zeroplan.frameworks.apply import apply_run
+    from zeroplan.frameworks.apply import apply_runs
     from zeroplan.frameworks.kinds import FromKind
     from zeroplan.frameworks.source import read_framework_file
 
-    run = read_framework_file(Path(args.from_file), FromKind(args.from_kind) if args.from_kind else None)
-    found = apply_run(run, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
+    paths = (args.from_file,) if isinstance(args.from_file, str) else tuple(args.from_file)
+    if args.from_kind and len(paths) > 1:
+        raise UsageError("--from-kind names the kind of one --from file: give it with one --from")
+    kind = FromKind(args.from_kind) if args.from_kind else None
+    runs = tuple(read_framework_file(Path(path), kind) for path in paths)
+    found = apply_runs(runs, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
     applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
     return applied, found
 

@@ -60,7 +60,7 @@ class ScenarioArgs:
     fragmentation: float | None = None
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
-    from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it
+    from_file: str | tuple[str, ...] | list[str] | None = None  # --from FILE, repeatable (a training file, its launcher's); typed options override them
     from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
     # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.
     freeze: str | None = None  # comma-separated globs over HF parameter names
