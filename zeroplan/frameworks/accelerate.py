@@ -107,7 +107,8 @@ def _engine(keys: AccelerateKeys, origin: str, refuse: NotModelled) -> list[Take
         return [Taken("distributed_type", kind, "engine", Engine.deepspeed, "--engine deepspeed"),
                 *_deepspeed(section, keys, origin)]  # fmt: skip
     if kind == "FSDP":
-        return [Taken("distributed_type", kind, None, None, "FSDP"), *fsdp_taken(keys.fsdp_config or {}, "fsdp_config", origin, refuse)]
+        fsdp = fsdp_taken(keys.fsdp_config or {}, "fsdp_config", origin, refuse)  # its first: the engine, by version
+        return [Taken("distributed_type", kind, "engine", fsdp[0].value, "FSDP"), *fsdp]
     if kind == "MULTI_GPU":
         return [Taken("distributed_type", kind, "engine", Engine.ddp, "--engine ddp"),
                 Taken("distributed_type", kind, "stage", 0, "stage 0 (DDP)")]  # fmt: skip

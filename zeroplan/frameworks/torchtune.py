@@ -22,7 +22,7 @@ from zeroplan.memory.setup import Checkpointing, Engine, Loss, OffloadDevice, Op
 BUILDERS = {"llama3_1_8b": "llama-3.1-8b", "llama3_1_70b": "llama-3.1-70b", "llama3_1_405b": "llama-3.1-405b",
             "llama2_7b": "llama-2-7b", "mistral_7b": "mistral-7b", "qwen2_5_7b_base": "qwen2.5-7b",
             "qwen2_5_7b_instruct": "qwen2.5-7b", "qwen2_5_72b_instruct": "qwen2.5-72b", "gemma2_2b": "gemma2-2b",
-            "gemma2_9b": "gemma2-9b", "gemma2_27b": "gemma2-27b", "phi3_mini": "phi-3-mini", "qwen3_8b_base": "qwen3-8b",
+            "gemma2_9b": "gemma2-9b", "gemma2_27b": "gemma2-27b", "qwen3_8b_base": "qwen3-8b",
             "qwen3_8b_instruct": "qwen3-8b", "qwen3_32b": "qwen3-32b", "phi4_14b": "phi-4"}  # fmt: skip
 OPTIMIZERS = {"torch.optim.AdamW": Optimizer.adamw, "torch.optim.Adam": Optimizer.adamw,
               "bitsandbytes.optim.PagedAdamW8bit": Optimizer.paged_adamw_8bit,
