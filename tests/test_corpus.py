@@ -56,3 +56,10 @@ def test_a_corpus_file_is_read_as_recorded_or_refused_in_one_line(runner, entry)
                "mode": data["finetune"]["mode"] if data.get("finetune") else "full", "seq_len": data["setup"]["seq_len"],
                "micro_batch": data["setup"]["micro_batch"]}  # fmt: skip
     assert reading == expect
+
+
+def test_the_readme_names_every_file_kind_read():
+    from zeroplan.frameworks.kinds import kinds_sentence
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"every key used or listed as not used: {kinds_sentence()}." in readme
