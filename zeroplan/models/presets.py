@@ -4,13 +4,14 @@ parsed and validated by the model families."""
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeroplan.errors import SpecError
 from zeroplan.models.architecture import Architecture, ParamCount
-from zeroplan.models.hub import is_hub_id
+from zeroplan.models.hub import base_form, family_key, is_hub_id, variant_candidates
+from zeroplan.printable import printable
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
 from zeroplan.validate import validated, validation_message
@@ -103,7 +104,7 @@ def model_reference(ref: str) -> str | Path:
             raise SpecError(f"{ref}: a folder without a config.json; {HOW_TO_GIVE_A_MODEL}")
         return config
     if is_hub_id(ref):
-        if (name := preset_for_hf_id(ref)) is not None:
+        if (name := preset_for_hf_id(ref)) is not None or (name := _variant_of(ref)[0]) is not None:
             return name
         raise SpecError(f"{ref}: no preset has this hf_id, and no local folder or file has this name (zeroplan "
                         f"never downloads); {HOW_TO_GIVE_A_MODEL}{_close_hf_ids(ref)}")
@@ -132,12 +133,28 @@ def preset_for_hf_id(hub_id: str) -> str | None:
 HF_ID_CUTOFF = 0.8  # difflib similarity a Hub id needs to a preset's hf_id to be suggested
 
 
+def _variant_of(hub_id: str) -> tuple[str | None, str]:
+    """(the preset a Hub id is a variant of, the note that says so), or (None, '')."""
+    bases = {base_form(found)[0]: (name, found) for name, path in preset_paths("models").items()
+             if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
+    for candidate, why in variant_candidates(hub_id):
+        if candidate in bases:
+            name, preset_id = bases[candidate]
+            return name, (f"{printable(hub_id)} is counted as {name} ({preset_id}): {why}; the same layers, widths, "
+                          "heads and vocabulary assumed (zeroplan is offline; if its config.json differs, give it with "
+                          "--model PATH/config.json)")  # fmt: skip
+    return None, ""
+
+
 def _close_hf_ids(hub_id: str) -> str:
-    """'; did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)?' for the presets whose hf_id is spelt close, or ''."""
+    """'; did you mean qwen3-8b (Qwen/Qwen3-8B), ...?': the presets of the id's family (its name and generation), else
+    those whose hf_id is spelt close; '' for none."""
     ids = {found.lower(): (name, found) for name, path in preset_paths("models").items()
            if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
+    family = family_key(hub_id)
+    close = [key for key in sorted(ids) if family is not None and family_key(key) == family]
     # 0.8: an Instruct or base variant of a preset comes close; another generation (Qwen3 vs Qwen2.5) does not.
-    close = difflib.get_close_matches(hub_id.lower(), list(ids), n=2, cutoff=HF_ID_CUTOFF)
+    close = close or difflib.get_close_matches(hub_id.lower(), list(ids), n=2, cutoff=HF_ID_CUTOFF)
     return f"; did you mean {', '.join(f'{ids[c][0]} ({ids[c][1]})' for c in close)}?" if close else ""
 
 
@@ -151,7 +168,10 @@ def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
     from zeroplan.models.params import count_params
 
     spec = load_model(ref)
-    return spec.name, count_params(spec.config), spec.architecture()
+    counts = count_params(spec.config)
+    if is_hub_id(ref) and preset_for_hf_id(ref) is None and (note := _variant_of(ref)[1]):
+        counts = replace(counts, notes=(*counts.notes, note))
+    return spec.name, counts, spec.architecture()
 
 
 def all_models() -> list[ModelSpec]:
