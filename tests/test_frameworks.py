@@ -210,7 +210,9 @@ def test_a_model_the_file_names_that_zeroplan_cannot_resolve_says_how_to_give_on
     path = write("sft.yaml", {**LF, "model_name_or_path": "Qwen/Qwen3-4B-Instruct-2507"})
     assert error(runner, "--from", path) == (
         "sft.yaml: model_name_or_path: Qwen/Qwen3-4B-Instruct-2507: no preset has this hf_id, and no local folder or "
-        "file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan models`")
+        "file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan models`; "
+        "did you mean qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b (Qwen/Qwen3-30B-A3B), qwen3-32b "
+        "(Qwen/Qwen3-32B), qwen3-8b (Qwen/Qwen3-8B)?")
     assert estimate(runner, "--from", path, "--params", "4e9")["model"]["num_params"] == 4_000_000_000
 
 

@@ -51,10 +51,10 @@ def read_framework_file(path: Path, kind: FromKind | None = None) -> FrameworkRu
 
 def _checked(kind: FromKind) -> frozenset[str]:
     """The top-level keys a kind's reader checks (its pydantic model's fields, and the keys it refuses by name)."""
-    from zeroplan.frameworks import accelerate, axolotl, llamafactory, swift, torchtitan, torchtune, trl
+    from zeroplan.frameworks import accelerate, axolotl, llamafactory, llamafactory_v1, swift, torchtitan, torchtune, trl
 
     models = {FromKind.accelerate: (accelerate.AccelerateKeys,), FromKind.axolotl: (axolotl.AxolotlKeys,),
-              FromKind.llamafactory: (llamafactory.LlamaFactoryKeys, llamafactory.LlamaFactoryV1Keys),
+              FromKind.llamafactory: (llamafactory.LlamaFactoryKeys, llamafactory_v1.LlamaFactoryV1Keys),
               FromKind.trl: (trl.TrlKeys,), FromKind.swift: (swift.SwiftKeys,), FromKind.torchtune: (torchtune.TorchtuneKeys,),
               FromKind.torchtitan: (torchtitan.TitanKeys,)}  # fmt: skip
     return frozenset(name for model in models[kind] for name in model.model_fields)

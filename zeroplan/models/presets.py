@@ -27,6 +27,8 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
     from zeroplan.models.families import ModelSpec, missing_required
 
     data = require_mapping(data, origin)
+    if hf_name is not None and (problem := quantized_checkpoint(data)):
+        raise SpecError(f"{origin}: {problem}")
     if hf_name is not None and _only_transformers_describes(data):
         from zeroplan.models.hf import count_with_transformers
 
@@ -42,6 +44,28 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
         return ModelSpec.model_validate({**body, "config": config})
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc, ModelSpec)) from None
+
+
+# quant_method -> what its checkpoint stores (transformers' quantizers: src/transformers/quantizers/auto.py)
+QUANT_FORMATS = {"gptq": "GPTQ: int32-packed 4-bit qweight, qzeros, fp16 scales, g_idx",
+                 "awq": "AWQ: int32-packed 4-bit qweight, qzeros, fp16 scales",
+                 "fp8": "FP8: float8_e4m3fn weights with fp32 block scales (weight_scale_inv)",
+                 "compressed-tensors": "compressed-tensors: packed int or float8 weights with their scales",
+                 "bitsandbytes": "bitsandbytes 4- or 8-bit weights (give the unquantized config with --qlora or "
+                                 "--load-in-8bit)"}  # fmt: skip
+
+
+def quantized_checkpoint(data: dict) -> str:
+    """One line for a config.json whose checkpoint is stored quantized (its quantization_config): zeroplan does not
+    count its stored bytes yet and never counts it as bf16; '' for an unquantized one."""
+    config = data.get("quantization_config")
+    if config is None:
+        return ""
+    method = config.get("quant_method", "?") if isinstance(config, dict) else "?"
+    what = QUANT_FORMATS.get(str(method), "a quantized checkpoint")
+    return (f"quantization_config: quant_method {printable(str(method))} ({what}) is a pre-quantized checkpoint, whose "
+            "stored bytes zeroplan does not count yet; it is not counted as bf16 either: give the unquantized model's "
+            "config.json")
 
 
 def _only_transformers_describes(data: dict) -> bool:
