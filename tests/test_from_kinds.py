@@ -165,12 +165,12 @@ def test_llamafactory_v1_freeze_is_read_not_pointed_at_adapter_config(runner, wr
 
 
 def test_a_quantized_checkpoint_is_refused_not_counted_as_bf16(runner, tmp_path):
-    folder = tmp_path / "Qwen3-8B-FP8"
+    folder = tmp_path / "Qwen3-8B-GPTQ"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100,
-        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}))  # fmt: skip
+        "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}))  # fmt: skip
     line = refusal(runner, "--model", str(folder / "config.json"))
-    assert line.endswith("config.json: quantization_config: quant_method fp8 (FP8: float8_e4m3fn weights with fp32 block "
-                         "scales (weight_scale_inv)) is a pre-quantized checkpoint, whose stored bytes zeroplan does not "
-                         "count yet; it is not counted as bf16 either: give the unquantized model's config.json")
+    assert line.endswith("config.json: quantization_config: quant_method gptq (GPTQ: int32-packed 4-bit qweight, qzeros, "
+                         "fp16 scales, g_idx) is a pre-quantized checkpoint, whose stored bytes zeroplan does not count "
+                         "here; it is not counted as bf16 either: give the unquantized model's config.json")

@@ -84,8 +84,9 @@ def check_quant_engine(tuning: Tuning, recipe: Recipe, engine: Engine, stage: Ze
     if not sharded or spec.quant is Quant.none:
         return
     where = "ZeRO-3" if engine is Engine.deepspeed else f"--engine {engine.value}"
-    if spec.quant is Quant.int8:
-        raise ZeroplanError(f"an 8-bit (LLM.int8) base under {where} is not modelled: use ZeRO-0/1/2 or ddp")
+    if spec.quant in (Quant.int8, Quant.fp8):
+        what = "an 8-bit (LLM.int8)" if spec.quant is Quant.int8 else "an FP8 checkpoint's"
+        raise ZeroplanError(f"{what} base under {where} is not modelled: use ZeRO-0/1/2 or ddp")
     compute = {2: {Precision.fp16_mixed: "float16"}.get(recipe.precision, "bfloat16"), 4: "float32"}[recipe.param_bytes]
     if spec.quant_storage.value != compute:
         raise ZeroplanError(f"--quant-storage {spec.quant_storage.value} under {where}: QLoRA there needs the packed "
@@ -253,6 +254,11 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
                      + "; the QuantState is not a parameter and stays whole on every GPU")
     elif spec.quant is Quant.int8:
         notes.append("base linears in bitsandbytes LLM.int8: int8 weights + fp32 row scales")
+    elif spec.quant is Quant.fp8:
+        b0, b1 = spec.quant_block
+        notes.append(f"base linears as the FP8 checkpoint stores them (transformers' FP8Linear): float8_e4m3fn weights "
+                     f"+ fp32 scales per {b0}x{b1} block; the output head in the compute dtype; backward dequantizes one "
+                     "weight at a time (docs/finetune.md)")
     if engine is Engine.fsdp and spec.freeze:
         notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
     notes.append("activations: a saved tensor is kept only for a gradient that is needed (frozen linears keep no "

@@ -4,6 +4,7 @@ parsed and validated by the model families."""
 from __future__ import annotations
 
 import difflib
+from contextvars import ContextVar
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,17 +56,42 @@ QUANT_FORMATS = {"gptq": "GPTQ: int32-packed 4-bit qweight, qzeros, fp16 scales,
                                  "--load-in-8bit)"}  # fmt: skip
 
 
-def quantized_checkpoint(data: dict) -> str:
-    """One line for a config.json whose checkpoint is stored quantized (its quantization_config): zeroplan does not
-    count its stored bytes yet and never counts it as bf16; '' for an unquantized one."""
+# Set while a run that counts an FP8 checkpoint's stored bytes (a LoRA on it: scenario/finetune.py) loads its model.
+FP8_BASE_COUNTED: ContextVar[bool] = ContextVar("FP8_BASE_COUNTED", default=False)
+
+
+def fp8_block(data: dict) -> tuple[int, int] | None:
+    """An FP8 block-scaled checkpoint's weight_block_size (quant_method fp8, two positive integers), else None."""
     config = data.get("quantization_config")
-    if config is None:
+    if not isinstance(config, dict) or config.get("quant_method") != "fp8":
+        return None
+    block = config.get("weight_block_size")
+    ok = isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)
+    return (block[0], block[1]) if ok and config.get("scale_fmt", "float") == "float" else None
+
+
+def checkpoint_fp8_block(ref: str | None) -> tuple[int, int] | None:
+    """The weight_block_size of the FP8 checkpoint a --model file or folder names (its config.json), else None."""
+    if not ref or ref in preset_paths("models") or is_hub_id(ref) and not _is_dir(ref):
+        return None
+    path = Path(ref) / "config.json" if _is_dir(ref) else Path(ref)
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    data = parse_json(read_text(path), str(path))
+    return fp8_block(data) if isinstance(data, dict) else None
+
+
+def quantized_checkpoint(data: dict) -> str:
+    """One line for a config.json whose checkpoint is stored quantized (its quantization_config) where its stored
+    bytes are not counted (only an FP8 block-scaled base under LoRA is); '' otherwise."""
+    config = data.get("quantization_config")
+    if config is None or (FP8_BASE_COUNTED.get() and fp8_block(data) is not None):
         return ""
     method = config.get("quant_method", "?") if isinstance(config, dict) else "?"
     what = QUANT_FORMATS.get(str(method), "a quantized checkpoint")
     return (f"quantization_config: quant_method {printable(str(method))} ({what}) is a pre-quantized checkpoint, whose "
-            "stored bytes zeroplan does not count yet; it is not counted as bf16 either: give the unquantized model's "
-            "config.json")
+            "stored bytes zeroplan does not count here; it is not counted as bf16 either: give the unquantized model's "
+            "config.json" + ("; an FP8 block-scaled base is counted under LoRA (--lora-rank R)" if method == "fp8" else ""))
 
 
 def _only_transformers_describes(data: dict) -> bool:

@@ -144,7 +144,18 @@ def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig |
 
 
 def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None, FromFile | None]:
-    """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied."""
+    """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied.
+    An FP8 block-scaled checkpoint's config.json is read here, its stored bytes counted by the tuning (a LoRA on it)."""
+    from zeroplan.models.presets import FP8_BASE_COUNTED
+
+    token = FP8_BASE_COUNTED.set(True)
+    try:
+        return _scenario_config_and_file(args)
+    finally:
+        FP8_BASE_COUNTED.reset(token)
+
+
+def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None, FromFile | None]:
     args, found = from_framework(args)
     hw = hardware_from(args.hardware)
     par = parallelism_from(args.gpus, args.nodes, hw)
