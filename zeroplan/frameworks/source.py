@@ -57,7 +57,9 @@ def _checked(kind: FromKind) -> frozenset[str]:
               FromKind.llamafactory: (llamafactory.LlamaFactoryKeys, llamafactory_v1.LlamaFactoryV1Keys),
               FromKind.trl: (trl.TrlKeys,), FromKind.swift: (swift.SwiftKeys,), FromKind.torchtune: (torchtune.TorchtuneKeys,),
               FromKind.torchtitan: (torchtitan.TitanKeys,)}  # fmt: skip
-    return frozenset(name for model in models[kind] for name in model.model_fields)
+    checked = {FromKind.torchtitan: ("compile.enable", "compile.components", "quantize.linear", "model.converters",
+                                     "model.name", "model.flavor", "optimizer.name")}  # read where they are set
+    return frozenset(name for model in models[kind] for name in model.model_fields) | frozenset(checked.get(kind, ()))
 
 
 TITAN_SECTIONS = frozenset({"job", "training", "parallelism", "model", "activation_checkpoint"})

@@ -57,6 +57,7 @@ class SwiftKeys(FileKeys):
     attn_impl: str | None = None
     optim: str = "adamw_torch"
     rlhf_type: str | None = None
+    device_groups: dict[str, Any] | None = None  # use_ray: nproc_per_node (examples/train/multi-node/ray/sft.yaml)
 
 
 def read_swift(data: Mapping, origin: str) -> FrameworkRun:
@@ -80,6 +81,10 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     taken = _tuning(keys, tuner, tuner_key, stated, take, refuse)
     if keys.model is not None:
         taken.append(take("model", "model", keys.model, f"--model {keys.model}"))
+    nproc = (keys.device_groups or {}).get("nproc_per_node")
+    if isinstance(nproc, int) and nproc > 0:
+        taken.append(Taken("device_groups.nproc_per_node", nproc, "gpus", str(nproc), f"--gpus {nproc} (ms-swift's Ray "
+                           "device group)"))
     micro = keys.per_device_train_batch_size
     taken.append(take("per_device_train_batch_size", "micro_batch", str(micro), f"--micro-batch {micro}"))
     if keys.gradient_accumulation_steps is not None:

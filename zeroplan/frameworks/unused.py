@@ -23,7 +23,7 @@ NO_MEMORY = re.compile(
     r"save|output_dir|overwrite_output_dir|checkpoint|resume|push_to_hub|hub_|eval|do_eval|do_train|do_predict|"
     r"per_device_eval_batch_size|batch_size_val|profil|job|comm|metrics|ddp_timeout|dataloader|preprocessing|"
     r"overwrite_cache|cache_dir|model_revision|trust_remote_code|model_author|model_name|split_dataset_ratio|"
-    r"load_from_cache_file|plot_loss|trainer|strict|device|seed|max_steps_per_epoch|gradient_checkpointing_kwargs|"
+    r"load_from_cache_file|plot_loss|trainer|strict|device$|seed|max_steps_per_epoch|gradient_checkpointing_kwargs|"
     r"use_reentrant|include_|remove_unused_columns|label_names|average_tokens|torch_empty_cache|ENV|experimental|"
     r"fault_tolerance|debug|lr_scheduler|validation|optimizer|memory_estimation|float8|mx|ft|dump_folder|description|"
     r"hf_assets_path|output|bf16_full_eval|fp16_full_eval|tf32|max_seq_length|compute_environment|machine_rank|"
