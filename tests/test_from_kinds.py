@@ -174,3 +174,11 @@ def test_a_quantized_checkpoint_is_refused_not_counted_as_bf16(runner, tmp_path)
     assert line.endswith("config.json: quantization_config: quant_method gptq (GPTQ: int32-packed 4-bit qweight, qzeros, "
                          "fp16 scales, g_idx) is a pre-quantized checkpoint, whose stored bytes zeroplan does not count "
                          "here; it is not counted as bf16 either: give the unquantized model's config.json")
+
+
+def test_toml_without_tomllib_is_one_line(runner, write, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # as on Python 3.10, whose standard library has no tomllib
+    path = write("job.toml", '[model]\nname = "llama3"\n')
+    assert refusal(runner, "--from", path) == "job.toml: reading TOML needs Python 3.11 or later (the standard library's tomllib)"

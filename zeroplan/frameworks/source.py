@@ -69,7 +69,7 @@ def parse_toml(text: str, origin: str) -> dict:
     """TOML through the standard library's tomllib (Python 3.11+); on 3.10 one line says so."""
     try:
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10: no tomllib, and zeroplan adds no dependency for it
+    except ImportError:  # Python 3.10: no tomllib, and zeroplan adds no dependency for it
         raise SpecError(f"{origin}: reading TOML needs Python 3.11 or later (the standard library's tomllib)") from None
     try:
         return tomllib.loads(text)

@@ -88,7 +88,7 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
     taken += _optimizer(keys, refuse)
     if loss in CHUNKED_LOSSES:
         taken.append(Taken("loss._component_", loss, "loss", Loss.chunked, "--loss chunked (the output in 8 chunks, each upcast on its own)"))
-    elif loss:
+    elif loss and not ("DPO" in loss or "rlhf" in loss):
         refuse.add("loss._component_", loss, "a loss other than torchtune's chunked cross-entropy")
     refuse.raise_any()
     uncounted = ("enable_activation_offloading: true",) if keys.enable_activation_offloading else ()
