@@ -134,6 +134,7 @@ def saves_matmul_input(version: str) -> bool:
     """bitsandbytes releases before 0.43.2 keep each 4-bit matmul's input for the backward (BNB_DROPS_INPUT_SINCE)."""
     return bnb_version(version) < BNB_DROPS_INPUT_SINCE
 
+
 FP8_WEIGHT_BYTES = 1  # float8_e4m3fn
 FP8_SCALE_BYTES = FP32_BYTES  # weight_scale_inv float32 (the ue8m0 scale format is not read)
 
