@@ -115,7 +115,16 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "stages": [stage_view(s) for s in est.stages],
         "assumptions": list(est.assumptions),
         **mesh_keys(est),
+        **calibration_keys(est),
     }
+
+
+def calibration_keys(est: Estimate) -> dict:
+    """`calibration` (the file and what it changed) when one was applied (docs/calibrate.md); absent otherwise."""
+    over = est.scenario.overheads
+    if over is None or not over.calibration:
+        return {}
+    return {"calibration": {"file": over.calibration, "changes": list(over.calibration_changes)}}
 
 
 def mesh_keys(est: Estimate) -> dict:

@@ -164,6 +164,8 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    if args.calibration:
+        overheads = calibrated_overheads(overheads, args.calibration, hw, args.given)
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
@@ -173,6 +175,14 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 
         scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)
     return scn, config, found
+
+
+def calibrated_overheads(overheads, path: str, hw, typed: frozenset[str]):
+    """The overheads with a calibration file applied (zeroplan.calibration.file; docs/calibrate.md)."""
+    from zeroplan.calibration.file import calibrated, load_calibration
+    from zeroplan.memory.stage import Overheads
+
+    return calibrated(overheads or Overheads(), load_calibration(path), hw.name if hw else "", typed)
 
 
 def model_of(args: ScenarioArgs, found: FromFile | None,

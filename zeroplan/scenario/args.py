@@ -58,6 +58,7 @@ class ScenarioArgs:
     cuda_context_gib: float | None = None
     nccl_gib: float | None = None
     fragmentation: float | None = None
+    calibration: str | None = None  # a `zeroplan calibrate --save` file (zeroplan.calibration.file)
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
     from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it

@@ -1,0 +1,74 @@
+"""`zeroplan calibrate RECORD...`: a real run's memory record against zeroplan's estimate of the same run.
+
+The run is described as `estimate` takes it (the same options, --deepspeed-config, --from) or by a `check` plan
+file (--plan). The options are estimate's own, read off its signature, so the two commands cannot drift; estimate's
+output choices (--method, --buffer-factor, --html) are left out.
+"""
+
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from zeroplan.cli import estimate as estimate_command
+from zeroplan.cli.common import run, scenario_args, show
+from zeroplan.units import Unit
+
+NOT_THE_RUN = ("method", "buffer_factor", "html")  # how estimate prints, not what the run was
+RecordsArg = Annotated[list[Path], typer.Argument(
+    metavar="RECORD", show_default=False,
+    help="The run's memory records (docs/calibrate.md): torch.cuda.memory_stats() JSON, a _dump_snapshot pickle, "
+         "trainer_state.json or a Trainer log, DeepSpeed / torchtitan logs, Lightning's metrics.csv, nvidia-smi CSV.")]
+SaveOpt = Annotated[Optional[str], typer.Option("--save", help="Write the fitted calibration (YAML) for --calibration; an existing file only with --force.")]
+PlanOpt = Annotated[Optional[str], typer.Option("--plan", help="A `zeroplan check` plan file describing the run, instead of the options.")]
+
+
+def calibrate(ctx: typer.Context, records: RecordsArg, save: SaveOpt = None, plan: PlanOpt = None, **options) -> None:
+    """Predicted against measured, term by term, from a real run's memory record; --save fits a calibration."""
+    fmt, units = options["fmt"], options["units"]
+    args = scenario_args(options, ctx)
+
+    def go() -> None:
+        from zeroplan.calibration.file import save_calibration
+        from zeroplan.calibration.result import calibrate as compare_run
+        from zeroplan.calibration.result import result_view
+
+        result = compare_run(_estimate(args, options["stage"], plan), records)
+        if save is not None:
+            save_calibration(result.calibration, save, options["force"])
+        show(lambda: result_view(result, save), lambda: _tables(result_view(result, save), units), fmt)
+
+    run(go, fmt)
+
+
+def _estimate(args, stage, plan: str | None):
+    if plan is None:
+        from zeroplan.scenario import answers
+
+        return answers.estimate(args, stage)
+    from zeroplan.check.planfiles import load_plan
+    from zeroplan.memory.estimate import estimate_memory
+    from zeroplan.memory.setup import ZeroStage
+
+    planned = load_plan(Path(plan))
+    return estimate_memory(planned.scenario, stages=(ZeroStage(int(planned.config.stage)),))
+
+
+def _tables(view: dict, units: Unit) -> list:
+    from zeroplan.cli.render.calibrate import calibrate_renderables
+
+    return calibrate_renderables(view, units)
+
+
+def _signature() -> inspect.Signature:
+    """calibrate's own parameters, then estimate's (less NOT_THE_RUN): typer reads this as the command's options."""
+    own = list(inspect.signature(calibrate).parameters.values())[:4]
+    theirs = [p for name, p in inspect.signature(estimate_command.estimate).parameters.items()
+              if name not in NOT_THE_RUN and name != "ctx"]
+    return inspect.Signature(own + theirs)
+
+
+calibrate.__signature__ = _signature()
+calibrate.__annotations__ = {p.name: p.annotation for p in calibrate.__signature__.parameters.values()}
