@@ -1,0 +1,168 @@
+"""One battery case in its own process: build the model from a config dict, train two steps, print one JSON line.
+
+Run by battery.py (python validation/gpu/worker.py CASE_JSON); not meant to be called by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+STEPS = 2  # the second step is the steady state (optimizer states exist, the allocator has warmed)
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    case, dry, model_cfg, shape = spec["case"], spec["dry_run"], spec["model"], spec["shape"]
+    import torch
+
+    out = {"context_used_bytes": None}
+    device = torch.device("cpu" if dry else "cuda")
+    if not dry:
+        torch.cuda.init()
+        free, total = torch.cuda.mem_get_info()
+        out["context_used_bytes"] = total - free  # everything on the GPU right after init: context + others
+        torch.cuda.memory._record_memory_history(max_entries=200_000)
+    model, optimizer, engine = build(case, model_cfg, device, dry)
+    started = time.perf_counter()
+    for _ in range(STEPS):
+        step(case, model, optimizer, engine, shape, model_cfg["vocab_size"], device)
+    out["step_seconds"] = (time.perf_counter() - started) / STEPS
+    if not dry:
+        torch.cuda.synchronize()
+        out.update(counters(torch))
+    print("BATTERY-RESULT " + json.dumps(out))
+
+
+def build(case: dict, cfg: dict, device, dry: bool):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(**{k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "torch_dtype")})
+    config._attn_implementation = case["attention"]
+    kwargs = {}
+    if case["tuning"].startswith("qlora"):
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_compute_dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(config, **kwargs)  # quantized on .to(device) by bitsandbytes
+    else:
+        model = AutoModelForCausalLM.from_config(config)
+    model.to(device)
+    if case["checkpointing"] == "full":
+        model.gradient_checkpointing_enable()
+    if case["tuning"] == "qlora-prep":
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model)
+    if case["tuning"] != "full":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 use_dora=case["tuning"] == "dora", task_type="CAUSAL_LM"))
+    if case["float8"]:
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model)
+    if case["compile"]:
+        model = torch.compile(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    engine = None
+    if case["engine"].startswith("deepspeed"):
+        return deepspeed_engine(case, model, params)
+    if case["engine"] == "fsdp2":
+        fsdp2(model, device)
+        params = [p for p in model.parameters() if p.requires_grad]
+    return model, optimizer_of(case["optimizer"], params), engine
+
+
+def optimizer_of(name: str, params):
+    import torch
+
+    if name == "adamw-foreach":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "adamw-fused":
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    import bitsandbytes as bnb
+
+    return {"adamw-8bit": bnb.optim.AdamW8bit, "paged-adamw": bnb.optim.PagedAdamW32bit}[name](params, lr=1e-4)
+
+
+def init_process_group(backend: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("BATTERY_PORT", "29533"),
+                      RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=0, world_size=1)
+
+
+def fsdp2(model, device) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    init_process_group("gloo" if device.type == "cpu" else "nccl")
+    for layer in model.base_model.model.model.layers if hasattr(model, "peft_config") else model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+
+
+def deepspeed_engine(case: dict, model, params):
+    import deepspeed
+
+    init_process_group("nccl")
+    stage = int(case["engine"].split("-")[1])
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": stage}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=config)
+    return engine, optimizer, engine
+
+
+def step(case: dict, model, optimizer, engine, shape: dict, vocab: int, device) -> None:
+    import torch
+
+    ids = torch.randint(0, vocab, (shape["micro_batch"], shape["seq_len"]), device=device)
+    dtype = torch.bfloat16
+    with torch.autocast(device.type, dtype=dtype, enabled=engine is None):
+        logits = model(input_ids=ids).logits
+        if case["loss"] == "hf":
+            logits = logits.float()
+        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    if engine is not None:
+        engine.backward(loss)
+        engine.step()
+        return
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def counters(torch) -> dict:
+    """The allocator's peaks, and the snapshot's segments with the gap at the allocated peak (replayed trace)."""
+    from zeroplan.calibration.snapshot import replay
+
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    segments = snap["segments"]
+    allocated_now = sum(s["allocated_size"] for s in segments)
+    reserved_now = sum(s["total_size"] for s in segments)
+    trace = [(e["action"], e["size"]) for e in snap["device_traces"][0] if "size" in e]
+    peak, reserved_peak, gap = replay(trace, allocated_now, reserved_now)
+    stats = torch.cuda.memory_stats()
+    free, total = torch.cuda.mem_get_info()
+    return {
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "device_used_after": total - free,
+        "memory_stats": {k: stats[k] for k in ("allocated_bytes.all.peak", "reserved_bytes.all.peak",
+                                               "active_bytes.all.peak", "num_alloc_retries") if k in stats},
+        "segments_at_end": {"count": len(segments), "reserved": reserved_now, "allocated": allocated_now,
+                            "large": sum(1 for s in segments if s["segment_type"] == "large")},
+        "trace_replay": {"allocated_peak": peak, "reserved_peak": reserved_peak, "gap_at_allocated_peak": gap},
+    }
+
+
+if __name__ == "__main__":
+    main()
