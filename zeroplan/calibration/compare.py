@@ -55,6 +55,8 @@ ALLOCATED, LOADED, GAP, RESERVED, CONTEXT, DEVICE = (
 
 def compare(est: StageEstimate, reading: Reading) -> Comparison:
     context, nccl, fragmentation = est.overhead_sizes
+    residual = est.overheads.residual_bytes if est.overheads else 0  # a calibration's: allocated bytes, counted there
+    context -= residual
     lines = est.at_peak()
     parts = ", ".join(f"{name.replace('_', ' ')} {value / 2**30:.2f}" for name, value in lines.items() if value)
     measured_gap = reading.gap_at_peak
@@ -64,14 +66,15 @@ def compare(est: StageEstimate, reading: Reading) -> Comparison:
     if measured_context is None and reading.device_used is not None and reading.reserved_peak is not None:
         measured_context = reading.device_used - reading.reserved_peak
     rows = (
-        Row(ALLOCATED, est.peak_bytes, reading.allocated_peak, ALLOCATED_TOLERANCE,
-            f"timeline peak ({est.peak_moment}): {parts} GiB", share=True),
+        Row(ALLOCATED, est.peak_bytes + residual, reading.allocated_peak, ALLOCATED_TOLERANCE,
+            f"timeline peak ({est.peak_moment}): {parts} GiB" + (f" + calibrated residual {residual / 2**30:.2f}"
+                                                                 if residual else ""), share=True),
         Row(LOADED, lines["parameters"], reading.loaded, ALLOCATED_TOLERANCE,
             "parameters at the peak; the record: allocated once the model is on the GPU (its load dtype)"),
         Row(GAP, fragmentation, measured_gap, RESERVED_TOLERANCE,
             "fragmentation term; measured: reserved - allocated" + (" at the allocated peak" if reading.gap_at_peak
                                                                     is not None else " peaks"), share=True),
-        Row(RESERVED, est.peak_bytes + fragmentation, reading.reserved_peak, RESERVED_TOLERANCE,
+        Row(RESERVED, est.peak_bytes + residual + fragmentation, reading.reserved_peak, RESERVED_TOLERANCE,
             "allocated peak + fragmentation"),
         Row(CONTEXT, context + nccl, measured_context, RESERVED_TOLERANCE,
             "hardware profile" + ("; measured: nvidia-smi used - reserved peak" if reading.context is None else ""),

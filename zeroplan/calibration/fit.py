@@ -24,7 +24,7 @@ def fit(comparison: Comparison, est: StageEstimate, hardware: str, stack: dict[s
     context_bytes = None
     if context.measured is not None:
         context_bytes = max(0, context.measured - est.overhead_sizes[1])
-    residual = max(0, allocated.residual or 0)
+    residual = 0 if allocated.measured is None else max(0, allocated.measured - est.peak_bytes)  # from the model's own peak
     origins = tuple(comparison.reading.origin.split(", "))
     return Calibration(hardware=hardware, allocator_fraction=fraction, cuda_context_bytes=context_bytes,
                        residual_bytes=residual, stack=tuple(sorted(stack.items())), fitted_from=origins)
