@@ -162,6 +162,8 @@ def test_the_plan_key_applies_a_calibration(tmp_path):
         return estimate_memory(run.scenario, stages=(run.config.stage,)).stages[0].total
 
     assert total("q.yaml") - total("p.yaml") == 30 * GIB
+    shown = invoke("check", str(tmp_path / "q.yaml"))
+    assert f"calibration from {tmp_path / 'cal.yaml'} applied: + residual 30.00 GiB" in " ".join(shown.output.split())
 
 
 def test_api_estimate_takes_a_calibration(tmp_path):

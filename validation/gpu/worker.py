@@ -42,18 +42,13 @@ def build(case: dict, cfg: dict, device, dry: bool):
 
     config = LlamaConfig(**{k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "torch_dtype")})
     config._attn_implementation = case["attention"]
-    kwargs = {}
     if case["tuning"].startswith("qlora"):
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                           bnb_4bit_compute_dtype=torch.bfloat16)
-        model = AutoModelForCausalLM.from_config(config, **kwargs)  # quantized on .to(device) by bitsandbytes
+        model = quantized(config)  # bitsandbytes 4-bit, loaded onto the GPU
     else:
         model = AutoModelForCausalLM.from_config(config)
-    model.to(device)
+        model.to(device)
     if case["checkpointing"] == "full":
-        model.gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()  # transformers 5: use_reentrant=False by default
     if case["tuning"] == "qlora-prep":
         from peft import prepare_model_for_kbit_training
 
@@ -77,6 +72,21 @@ def build(case: dict, cfg: dict, device, dry: bool):
         fsdp2(model, device)
         params = [p for p in model.parameters() if p.requires_grad]
     return model, optimizer_of(case["optimizer"], params), engine
+
+
+def quantized(config):
+    """The random-weight model saved to a scratch folder and loaded back 4-bit (quantization happens in
+    from_pretrained): peft's QLoRA recipe, NF4 with bf16 compute, nothing downloaded."""
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+        return AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, device_map={"": 0},
+                                                    attn_implementation=config._attn_implementation)
 
 
 def optimizer_of(name: str, params):
