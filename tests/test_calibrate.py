@@ -178,3 +178,19 @@ def test_api_estimate_takes_a_calibration(tmp_path):
 def test_calibrate_needs_one_stage():
     out = invoke("calibrate", str(DATA / "memory_stats.json"), "--model", MODEL, "--gpus", "1")
     assert out.exit_code == 2 and "--stage" in out.output
+
+
+def test_one_log_with_two_formats_merges_them():
+    text = (DATA / "deepspeed.log").read_text() + (DATA / "trainer.log").read_text()
+    found = text_reading(text, "both.log")
+    assert found.kind == "deepspeed + hf-trainer" and found.loaded is not None and found.reserved_peak is not None
+
+
+def test_nvidia_smi_errors_name_the_file_line():
+    with pytest.raises(SpecError, match="line 4: expected memory.used"):
+        text_reading("memory.used [MiB]\n100 MiB\n\nlots\n", "smi.csv")
+
+
+def test_plan_refuses_run_options_beside_it(tmp_path):
+    out = invoke("calibrate", str(DATA / "memory_stats.json"), "--plan", "p.yaml", "--seq-len", "4")
+    assert out.exit_code == 2 and "drop --seq-len" in out.output

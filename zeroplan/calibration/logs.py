@@ -66,17 +66,15 @@ def is_nvidia_smi(text: str) -> bool:
 
 def nvidia_smi_reading(text: str, origin: str) -> Reading:
     """The largest memory.used of the CSV (every row is one GPU at one sample)."""
-    rows = [row for row in csv.reader(io.StringIO(text)) if row and any(cell.strip() for cell in row)]
+    rows = [(number, row) for number, row in enumerate(csv.reader(io.StringIO(text)), start=1)
+            if any(cell.strip() for cell in row)]
     column = 0
-    if any(SMI_HEADER in cell for cell in rows[0]):
-        column = next(i for i, cell in enumerate(rows[0]) if SMI_HEADER in cell)
+    if any(SMI_HEADER in cell for cell in rows[0][1]):
+        column = next(i for i, cell in enumerate(rows[0][1]) if SMI_HEADER in cell)
         rows = rows[1:]
-        start = 2
-    else:
-        start = 1
     if not rows:
         raise SpecError(f"{origin}: no rows after the header; expected '<n> MiB' per GPU")
-    used = [_mib(row, column, f"{origin}: line {start + i}") for i, row in enumerate(rows)]
+    used = [_mib(row, column, f"{origin}: line {number}") for number, row in rows]
     notes = (f"{len(used)} nvidia-smi rows: the largest taken; memory.used counts every process on the GPU",)
     return Reading("nvidia-smi", origin, device_used=max(used) * MIB, resolution=MIB // 2, notes=notes)
 

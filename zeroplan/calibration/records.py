@@ -11,13 +11,16 @@ import json
 from pathlib import Path
 
 from zeroplan.calibration import logs, snapshot, stats, trainer
-from zeroplan.calibration.reading import Reading
+from zeroplan.calibration.reading import Reading, merged
 from zeroplan.errors import SpecError
 from zeroplan.readers import read_bytes
 
 MAX_RECORD_BYTES = 64 * 2**20  # a text record: a training log's memory lines fit well below this
 FORMATS = ("memory_stats JSON", "memory snapshot pickle", "trainer_state.json", "HF Trainer log",
            "DeepSpeed see_memory_usage log", "torchtitan log", "Lightning metrics.csv", "nvidia-smi CSV")
+
+
+LOG_READERS = (logs.deepspeed_reading, logs.torchtitan_reading, trainer.trainer_log_reading)
 
 
 def read_record(path: Path) -> Reading:
@@ -41,10 +44,9 @@ def text_reading(text: str, origin: str) -> Reading:
         return stats.lightning_reading(stripped, origin)
     if logs.is_nvidia_smi(stripped):
         return logs.nvidia_smi_reading(stripped, origin)
-    for reader in (logs.deepspeed_reading, logs.torchtitan_reading, trainer.trainer_log_reading):
-        found = reader(text, origin)
-        if found is not None:
-            return found
+    found = [r for r in (reader(text, origin) for reader in LOG_READERS) if r is not None]
+    if found:  # one log can hold several (the HF Trainer's metrics of a DeepSpeed run and its see_memory_usage)
+        return found[0] if len(found) == 1 else merged(found)
     raise SpecError(f"{origin}: no memory record recognised; expected one of: {', '.join(FORMATS)}")
 
 

@@ -35,12 +35,25 @@ def calibrate(ctx: typer.Context, records: RecordsArg, save: SaveOpt = None, pla
         from zeroplan.calibration.result import calibrate as compare_run
         from zeroplan.calibration.result import result_view
 
+        if plan is not None:
+            _alone_with_plan(ctx)
         result = compare_run(_estimate(args, options["stage"], plan), records)
         if save is not None:
             save_calibration(result.calibration, save, options["force"])
         show(lambda: result_view(result, save), lambda: _tables(result_view(result, save), units), fmt)
 
     run(go, fmt)
+
+
+def _alone_with_plan(ctx: typer.Context) -> None:
+    """--plan describes the whole run: an option of the run typed beside it would be dropped, so it is refused."""
+    from zeroplan.cli.common import given_options
+    from zeroplan.errors import UsageError
+
+    typed = sorted(given_options(ctx) - {"records", "save", "plan", "fmt", "units", "force"})
+    if typed:
+        names = ", ".join("--" + name.replace("_", "-") for name in typed)
+        raise UsageError(f"--plan describes the run (its calibration: key included); drop {names}")
 
 
 def _estimate(args, stage, plan: str | None):
