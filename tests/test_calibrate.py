@@ -194,3 +194,8 @@ def test_nvidia_smi_errors_name_the_file_line():
 def test_plan_refuses_run_options_beside_it(tmp_path):
     out = invoke("calibrate", str(DATA / "memory_stats.json"), "--plan", "p.yaml", "--seq-len", "4")
     assert out.exit_code == 2 and "drop --seq-len" in out.output
+
+
+def test_a_calibration_needs_a_hardware_profile():
+    out = invoke("estimate", "--params", "1e9", "--hardware", "none", "--calibration", str(DATA / "h100.yaml"))
+    assert out.exit_code == 1 and "this run has none" in out.output

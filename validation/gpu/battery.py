@@ -28,7 +28,8 @@ from cases import CASES, DRY_CASES, DRY_MODEL, DRY_SHAPE, GPU_MODEL, GPU_SHAPE, 
 SCHEMA, VERSION = "zeroplan-gpu-battery", 1
 BUDGET_S = 8 * 60  # the whole battery's wall time on one GPU (issue 24)
 CASE_TIMEOUT_S = 60  # one case: model build, two steps, the snapshot
-DRY_TIMEOUT_S = 60
+COMPILE_TIMEOUT_S = 120  # a torch.compile case: inductor's first compile of forward and backward
+DRY_TIMEOUT_S = 180  # a shared CPU: importing torch and transformers alone can take 10-30 s
 LIBRARIES = ("torch", "transformers", "peft", "bitsandbytes", "deepspeed", "torchao", "accelerate", "flash-attn")
 
 
@@ -76,7 +77,7 @@ def run_case(case, dry: bool, model: dict, shape: dict, model_path: str, env: di
     started = time.monotonic()
     try:
         done = subprocess.run([sys.executable, str(HERE / "worker.py"), spec], capture_output=True, text=True,
-                              timeout=min(DRY_TIMEOUT_S if dry else CASE_TIMEOUT_S, left), cwd=HERE.parent.parent)
+                              timeout=min(case_timeout(case, dry), left), cwd=HERE.parent.parent)
     except subprocess.TimeoutExpired:
         return {**record, "status": "timeout", "error": "no result within the case's time limit",
                 "seconds": round(time.monotonic() - started, 1)}
@@ -90,6 +91,10 @@ def run_case(case, dry: bool, model: dict, shape: dict, model_path: str, env: di
         found["cuda_context_bytes"] = found["context_used_bytes"] - used_before
     record["counters"] = found
     return record
+
+
+def case_timeout(case, dry: bool) -> float:
+    return DRY_TIMEOUT_S if dry else (COMPILE_TIMEOUT_S if case.compile else CASE_TIMEOUT_S)
 
 
 def device_used() -> int | None:

@@ -25,7 +25,7 @@ def main() -> None:
         free, total = torch.cuda.mem_get_info()
         out["context_used_bytes"] = total - free  # everything on the GPU right after init: context + others
         torch.cuda.memory._record_memory_history(max_entries=200_000)
-    model, optimizer, engine = build(case, model_cfg, device, dry)
+    model, optimizer, engine = build(case, model_cfg, device, dry, shape)
     started = time.perf_counter()
     for _ in range(STEPS):
         step(case, model, optimizer, engine, shape, model_cfg["vocab_size"], device)
@@ -36,7 +36,7 @@ def main() -> None:
     print("BATTERY-RESULT " + json.dumps(out))
 
 
-def build(case: dict, cfg: dict, device, dry: bool):
+def build(case: dict, cfg: dict, device, dry: bool, shape: dict):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -45,8 +45,8 @@ def build(case: dict, cfg: dict, device, dry: bool):
     if case["tuning"].startswith("qlora"):
         model = quantized(config)  # bitsandbytes 4-bit, loaded onto the GPU
     else:
-        model = AutoModelForCausalLM.from_config(config)
-        model.to(device)
+        with device:  # initialised where it trains: no host copy, no host-side init time
+            model = AutoModelForCausalLM.from_config(config)
     if case["checkpointing"] == "full":
         model.activation_checkpointing_enable()  # transformers 5: use_reentrant=False by default
     if case["tuning"] == "qlora-prep":
@@ -67,7 +67,7 @@ def build(case: dict, cfg: dict, device, dry: bool):
     params = [p for p in model.parameters() if p.requires_grad]
     engine = None
     if case["engine"].startswith("deepspeed"):
-        return deepspeed_engine(case, model, params)
+        return deepspeed_engine(case, model, params, shape)
     if case["engine"] == "fsdp2":
         fsdp2(model, device)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -111,21 +111,28 @@ def init_process_group(backend: str) -> None:
 
 
 def fsdp2(model, device) -> None:
-    from torch.distributed.fsdp import fully_shard
+    """fully_shard per decoder layer and the root, bf16 parameters and reductions: zeroplan's --engine fsdp2
+    bf16-mixed (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16); docs/engines.md)."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     init_process_group("gloo" if device.type == "cpu" else "nccl")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
     for layer in model.base_model.model.model.layers if hasattr(model, "peft_config") else model.model.layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
 
 
-def deepspeed_engine(case: dict, model, params):
+def deepspeed_engine(case: dict, model, params, shape: dict):
+    """deepspeed.initialize at world size 1, bf16, the stage's defaults; torch's AdamW (torch_adam: no JIT build of
+    FusedAdam on the device)."""
     import deepspeed
 
     init_process_group("nccl")
     stage = int(case["engine"].split("-")[1])
-    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
-              "zero_optimization": {"stage": stage}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+    config = {"train_micro_batch_size_per_gpu": shape["micro_batch"], "gradient_accumulation_steps": 1,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": stage},
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
     engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=config)
     return engine, optimizer, engine
 
@@ -135,11 +142,11 @@ def step(case: dict, model, optimizer, engine, shape: dict, vocab: int, device) 
 
     ids = torch.randint(0, vocab, (shape["micro_batch"], shape["seq_len"]), device=device)
     dtype = torch.bfloat16
-    with torch.autocast(device.type, dtype=dtype, enabled=engine is None):
-        logits = model(input_ids=ids).logits
-        if case["loss"] == "hf":
-            logits = logits.float()
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    with torch.autocast(device.type, dtype=dtype, enabled=engine is None and case["engine"] != "fsdp2"):
+        if case["loss"] == "hf":  # transformers' own ForCausalLMLoss, as a Trainer computes it
+            loss = model(input_ids=ids, labels=ids).loss
+        else:
+            loss = loss_of(case["loss"], model(input_ids=ids).logits, ids)
     if engine is not None:
         engine.backward(loss)
         engine.step()
@@ -147,6 +154,23 @@ def step(case: dict, model, optimizer, engine, shape: dict, vocab: int, device) 
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+CHUNKS = 8  # torchtune's CEWithChunkedOutputLoss num_output_chunks default
+
+
+def loss_of(kind: str, logits, ids):
+    """no-upcast: cross-entropy on the 16-bit logits; chunked: the logits in 8 chunks along the sequence, each
+    upcast on its own (torchtune's CEWithChunkedOutputLoss, over chunks of the whole logits here rather than the
+    model's chunked output)."""
+    import torch.nn.functional as F
+
+    logits, labels = logits[:, :-1], ids[:, 1:]
+    if kind == "chunked":
+        total = sum(F.cross_entropy(lg.float().reshape(-1, lg.shape[-1]), lb.reshape(-1), reduction="sum")
+                    for lg, lb in zip(logits.chunk(CHUNKS, dim=1), labels.chunk(CHUNKS, dim=1)))
+        return total / labels.numel()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
 def counters(torch) -> dict:
@@ -160,6 +184,7 @@ def counters(torch) -> dict:
     reserved_now = sum(s["total_size"] for s in segments)
     trace = [(e["action"], e["size"]) for e in snap["device_traces"][0] if "size" in e]
     peak, reserved_peak, gap = replay(trace, allocated_now, reserved_now)
+    at_peak = segments_at_allocated_peak(snap["device_traces"][0], allocated_now, len(segments))
     stats = torch.cuda.memory_stats()
     free, total = torch.cuda.mem_get_info()
     return {
@@ -170,8 +195,21 @@ def counters(torch) -> dict:
                                                "active_bytes.all.peak", "num_alloc_retries") if k in stats},
         "segments_at_end": {"count": len(segments), "reserved": reserved_now, "allocated": allocated_now,
                             "large": sum(1 for s in segments if s["segment_type"] == "large")},
-        "trace_replay": {"allocated_peak": peak, "reserved_peak": reserved_peak, "gap_at_allocated_peak": gap},
+        "trace_replay": {"allocated_peak": peak, "reserved_peak": reserved_peak, "gap_at_allocated_peak": gap,
+                         "segments_at_allocated_peak": at_peak},
     }
+
+
+def segments_at_allocated_peak(trace: list, allocated_end: int, segments_end: int) -> int:
+    """How many segments were mapped when allocated bytes peaked, walking the trace back from the snapshot."""
+    allocated, count, peak, found = allocated_end, segments_end, allocated_end, segments_end
+    for entry in reversed(trace):
+        action, size = entry["action"], entry.get("size", 0)
+        allocated -= {"alloc": size, "free_completed": -size}.get(action, 0)
+        count -= {"segment_alloc": 1, "segment_free": -1}.get(action, 0)
+        if allocated > peak:
+            peak, found = allocated, count
+    return found
 
 
 if __name__ == "__main__":

@@ -180,9 +180,10 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
 def calibrated_overheads(overheads, path: str, hw, typed: frozenset[str]):
     """The overheads with a calibration file applied (zeroplan.calibration.file; docs/calibrate.md)."""
     from zeroplan.calibration.file import calibrated, load_calibration
-    from zeroplan.memory.stage import Overheads
 
-    return calibrated(overheads or Overheads(), load_calibration(path), hw.name if hw else "", typed)
+    if hw is None or overheads is None:
+        raise SpecError(f"{path}: a calibration refines a hardware profile; this run has none (--hardware none)")
+    return calibrated(overheads, load_calibration(path), hw.name, typed)
 
 
 def model_of(args: ScenarioArgs, found: FromFile | None,
