@@ -199,3 +199,10 @@ def test_plan_refuses_run_options_beside_it(tmp_path):
 def test_a_calibration_needs_a_hardware_profile():
     out = invoke("estimate", "--params", "1e9", "--hardware", "none", "--calibration", str(DATA / "h100.yaml"))
     assert out.exit_code == 1 and "this run has none" in out.output
+
+
+def test_advise_applies_a_calibration():
+    out = invoke("advise", "--model", MODEL, "--gpus", "1", "--calibration", str(DATA / "h100.yaml"), "-f", "json")
+    view = json.loads(out.output)
+    assert view["calibration"]["file"] == str(DATA / "h100.yaml")
+    assert any(a.startswith("calibration from") for a in view["assumptions"])
