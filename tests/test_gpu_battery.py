@@ -35,6 +35,24 @@ def test_dry_run_writes_the_results_shape(tmp_path):
     assert estimate.exit_code == 0, estimate.output
 
 
+@pytest.mark.torch
+@pytest.mark.slow
+def test_a_failing_case_is_recorded_and_the_battery_goes_on(tmp_path):
+    """Without --dry-run on a machine without CUDA, the case fails in its own process: recorded with its error."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the case would run rather than fail")
+    done = subprocess.run([sys.executable, str(BATTERY), "--cases", "full-adamw-foreach,full-float8", "--out",
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "unknown-gpu.json").read_text())
+    assert "no CUDA device answered" in result["environment"]["error"]
+    cases = {c["name"]: c for c in result["cases"]}
+    assert cases["full-adamw-foreach"]["status"] == "failed" and "CUDA" in cases["full-adamw-foreach"]["error"]
+    assert cases["full-float8"]["status"] == "skipped"
+
+
 def _gpu_cases():
     for path in RESULTS:
         data = json.loads(path.read_text())

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 from cases import CASES, DRY_CASES, DRY_MODEL, DRY_SHAPE, GPU_MODEL, GPU_SHAPE, zeroplan_args  # noqa: E402
 
 SCHEMA, VERSION = "zeroplan-gpu-battery", 1
-BUDGET_S = 8 * 60  # the whole battery's wall time on one GPU (issue 24)
+BUDGET_S = 8 * 60  # the whole battery's wall time on one GPU: one lent device call (docs/calibrate.md)
 CASE_TIMEOUT_S = 60  # one case: model build, two steps, the snapshot
 COMPILE_TIMEOUT_S = 120  # a torch.compile case: inductor's first compile of forward and backward
 DRY_TIMEOUT_S = 180  # a shared CPU: importing torch and transformers alone can take 10-30 s
@@ -68,7 +68,7 @@ def run_case(case, dry: bool, model: dict, shape: dict, model_path: str, env: di
               "status": "ok", "error": None, "seconds": 0.0, "counters": None}
     if dry and case.needs_cuda:
         return {**record, "status": "skipped", "error": f"needs CUDA: {', '.join(case.needs_cuda)}"}
-    if case.float8 and not dry and env.get("capability", 0) < 8.9:
+    if case.float8 and not dry and (env.get("capability") or 0) < 8.9:
         return {**record, "status": "skipped", "error": f"float8 needs compute capability 8.9+, GPU has {env['capability']}"}
     if left < 10:
         return {**record, "status": "skipped", "error": "the battery's 8-minute budget is spent"}
@@ -97,14 +97,39 @@ def case_timeout(case, dry: bool) -> float:
     return DRY_TIMEOUT_S if dry else (COMPILE_TIMEOUT_S if case.compile else CASE_TIMEOUT_S)
 
 
+PROBE = ("import torch,json;p=torch.cuda.get_device_properties(0);print(json.dumps({'gpu':p.name,"
+         "'cuda':torch.version.cuda,'capability':float(f'{p.major}.{p.minor}'),'total':p.total_memory}))")
+
+
+def probe_device() -> tuple[dict | None, str]:
+    """GPU 0's name, CUDA version, compute capability and memory, asked in a separate process (this one stays
+    without a CUDA context); (None, why) when none answers."""
+    try:
+        done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
+    except subprocess.SubprocessError:
+        return None, "no CUDA device answered within 120 s"
+    try:
+        return json.loads(done.stdout), ""
+    except json.JSONDecodeError:
+        return None, "no CUDA device answered: " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
+
+
 def device_used() -> int | None:
     """nvidia-smi's memory.used of GPU 0, bytes, before a case starts (no CUDA in this process)."""
+    text = device_query("memory.used", "nounits")
+    return int(text) * 2**20 if text and text.isdigit() else None
+
+
+def device_query(field: str, *extra: str) -> str | None:
+    """One nvidia-smi --query-gpu field of GPU 0, or None without nvidia-smi."""
+    form = ",".join(("csv", "noheader", *extra))
     try:
-        text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
-                              capture_output=True, text=True, timeout=20).stdout
-        return int(text.strip().splitlines()[0]) * 2**20
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={field}", f"--format={form}", "-i", "0"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
         return None
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines else None
 
 
 def environment(dry: bool) -> dict:
@@ -118,11 +143,10 @@ def environment(dry: bool) -> dict:
            "capability": None, "total_memory_bytes": None, "gpu_kind": "cpu-dry-run" if dry else "unknown-gpu"}
     if dry:
         return env
-    probe = ("import torch,json;p=torch.cuda.get_device_properties(0);print(json.dumps({'gpu':p.name,"
-             "'cuda':torch.version.cuda,'capability':float(f'{p.major}.{p.minor}'),'total':p.total_memory}))")
-    found = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout)
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
-                            capture_output=True, text=True, timeout=20).stdout.strip()
+    found, why = probe_device()
+    if found is None:
+        return {**env, "error": why}
+    driver = device_query("driver_version")
     env.update(gpu=found["gpu"], cuda=found["cuda"], capability=found["capability"], driver=driver or None,
                total_memory_bytes=found["total"], gpu_kind=re.sub(r"[^a-z0-9]+", "-", found["gpu"].lower()).strip("-"))
     return env

@@ -1,5 +1,5 @@
 """Predicted against measured, term by term where a record allows, and the term that most likely holds the
-difference. Tolerances are the GPU battery's (docs/calibrate.md): allocated within 3 %, reserved within 5 %.
+difference. Tolerances are the GPU battery's acceptance bounds (docs/calibrate.md): allocated 3 %, reserved 5 %.
 
 The measured terms add up: device used = allocated peak + allocator gap + (CUDA context + NCCL), so the
 residual of each is its own share of the whole difference, and the largest share names the suspect.
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from zeroplan.calibration.reading import Reading
 from zeroplan.memory.stage import StageEstimate
 
-ALLOCATED_TOLERANCE = 0.03  # allocated within 3 % (issue 24's acceptance bound for the GPU battery)
-RESERVED_TOLERANCE = 0.05  # reserved, and what rests on it, within 5 % (the same)
+ALLOCATED_TOLERANCE = 0.03  # allocated within 3 %: the GPU battery's acceptance bound, a judgement (docs/calibrate.md)
+RESERVED_TOLERANCE = 0.05  # reserved, and what rests on it, within 5 %: the fragmentation margin's own size (same)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from zeroplan.errors import SpecError, UsageError
+from zeroplan.errors import SpecError
 from zeroplan.frozen import Frozen
 from zeroplan.memory.stage import Overheads
 from zeroplan.readers import parse_yaml, read_text, require_mapping
@@ -88,21 +88,11 @@ def calibration_data(cal: Calibration) -> dict:
     }
 
 
-def save_calibration(cal: Calibration, path: str | Path, force: bool) -> None:
-    """Write the YAML; an existing file only with force (a UsageError, exit 2, otherwise)."""
+def calibration_yaml(cal: Calibration) -> str:
+    """The file's text (cli/files.py writes it: the one writer)."""
     import yaml
 
-    target = Path(path)
-    if target.exists() and not force:
-        raise UsageError(f"{target}: exists; pass --force to replace it")
-    if target.exists() and not target.is_file():
-        raise SpecError(f"{target}: not a regular file")
-    text = "# zeroplan calibration (docs/calibrate.md)\n" + yaml.safe_dump(calibration_data(cal), sort_keys=False)
-    try:
-        with open(target, "w", encoding="utf-8") as out:
-            out.write(text)
-    except OSError as exc:
-        raise SpecError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    return "# zeroplan calibration (docs/calibrate.md)\n" + yaml.safe_dump(calibration_data(cal), sort_keys=False)
 
 
 def calibrated(overheads: Overheads, cal: Calibration, hardware: str, typed: frozenset[str]) -> Overheads:

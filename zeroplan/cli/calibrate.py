@@ -7,6 +7,7 @@ output choices (--method, --buffer-factor, --html) are left out.
 
 
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,18 +32,36 @@ def calibrate(ctx: typer.Context, records: RecordsArg, save: SaveOpt = None, pla
     args = scenario_args(options, ctx)
 
     def go() -> None:
-        from zeroplan.calibration.file import save_calibration
+        from zeroplan.calibration.file import calibration_yaml
         from zeroplan.calibration.result import calibrate as compare_run
         from zeroplan.calibration.result import result_view
+        from zeroplan.cli.files import write_new_file
 
         if plan is not None:
             _alone_with_plan(ctx)
+        target = _save_target(save, options["force"])  # before any work
         result = compare_run(_estimate(args, options["stage"], plan), records)
-        if save is not None:
-            save_calibration(result.calibration, save, options["force"])
+        if target is not None:
+            write_new_file(target, calibration_yaml(result.calibration), force=options["force"])
         show(lambda: result_view(result, save), lambda: _tables(result_view(result, save), units), fmt)
 
     run(go, fmt)
+
+
+def _save_target(save: str | None, force: bool) -> Path | None:
+    """The --save path; an existing one without --force is a usage error (exit 2), a non-regular one refused."""
+    from zeroplan.cli.files import check_target
+    from zeroplan.errors import UsageError
+
+    if save is None:
+        return None
+    if not save.strip():
+        raise UsageError("--save needs a file name")
+    target = Path(save)
+    if os.path.lexists(target) and not force:
+        raise UsageError(f"{target}: already exists; pass --force to overwrite it")
+    check_target(target, force)
+    return target
 
 
 def _alone_with_plan(ctx: typer.Context) -> None:

@@ -1,6 +1,6 @@
 """Writes the calibrate sample records: one synthetic single-GPU run (model.json, a full fine-tune, plain PyTorch
 AdamW, seq 1024, micro-batch 2), in each record format zeroplan reads. SYNTHETIC: the numbers are chosen, not
-measured; the structure follows each format's source (docs/calibrate.md, "Records"). No GPU was at hand (issue 24).
+measured; the structure follows each format's source (docs/calibrate.md, "Records"). No GPU was at hand.
 
     /work/venv/bin/python tests/data/calibrate/make_samples.py
 """
