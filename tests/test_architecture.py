@@ -239,8 +239,8 @@ FROZEN = {
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }
-# estimate's run options, without how estimate prints (--method, --buffer-factor, --html): calibrate reads
-# estimate's signature (cli/calibrate.py), so a new estimate option reaches it without an edit here beyond this line.
+# estimate's run options, without how estimate prints (--method, --buffer-factor, --html): calibrate takes the same
+# option groups (cli/estimate.py RUN), so the two cannot drift.
 FROZEN["calibrate"] = (FROZEN["estimate"] - {"--method", "--buffer-factor", "--html"}) | {"records", "--save", "--plan"}
 # --calibration: a `zeroplan calibrate --save` file applied (docs/calibrate.md)
 FROZEN["estimate"] = FROZEN["estimate"] | {"--calibration"}

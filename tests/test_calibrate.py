@@ -206,3 +206,10 @@ def test_advise_applies_a_calibration():
     view = json.loads(out.output)
     assert view["calibration"]["file"] == str(DATA / "h100.yaml")
     assert any(a.startswith("calibration from") for a in view["assumptions"])
+
+
+def test_calibrate_estimates_a_mesh_as_estimate_does():
+    run = ["--model", "llama-3.1-8b", "--gpus", "8", "--tp", "2", "--stage", "1", "-f", "json"]
+    view = json.loads(invoke("calibrate", str(DATA / "memory_stats.json"), *run).output)
+    estimate = json.loads(invoke("estimate", *run).output)
+    assert view["terms"][0]["predicted_bytes"] == estimate["stages"][0]["timeline"]["peak_bytes"]

@@ -1,31 +1,32 @@
 """`zeroplan calibrate RECORD...`: a real run's memory record against zeroplan's estimate of the same run.
 
-The run is described as `estimate` takes it (the same options, --deepspeed-config, --from) or by a `check` plan
-file (--plan). The options are estimate's own, read off its signature, so the two commands cannot drift; estimate's
-output choices (--method, --buffer-factor, --html) are left out.
+The run is described as `estimate` takes it (the same option groups, cli/estimate.py RUN: --deepspeed-config,
+--from, the mesh...) or by a `check` plan file (--plan); estimate's output choices (--method, --buffer-factor,
+--html) are left out.
 """
 
-
-import inspect
 import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from zeroplan.cli import estimate as estimate_command
-from zeroplan.cli.common import run, scenario_args, show
+from zeroplan.cli.common import mesh_args, run, scenario_args, show
+from zeroplan.cli.estimate import RUN
+from zeroplan.cli.groups import takes
+from zeroplan.cli.options import OUTPUT
 from zeroplan.units import Unit
 
-NOT_THE_RUN = ("method", "buffer_factor", "html")  # how estimate prints, not what the run was
 RecordsArg = Annotated[list[Path], typer.Argument(
     metavar="RECORD", show_default=False,
     help="The run's memory records (docs/calibrate.md): torch.cuda.memory_stats() JSON, a _dump_snapshot pickle, "
          "trainer_state.json or a Trainer log, DeepSpeed / torchtitan logs, Lightning's metrics.csv, nvidia-smi CSV.")]
-SaveOpt = Annotated[Optional[str], typer.Option("--save", help="Write the fitted calibration (YAML) for --calibration; an existing file only with --force.")]
-PlanOpt = Annotated[Optional[str], typer.Option("--plan", help="A `zeroplan check` plan file describing the run, instead of the options.")]
+PANEL = "Calibration"
+SaveOpt = Annotated[Optional[str], typer.Option("--save", rich_help_panel=PANEL, help="Write the fitted calibration (YAML) for --calibration; an existing file only with --force.")]
+PlanOpt = Annotated[Optional[str], typer.Option("--plan", rich_help_panel=PANEL, help="A `zeroplan check` plan file describing the run, instead of the options.")]
 
 
+@takes(*RUN, OUTPUT.without("html"))
 def calibrate(ctx: typer.Context, records: RecordsArg, save: SaveOpt = None, plan: PlanOpt = None, **options) -> None:
     """Predicted against measured, term by term, from a real run's memory record; --save fits a calibration."""
     fmt, units = options["fmt"], options["units"]
@@ -40,7 +41,7 @@ def calibrate(ctx: typer.Context, records: RecordsArg, save: SaveOpt = None, pla
         if plan is not None:
             _alone_with_plan(ctx)
         target = _save_target(save, options["force"])  # before any work
-        result = compare_run(_estimate(args, options["stage"], plan), records)
+        result = compare_run(_estimate(args, options, plan), records)
         if target is not None:
             write_new_file(target, calibration_yaml(result.calibration), force=options["force"])
         show(lambda: result_view(result, save), lambda: _tables(result_view(result, save), units), fmt)
@@ -75,32 +76,26 @@ def _alone_with_plan(ctx: typer.Context) -> None:
         raise UsageError(f"--plan describes the run (its calibration: key included); drop {names}")
 
 
-def _estimate(args, stage, plan: str | None):
-    if plan is None:
-        from zeroplan.scenario import answers
+def _estimate(args, options: dict, plan: str | None):
+    """The estimate of the run: the plan's, or the options' as `estimate` computes it (the mesh's when given)."""
+    if plan is not None:
+        from zeroplan.check.planfiles import load_plan
+        from zeroplan.memory.estimate import estimate_memory
+        from zeroplan.memory.setup import ZeroStage
 
-        return answers.estimate(args, stage)
-    from zeroplan.check.planfiles import load_plan
-    from zeroplan.memory.estimate import estimate_memory
-    from zeroplan.memory.setup import ZeroStage
+        planned = load_plan(Path(plan))
+        return estimate_memory(planned.scenario, stages=(ZeroStage(int(planned.config.stage)),))
+    mesh = mesh_args(options)
+    if mesh.given:
+        from zeroplan.scenario.mesh import mesh_estimate
 
-    planned = load_plan(Path(plan))
-    return estimate_memory(planned.scenario, stages=(ZeroStage(int(planned.config.stage)),))
+        return mesh_estimate(args, mesh, options["stage"])
+    from zeroplan.scenario import answers
+
+    return answers.estimate(args, options["stage"])
 
 
 def _tables(view: dict, units: Unit) -> list:
     from zeroplan.cli.render.calibrate import calibrate_renderables
 
     return calibrate_renderables(view, units)
-
-
-def _signature() -> inspect.Signature:
-    """calibrate's own parameters, then estimate's (less NOT_THE_RUN): typer reads this as the command's options."""
-    own = list(inspect.signature(calibrate).parameters.values())[:4]
-    theirs = [p for name, p in inspect.signature(estimate_command.estimate).parameters.items()
-              if name not in NOT_THE_RUN and name != "ctx"]
-    return inspect.Signature(own + theirs)
-
-
-calibrate.__signature__ = _signature()
-calibrate.__annotations__ = {p.name: p.annotation for p in calibrate.__signature__.parameters.values()}
