@@ -33,7 +33,7 @@ _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch",
 _ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
-_PATHS = ("model", "deepspeed_config")
+_PATHS = ("model", "deepspeed_config", "calibration")
 _NAME_LISTS = ("freeze", "lora_targets", "modules_to_save")
 
 

@@ -73,6 +73,7 @@ def estimate(
     cuda_context_gib: float | None = None,
     nccl_gib: float | None = None,
     fragmentation: float | None = None,
+    calibration: str | Path | None = None,
     freeze: str | list[str] | None = None,
     lora_rank: int | None = None,
     lora_targets: str | list[str] | None = None,
@@ -110,7 +111,7 @@ def estimate(
     `vpp`, `pp_schedule`, `sequence_parallel`, `cp_comm` ("p2p" ring attention, "a2a" DeepSpeed-Ulysses) lay the
     run on a mesh (docs/parallelism.md), as --tp ... do:
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
-    the busiest rank's.
+    the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md).
     """
     options = dict(locals())
     only = stage_number(options.pop("stage"))
@@ -144,6 +145,7 @@ def recommend(
     thresholds: Mapping[str, Any] | None = None,
     search_parallelism: bool = False,
     stack: str = "auto",
+    calibration: str | Path | None = None,
 ) -> Advice | LayoutAdvice:
     """What to run -- stage (or the engine's equivalent), offload, micro-batch, checkpointing -- and why.
 
@@ -156,7 +158,8 @@ def recommend(
     `search_parallelism=True` (or the policy's `search_parallelism`) is `advise --search-parallelism`: the tp x
     pp x cp x dp (x ep) layouts ranked by predicted step time, on `stack` ("auto", "deepspeed", "torchtitan").
     Returns LayoutAdvice: `.recommendation` (a LayoutPlan: `.tp`, `.pp`, `.cp`, `.ep`, `.dp`, `.stage`,
-    `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`.
+    `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`. `calibration` as
+    in `estimate`.
     """
     options = dict(locals())
     from zeroplan.advise.layouts.space import Stack

@@ -65,6 +65,9 @@ def plan_view(report: CheckReport, result: PlanResult) -> dict:
         mem = result.memory
         view["memory"] = {"peak_bytes": mem.total, "usable_bytes": mem.usable_bytes, "headroom_bytes": mem.headroom_bytes,
                           "fits": mem.fits, "peak_phase": mem.peak_phase.value, "gpu_bytes": mem.gpu_bytes()}  # fmt: skip
+        if mem.overheads is not None and mem.overheads.calibration:  # the plan's `calibration:` (docs/calibrate.md)
+            view["memory"]["calibration"] = {"file": mem.overheads.calibration,
+                                             "changes": list(mem.overheads.calibration_changes)}
     return view
 
 

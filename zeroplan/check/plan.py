@@ -142,6 +142,8 @@ class Plan(Frozen):
     ignore: tuple[str, ...] = Field((), description="rule ids not checked for this plan")
     min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold, % of capacity")
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
+    calibration: str | None = Field(None, description="a `zeroplan calibrate --save` file (relative to the plan): "
+                                    "overheads measured on this hardware, under `overheads`' typed values")
     engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
     mesh: PlanMesh | None = Field(None, description="tp, pp, cp, ep, vpp, sequence_parallel, pp_schedule, pp_first_layers, pp_last_layers "

@@ -127,12 +127,11 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
 
         setup = with_pipeline_checkpointing(ds.data, setup, frozenset(plan.training.model_fields_set))
         mesh = partition_of(mesh, model)
-    extra = plan.overheads
     tuning = _plan_tuning(plan, model, base)
     scenario = Scenario(
         model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),
         arch=arch, setup=setup, parallelism=par, knobs=config.knobs, hardware=hardware,
-        overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
+        overheads=_plan_overheads(plan, hardware, base),
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine), tuning=tuning,
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
@@ -166,6 +165,18 @@ def _mesh(plan: Plan, ds: DeepSpeedSource) -> tuple[Mesh | None, Plan]:
         update = PlanMesh(tp=stated.tp, pp=stated.pp, cp=stated.cp, cp_comm=stated.cp_comm)
         return stated, plan.model_copy(update={"mesh": update})
     return (plan.mesh.mesh(plan.gpus) if plan.mesh else None), plan
+
+
+def _plan_overheads(plan: Plan, hardware, base: Path):
+    """The profile's overheads with the plan's `overheads` overrides, then its `calibration` file under them."""
+    extra = plan.overheads
+    overheads = overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib)
+    if plan.calibration is None:
+        return overheads
+    from zeroplan.calibration.file import calibrated, load_calibration
+
+    return calibrated(overheads, load_calibration(_near(plan.calibration, base)), hardware.name,
+                      frozenset(extra.model_fields_set))
 
 
 def _plan_tuning(plan: Plan, model: str | None, base: Path):

@@ -7,6 +7,7 @@ import typer
 from zeroplan.cli.common import mesh_args, print_warning, render, run, scenario_args, show
 from zeroplan.cli.groups import takes
 from zeroplan.cli.options import (
+    CALIBRATION,
     DEEPSPEED,
     ENGINE,
     FINETUNE,
@@ -27,7 +28,11 @@ from zeroplan.units import Unit
 METHOD_PANEL = "Method"
 
 
-@takes(MODEL, INPUTS, HARDWARE, PROFILE, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH, OUTPUT)
+# The run's description, as calibrate takes it too (cli/calibrate.py): everything but how estimate prints.
+RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH)
+
+
+@takes(*RUN, OUTPUT)
 def estimate(
     ctx: typer.Context,
     method: Annotated[Method, typer.Option(rich_help_panel=METHOD_PANEL, help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,

@@ -119,6 +119,10 @@ PROFILE = group(
     option("nccl_gib", Optional[float], None, help="Override the hardware profile's value, GiB."),
     option("fragmentation", Optional[float], None, "--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak."),
 )
+CALIBRATION = group(
+    HARDWARE_PANEL,
+    option("calibration", Optional[str], None, "--calibration", help="A `zeroplan calibrate --save` file: its allocator overhead, CUDA context and residual refine the hardware profile's (docs/calibrate.md)."),
+)
 NETWORK = group(
     HARDWARE_PANEL,
     option("topology", Optional[Topology], None, "--topology", help="How the GPUs talk (default: the hardware's fabric; multinode past one node)."),

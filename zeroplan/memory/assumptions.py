@@ -41,6 +41,9 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
                  "the optimizer step) + overhead")
     if scn.overheads is None:
         notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    elif scn.overheads.calibration:  # zeroplan.calibration.file.calibrated
+        notes.append(f"calibration from {scn.overheads.calibration} applied: "
+                     f"{', '.join(scn.overheads.calibration_changes)}")
     return notes
 
 

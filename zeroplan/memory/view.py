@@ -115,7 +115,16 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "stages": [stage_view(s) for s in est.stages],
         "assumptions": list(est.assumptions),
         **mesh_keys(est),
+        **calibration_keys(est.scenario.overheads),
     }
+
+
+def calibration_keys(over) -> dict:
+    """`calibration` (the file and what it changed) when `over` (a stage.Overheads or None) came from one
+    (docs/calibrate.md); absent otherwise."""
+    if over is None or not over.calibration:
+        return {}
+    return {"calibration": {"file": over.calibration, "changes": list(over.calibration_changes)}}
 
 
 def mesh_keys(est: Estimate) -> dict:

@@ -179,6 +179,8 @@ def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCo
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    if args.calibration:
+        overheads = calibrated_overheads(overheads, args.calibration, hw, args.given)
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
@@ -188,6 +190,15 @@ def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCo
 
         scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)
     return scn, config, found
+
+
+def calibrated_overheads(overheads, path: str, hw, typed: frozenset[str]):
+    """The overheads with a calibration file applied (zeroplan.calibration.file; docs/calibrate.md)."""
+    from zeroplan.calibration.file import calibrated, load_calibration
+
+    if hw is None or overheads is None:
+        raise SpecError(f"{path}: a calibration refines a hardware profile; this run has none (--hardware none)")
+    return calibrated(overheads, load_calibration(path), hw.name, typed)
 
 
 def model_of(args: ScenarioArgs, found: FromFile | None,

@@ -58,6 +58,7 @@ class ScenarioArgs:
     cuda_context_gib: float | None = None
     nccl_gib: float | None = None
     fragmentation: float | None = None
+    calibration: str | None = None  # a `zeroplan calibrate --save` file (zeroplan.calibration.file)
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
     from_file: str | tuple[str, ...] | list[str] | None = None  # --from FILE, repeatable (a training file, its launcher's); typed options override them

@@ -26,6 +26,8 @@ def run_text(result: PlanResult) -> str:
     text = f"{scn.model.name} on {scn.parallelism.gpus} x {hardware} ({result.run.topology.value}), ZeRO-{int(mem.stage)}"
     if mem.usable_bytes is not None:
         text += f": peak {format_bytes(mem.total, Unit.gib)} of {format_bytes(mem.usable_bytes, Unit.gib)}"
+    if mem.overheads is not None and mem.overheads.calibration:  # the plan's `calibration:` (docs/calibrate.md)
+        text += f"; calibration from {mem.overheads.calibration} applied: {', '.join(mem.overheads.calibration_changes)}"
     return printable(text)
 
 
