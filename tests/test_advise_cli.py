@@ -28,8 +28,8 @@ def advise_json(runner, *args) -> dict:
     return json.loads(res.stdout)
 
 
-def assert_one_line_error(res, needle: str) -> None:
-    assert res.exit_code == 1, res.output
+def assert_one_line_error(res, needle: str, code: int = 1) -> None:
+    assert res.exit_code == code, res.output
     assert needle in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
 
@@ -177,7 +177,7 @@ def test_emit_refuses_to_overwrite_without_force(runner, tmp_path):
     path = tmp_path / "ds_config.json"
     path.write_text("{}\n")
     res = invoke(runner, "advise", "--params", "30e9", "--emit-deepspeed", str(path))
-    assert_one_line_error(res, "already exists; pass --force to overwrite it")
+    assert_one_line_error(res, "already exists; pass --force to overwrite it", code=2)  # usage
     assert res.stdout == "" and path.read_text() == "{}\n"
     res = invoke(runner, "advise", "--params", "30e9", "--emit-deepspeed", str(path), "--force")
     assert res.exit_code == 0, res.output
@@ -355,7 +355,7 @@ def test_emit_accelerate_refuses_to_overwrite(runner, tmp_path):
     target = tmp_path / "accelerate.yaml"
     target.write_text("mine\n")
     res = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target))
-    assert_one_line_error(res, "already exists; pass --force")
+    assert_one_line_error(res, "already exists; pass --force", code=2)
     assert target.read_text() == "mine\n"
     forced = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target), "--force")
     assert forced.exit_code == 0 and yaml.safe_load(target.read_text())["distributed_type"] == "FSDP"

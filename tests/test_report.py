@@ -161,7 +161,7 @@ def test_estimate_html_written_refused_and_forced(runner, tmp_path):
     page = target.read_text()
     assert_self_contained(page)
     res = invoke(runner, "estimate", "--params", "1e9", "--html", target)
-    assert res.exit_code == 1 and "already exists; pass --force" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.exit_code == 2 and "already exists; pass --force" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     target.write_text("mine\n")
     assert invoke(runner, "estimate", "--params", "1e9", "--html", target, "--force").exit_code == 0
     assert target.read_text().startswith("<!doctype html>")
@@ -172,7 +172,7 @@ def test_html_to_a_fifo_is_refused_even_with_force(runner, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     res = invoke(runner, "estimate", "--params", "1e9", "--html", fifo, "--force")
-    assert res.exit_code == 1 and "named pipe (FIFO); refusing" in res.stderr
+    assert res.exit_code == 2 and "named pipe (FIFO); refusing" in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
 
 

@@ -6,6 +6,10 @@ The only module that writes to disk. A write goes to a temp file beside the targ
 run leaves either the old file or the whole new one, never half of one. --force replaces a regular file
 only: a symbolic link, device, FIFO, socket or directory at the path is refused, never replaced or written
 through (renaming over a link would silently cut it; the user can name the file it points to).
+
+A path the command may not write to (an existing file without --force, anything but a regular file) is the
+user's choice of path: a UsageError, exit 2, as an empty path is. A write that fails (a full disk, no
+permission) is exit 1.
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             os.replace(tmp, path)
         else:
             os.link(tmp, path)
-    except FileExistsError:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it") from None
+    except FileExistsError:  # it appeared since check_target
+        raise UsageError(f"{path}: already exists; pass --force to overwrite it") from None
     except OSError as exc:
         raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
@@ -72,7 +76,7 @@ def write_report(path: Path | None, text: str, force: bool) -> None:
 
 
 def check_target(path: Path, force: bool) -> None:
-    """ZeroplanError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
+    """UsageError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -81,9 +85,9 @@ def check_target(path: Path, force: bool) -> None:
         raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
         kind = next((words for test, words in _KINDS if test(mode)), "something other than a regular file")
-        raise ZeroplanError(f"{path}: is {kind}; refusing to replace it, even with --force")
+        raise UsageError(f"{path}: is {kind}; refusing to replace it, even with --force")
     if not force:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
+        raise UsageError(f"{path}: already exists; pass --force to overwrite it")
 
 
 def _umask() -> int:
