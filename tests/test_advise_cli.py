@@ -144,7 +144,11 @@ def test_advise_table_key_lines(runner):
     res = invoke(runner, "advise", "--params", "30e9")
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert "recommendation (default policy): 30B params on 8 x h100-sxm-80gb, nvlink, global batch 512" in lines[0]
+    data = advise_json(runner, "--params", "30e9")["recommendation"]["plan"]
+    free = (data["usable_bytes"] - data["peak_bytes"]) / 2**30
+    assert lines[0].startswith(f"ZeRO-3: fits: {data['peak_bytes'] / 2**30:.2f} GiB of 79.65 GiB usable, {free:.2f} GiB "
+                               "free")  # the verdict leads
+    assert "recommendation (default policy): 30B params on 8 x h100-sxm-80gb, nvlink, global batch 512" in lines[1]
     assert any("ZeRO-3, micro-batch 64 x accumulation 1 x 8 GPUs, overlap_comm on" in line for line in lines)
     assert any("[fit.zero2] Does ZeRO-2 fit at micro-batch 1? no" in line for line in lines)
     assert any("[zero3.overhead]" in line for line in lines)
