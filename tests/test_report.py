@@ -143,8 +143,35 @@ def test_terminal_timeline_marks_the_peak_column(runner):
         assert column == next(c for c, span in enumerate(bins([e["total"] for e in events])) if tl["peak_index"] in span)
         assert f"at {tl['peak_moment']}" in mark
         assert sum(ch in "▁▂▃▄▅▆▇█" for ch in bar) == len(bins([e["total"] for e in events]))
-        assert bar.count("█") >= 1 and "▁" in bar  # each line spans its own least to most bytes
     assert timeline_chart([("ZeRO-0", None, 0)], Unit.gib) is None
+
+
+def test_terminal_timelines_share_one_scale_with_the_usable_line_and_name_no_colours(runner):
+    """One scale for every stage (a full block is the largest event with its overhead, or usable); a column over
+    usable is marked x; the caption names no colour, since output off a terminal has none."""
+    from rich.console import Console
+
+    from zeroplan.cli.render.timeline import BLOCKS
+
+    doc = with_timelines(estimate_doc(runner))
+    rows = [(report.stage_label(s), s["timeline"], s["gpu_bytes"]["overhead"]) for s in doc["stages"]]
+    usable = doc["stages"][0]["usable_bytes"]
+    top = max(max(e["total"] for e in tl["events"]) + over for _, tl, over in rows)
+    console = Console(width=160, no_color=True)
+    with console.capture() as out:
+        console.print(timeline_chart(rows, Unit.gib, usable))
+    text = out.get()
+    assert not any(colour in text for colour in ("cyan", "magenta", "yellow", "red", "green"))
+    lines = text.splitlines()
+    width = max(len(r[0]) for r in rows) + 1
+    for label, tl, over in rows:
+        i = next(n for n, line in enumerate(lines) if line.startswith(label))
+        events = tl["events"]
+        for col, span in enumerate(bins([e["total"] for e in events])):
+            value = max(events[k]["total"] for k in span) + over
+            assert lines[i][width + col] == BLOCKS[max(1, round(value / top * (len(BLOCKS) - 1)))]
+            assert (lines[i + 1][width + col] == "x") == (value > usable and tl["peak_index"] not in span)
+    assert sum("█" in line for line in lines) == 1  # only the largest stage reaches the top
 
 
 def test_bins_cover_every_event_once():

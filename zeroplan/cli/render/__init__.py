@@ -180,7 +180,9 @@ def timeline_part(est: Estimate, unit: Unit) -> Group | None:
     from zeroplan.memory.view import stage_view
 
     views = [(s, stage_view(s)) for s in est.stages]
-    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit)
+    usable = est.stages[0].usable_bytes if est.stages else None
+    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit,
+                          usable)
 
 
 def verdict_lines(est: Estimate, unit: Unit) -> list:
