@@ -65,6 +65,19 @@ def html_target(value: str | None, force: bool) -> Path | None:
     return path
 
 
+def command_line(command: str) -> str:
+    """The command as typed, for the HTML page ('zeroplan estimate --model ...'): sys.argv when this process is
+    zeroplan's console script or `python -m zeroplan`, else 'zeroplan COMMAND' alone (a caller that runs the app
+    in-process, a test, has an argv of its own)."""
+    import shlex
+    import sys
+
+    first = sys.argv[0] if sys.argv else ""
+    if os.path.basename(first).startswith("zeroplan") or first.endswith(os.path.join("zeroplan", "__main__.py")):
+        return shlex.join(["zeroplan", *sys.argv[1:]])
+    return f"zeroplan {command}"
+
+
 def write_report(path: Path | None, text: str, force: bool) -> None:
     """Write the HTML report asked for with --html, and say so on stderr (stdout stays the result)."""
     if path is None:

@@ -82,6 +82,17 @@ def _named(total: int, terms: list[Term], fallback: str) -> list[tuple[str, int]
     return [(fallback, total)]
 
 
+def verdict_words(v: Verdict, unit: Unit = Unit.gib) -> str:
+    """'fits: 77.05 GiB of 79.65 GiB usable, 2.60 GiB free (3.3 %), peak at end of forward' or 'does not fit: ...'."""
+    peak, usable = format_bytes(v.peak_bytes, unit), format_bytes(v.usable_bytes, unit)
+    at = f" at {v.moment}" if v.moment else ""
+    if v.fits:
+        return (f"fits: {peak} of {usable} usable, {format_bytes(v.headroom_bytes, unit)} free "
+                f"({100 * v.headroom_fraction:.1f} %)" + (f", peak{at}" if at else ""))
+    over = f"does not fit: {peak} of {usable} usable, {format_bytes(-v.headroom_bytes, unit)} over{at}"
+    return over + (f"; {breaking_words(v, unit)}" if v.breaking else "")
+
+
 def breaking_words(v: Verdict, unit: Unit = Unit.gib) -> str:
     """What breaks the fit, in words: 'breaks it: AdamW foreach temporary 15.26 GiB (without it that moment fits)'."""
     size = format_bytes(v.breaking_bytes, unit)

@@ -10,7 +10,7 @@ from zeroplan.memory.estimate import Estimate
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Term
 from zeroplan.memory.timeline import CATEGORIES, Timeline
-from zeroplan.memory.verdict import Verdict, stage_verdict
+from zeroplan.memory.verdict import Verdict, stage_verdict, verdict_words
 from zeroplan.units import Unit
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
@@ -49,7 +49,7 @@ def verdict_view(v: Verdict | None) -> dict | None:
     """Fit, headroom and the term that breaks the fit (memory/verdict.py; docs/json.md, "verdict")."""
     if v is None:
         return None
-    return {"fits": v.fits, "peak_bytes": v.peak_bytes, "usable_bytes": v.usable_bytes,
+    return {"summary": verdict_words(v), "fits": v.fits, "peak_bytes": v.peak_bytes, "usable_bytes": v.usable_bytes,
             "headroom_bytes": v.headroom_bytes, "moment": v.moment, "breaking_term": v.breaking,
             "breaking_bytes": v.breaking_bytes if v.breaking else None, "breaking_always_alive": v.persistent}
 
