@@ -185,16 +185,10 @@ def timeline_part(est: Estimate, unit: Unit) -> Group | None:
                           usable)
 
 
-def verdict_lines(est: Estimate, unit: Unit) -> list:
-    """One verdict line per stage (cli/render/verdict.py), ahead of everything else; none without hardware."""
-    from zeroplan.cli.render.verdict import verdict_text
-    from zeroplan.memory.verdict import stage_verdict
-
-    return [verdict_text(_stage_label(s), v, unit) for s in est.stages if (v := stage_verdict(s)) is not None]
-
-
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
-    parts = [*verdict_lines(est, unit), estimate_table(est, unit), stacked_bars(est, unit)]
+    from zeroplan.cli.render.verdict import stage_lines
+
+    parts = [*stage_lines(est, _stage_label, unit), estimate_table(est, unit), stacked_bars(est, unit)]
     if (steps := timeline_part(est, unit)) is not None:
         parts.append(steps)
     if (acts := activations_table(est, unit)) is not None:
