@@ -178,6 +178,19 @@ def _fitted(part, out) -> list:
     return [part]
 
 
+def _widest_render(table) -> int:
+    """An upper bound of the table's width with every cell on one line (text cells only; else unbounded)."""
+    from rich.text import Text
+
+    total = len(table.columns) + 1  # the rules between and around the columns
+    for column in table.columns:
+        texts = [c.plain if isinstance(c, Text) else c for c in (column.header, *column.cells)]
+        if not all(isinstance(t, str) for t in texts):
+            return UNBOUNDED_WIDTH
+        total += max(map(len, texts)) + 2  # rich's default padding: one space each side
+    return total
+
+
 def _one_token(text: str) -> bool:
     import re
 
@@ -205,6 +218,8 @@ def _fit_table(table, out, width: int) -> list:
         else:  # prose wraps between words; a renderable cell (not text) that is wider still folds, never cut
             column.no_wrap, column.overflow = False, "fold"
             column.min_width = max(map(_longest_token, texts), default=None)
+    if _widest_render(table) <= width:  # every cell on one line fits: nothing to measure or drop
+        return []
     left_out = []
     unbounded = out.options.update_width(UNBOUNDED_WIDTH)  # Measurement.get clamps to the width it is given
     while len(table.columns) > 2 and Measurement.get(out, unbounded, table).minimum > width:
