@@ -157,6 +157,9 @@ def recommend(
     load_in_8bit: bool = False,
     adapter_config: str | Path | None = None,
     optimizer_in_backward: bool = False,
+    adapter_dtype: str = "fp32",
+    qlora_stack: str = "peft",
+    bnb_version: str = "0.50.2",
     global_batch: Count = DEFAULT_GLOBAL_BATCH,
     topology: Topology | str | None = None,
     policy: str = DEFAULT_POLICY,
@@ -227,6 +230,9 @@ def check_plans(
     load_in_8bit: bool = False,
     adapter_config: str | Path | None = None,
     optimizer_in_backward: bool = False,
+    adapter_dtype: str = "fp32",
+    qlora_stack: str = "peft",
+    bnb_version: str = "0.50.2",
 ) -> CheckReport:
     """`zeroplan check`: plan files (YAML; globs expanded, sorted), or one `deepspeed_config` or `from_file` on the
     run the other arguments describe, as the CLI's options do (a plan states its own run: plans with run
