@@ -40,4 +40,15 @@ def advice_view(advice: Advice) -> dict:
         "alternatives": [plan.model_dump(mode="json") for plan in advice.alternatives],
         "assumptions": list(advice.assumptions),
         **calibration_keys(scn.overheads),
+        "verdict": _verdict(advice),
     }
+
+
+def _verdict(advice: Advice) -> dict | None:
+    """The first line's facts (advise/verdict.py; docs/json.md, "verdict"): what it is about, fit, headroom, the
+    term that breaks the fit."""
+    from zeroplan.advise.verdict import advice_verdict
+    from zeroplan.memory.view import verdict_view
+
+    found = advice_verdict(advice)
+    return None if found is None else {"about": found[0], **verdict_view(found[1])}

@@ -24,7 +24,7 @@ from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
-from zeroplan.memory.setup import DeepSpeedKnobs
+from zeroplan.memory.setup import DeepSpeedKnobs, Engine
 from zeroplan.models.hub import is_hub_id
 from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
@@ -80,7 +80,12 @@ def _deepspeed_source(plan: Plan, origin: str, base: Path, plan_lines: Mapping[s
     if isinstance(plan.deepspeed, str):
         return read_deepspeed_config(Path(_near(plan.deepspeed, base)))
     inline = {key.removeprefix("deepspeed."): line for key, line in plan_lines.items() if key.startswith("deepspeed.")}
-    return DeepSpeedSource(plan.deepspeed, origin, key_lines=inline)
+    if plan.engine is Engine.deepspeed:
+        return DeepSpeedSource(plan.deepspeed, origin, key_lines=inline)
+    for key in ("fsdp.sharding_strategy", "fsdp.reshard_after_forward"):  # the stage's line is the fsdp: setting's
+        if key in plan_lines:
+            inline["zero_optimization.stage"] = plan_lines[key]
+    return DeepSpeedSource(plan.standin_config(), origin, key_lines=inline)
 
 
 def resolve_plan(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int] | None = None) -> PlannedRun:

@@ -105,9 +105,10 @@ def advise(
         try:  # the files first: a closed or full stdout cannot lose them; the advice still shows why none fits
             _write_configs(result, target, accelerate, force)
             if report is not None:
+                from zeroplan.cli.files import command_line
                 from zeroplan.cli.render.html import advice_report
 
-                write_report(report, advice_report(advice_view(result)), force)
+                write_report(report, advice_report(advice_view(result), command_line("advise")), force)
         finally:
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 

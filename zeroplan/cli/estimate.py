@@ -79,9 +79,10 @@ def estimate(
             for warning in result.warnings:
                 print_warning(warning)
             if report is not None:  # the file first: a closed stdout cannot lose it
+                from zeroplan.cli.files import command_line
                 from zeroplan.cli.render.html import estimate_report
 
-                write_report(report, estimate_report(estimate_view(result, units)), force)
+                write_report(report, estimate_report(estimate_view(result, units), command_line("estimate")), force)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go, fmt)

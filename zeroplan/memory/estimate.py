@@ -273,6 +273,17 @@ class Estimate:
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # problems in the inputs that did not stop the estimate (the CLI prints them to stderr)
 
+    def stage(self, number: int) -> StageEstimate:
+        """The stage numbered `number` (`est.stage(3)`): `stages` holds only the stages estimated (FSDP2 has no
+        ZeRO-0, --stage keeps one), so `stages[3]` is not ZeRO-3 in general. ZeroplanError names the ones there."""
+        for s in self.stages:
+            if int(s.stage) == number:
+                return s
+        from zeroplan.errors import ZeroplanError
+
+        there = ", ".join(f"ZeRO-{int(s.stage)}" for s in self.stages)
+        raise ZeroplanError(f"no ZeRO-{number!r} in this estimate; it has {there}")
+
     @property
     def model(self) -> ModelSummary:
         return self.scenario.model

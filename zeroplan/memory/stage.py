@@ -31,6 +31,7 @@ from zeroplan.memory.timeline import (
     peak_of,
     skeleton_of,
 )
+from zeroplan.units import GIB
 from zeroplan.validate import INPUT_CONFIG, Real, Size
 
 # Per-process overheads outside PyTorch's allocator stats (docs/hardware.md, "Memory outside the model states").
@@ -170,6 +171,11 @@ class StageEstimate:
     @property
     def fits(self) -> bool | None:
         return None if self.usable_bytes is None else self.total <= self.usable_bytes
+
+    # GiB (2^30 B) views of the bytes, for notebooks: est.stage(3).total_gib
+    total_gib = property(lambda self: self.total / GIB)
+    usable_gib = property(lambda self: None if self.usable_bytes is None else self.usable_bytes / GIB)
+    headroom_gib = property(lambda self: None if self.usable_bytes is None else self.headroom_bytes / GIB)
 
     @property
     def headroom_bytes(self) -> int | None:
