@@ -180,7 +180,7 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
                       accumulating: bool = False) -> StageBase:
     """The engine's StageBase with the fine-tune's states; gathered-parameter lines scaled to the stored bytes."""
     from zeroplan.memory.engines import ADAMW_TEMPORARY, adamw_foreach_temporary, engine_stage_base
-    from zeroplan.memory.engines.grads import NO_SYNC, fsdp_tuned_moments, no_sync_element
+    from zeroplan.memory.engines.grads import NO_SYNC, fsdp_tuned_moments, no_sync_element, no_sync_numel
     from zeroplan.memory.engines.ddp import ddp_buffers
     from zeroplan.memory.engines.fsdp import PARAM_TERMS
     from zeroplan.memory.engines.storage import torch_storage
@@ -221,7 +221,8 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
         elif t.name.startswith("unsharded gradient"):
             buffers.append(replace(t, bytes=max(grad_units) * store.compute))
         elif t.name == NO_SYNC:  # the whole gradients of the units that carry one
-            buffers.append(replace(t, bytes=sum(grad_units) * no_sync_element(engine, store, options)))
+            buffers.append(replace(t, bytes=no_sync_numel(engine, [u for u in grad_units if u], dp)
+                                   * no_sync_element(engine, store, options)))
         elif t.name == ADAMW_TEMPORARY:  # one fp32 state's size: of the trainable tensors' states only
             buffers.append(replace(t, bytes=adamw_foreach_temporary(recipe, states)))
         elif not t.name.startswith("DDP gradient buckets"):

@@ -35,6 +35,7 @@ from zeroplan.memory.engines.grads import (
     grad_settings,
     keeps_unsharded,
     no_sync_element,
+    no_sync_numel,
     no_sync_term,
     reduce_element,
     with_no_sync,
@@ -224,7 +225,7 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
     if engine in (Engine.fsdp, Engine.fsdp2):
         settings += grad_settings(engine, options, no_sync)
     if no_sync:
-        kept = no_sync_term(sum(layout.unit_numels), no_sync_element(engine, store, options))
+        kept = no_sync_term(no_sync_numel(engine, layout.unit_numels, dp), no_sync_element(engine, store, options))
         buffers += (kept,)
         moments = with_no_sync(moments, kept.bytes)
     temp = adamw_foreach_temporary(recipe, states)

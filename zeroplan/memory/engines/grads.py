@@ -28,7 +28,7 @@ from dataclasses import replace
 from zeroplan.memory.engines.storage import Storage
 from zeroplan.memory.recipes import FP32_BYTES
 from zeroplan.memory.setup import Engine, EngineOptions, ReduceDtype, ZeroStage
-from zeroplan.memory.terms import Phase, Setting, Term
+from zeroplan.memory.terms import Phase, Setting, Term, shard_numel
 
 NO_SYNC = "no_sync: whole gradients kept (gradient accumulation)"
 NO_SYNC_SOURCE = ("torch/distributed/fsdp/_runtime_utils.py: _post_backward_hook (FSDP1 no_sync); "
@@ -56,8 +56,16 @@ def no_sync_element(engine: Engine, store: Storage, options: EngineOptions) -> i
     return reduce_element(store, options) if engine is Engine.fsdp2 else store.compute
 
 
+def no_sync_numel(engine: Engine, units: list[int] | tuple[int, ...], dp: int) -> int:
+    """Elements of the whole gradients no_sync keeps: FSDP1 each gradient-carrying FlatParameter's padded unsharded
+    size (ceil(unit / N) x N, measured), FSDP2 each parameter's unsharded size (no padding)."""
+    if engine is Engine.fsdp:
+        return sum(shard_numel(u, dp) * dp for u in units)
+    return sum(units)
+
+
 def no_sync_term(grad_numel: int, element: int) -> Term:
-    """U = sum over gradient-carrying units (FSDP1) or parameters (FSDP2) of their unsharded elements x e."""
+    """U = the whole gradients' elements (no_sync_numel) x e."""
     return Term(NO_SYNC, grad_numel * element, Phase.backward, NO_SYNC_SOURCE)
 
 
