@@ -116,3 +116,14 @@ def test_the_measured_table_is_what_zeroplan_predicts_now():
     rows = json.loads((Path(__file__).resolve().parent.parent / "validation" / "fsdp_grads_measured.json").read_text())
     assert len(rows) == 24 and all(r["measured"] == r["predicted"] for r in rows)
     assert all(predicted(r["inputs"])[r["term"]] == r["predicted"] for r in rows)
+
+
+def test_no_sync_s_whole_gradients_stay_on_the_gpu_under_cpu_offload(runner):
+    """FSDP1 no_sync docstring: inside the context the gradients are not offloaded; only after the eventual sync."""
+    args = ["estimate", "-m", MODEL, "-g", "4", "--engine", "fsdp", "-s", "3", "--offload-optimizer", "cpu",
+            "--offload-param", "cpu", "-f", "json"]
+    stage = lambda *more: json.loads(runner.invoke(app, args + list(more)).stdout)["stages"][0]  # noqa: E731
+    accumulating = stage("--grad-accum", "4")
+    assert any(b["name"] == NO_SYNC and b["bytes"] > 0 for b in accumulating["buffers"])
+    assert accumulating["gpu_bytes"]["total"] > stage()["gpu_bytes"]["total"]
+    assert not any(b["name"] == NO_SYNC for b in stage("--grad-accum", "4", "--sync-each-batch")["buffers"])
