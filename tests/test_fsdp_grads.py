@@ -30,7 +30,10 @@ MIXED = make_recipe(Precision.bf16_mixed, Optimizer.adamw)
 LAYOUT = layout_for(load_model(MODEL))
 
 
-def base(engine, dp=4, options=EngineOptions(), accumulating=True, stage=ZeroStage.zero3):
+NO_SYNC_ON = EngineOptions(no_sync=True)
+
+
+def base(engine, dp=4, options=NO_SYNC_ON, accumulating=True, stage=ZeroStage.zero3):
     return engine_stage_base(engine, None, LAYOUT, MIXED, stage, Parallelism(gpus=dp),
                              DeepSpeedKnobs(), options, accumulating)
 
@@ -47,13 +50,13 @@ def test_no_sync_keeps_fsdp1s_padded_units_whole_in_the_param_dtype():
 def test_fsdp2_keeps_its_parameters_whole_in_reduce_dtype():
     total = sum(LAYOUT.unit_numels)
     assert kept(base(Engine.fsdp2)) == total * 2
-    assert kept(base(Engine.fsdp2, options=EngineOptions(reduce_dtype=ReduceDtype.fp32))) == total * 4
+    assert kept(base(Engine.fsdp2, options=EngineOptions(no_sync=True, reduce_dtype=ReduceDtype.fp32))) == total * 4
 
 
-@pytest.mark.parametrize("why", ["one micro-step", "sync_each_batch", "one rank", "NO_SHARD"])
+@pytest.mark.parametrize("why", ["one micro-step", "a reduce-scatter every micro-step", "one rank", "NO_SHARD"])
 def test_no_whole_gradients_where_nothing_is_skipped(why):
     b = {"one micro-step": lambda: base(Engine.fsdp, accumulating=False),
-         "sync_each_batch": lambda: base(Engine.fsdp, options=EngineOptions(sync_each_batch=True)),
+         "a reduce-scatter every micro-step": lambda: base(Engine.fsdp, options=EngineOptions()),
          "one rank": lambda: base(Engine.fsdp2, dp=1),
          "NO_SHARD": lambda: base(Engine.fsdp, stage=ZeroStage.zero0)}[why]()
     assert kept(b) == 0
@@ -77,7 +80,7 @@ def test_fp32_reduce_doubles_the_kept_reduce_scatter_input():
 
 def _gib(runner, *args):
     res = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "2", "--engine", "fsdp", "-s", "3", "--precision",
-                              "bf16-true", "--lora-rank", "8", "--grad-accum", "64", "-f", "json", *args])
+                              "bf16-true", "--lora-rank", "8", "--grad-accum", "64", "--no-sync", "-f", "json", *args])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)["stages"][0]
 
@@ -95,7 +98,7 @@ def test_adapters_in_their_block_give_every_block_a_whole_gradient(runner):
 
 @pytest.mark.parametrize("args,words", [
     (["--engine", "fsdp", "--reduce-dtype", "fp32"], "--reduce-dtype fp32 is modelled for --engine fsdp2"),
-    (["--engine", "deepspeed", "--sync-each-batch"], "--sync-each-batch is FSDP's"),
+    (["--engine", "deepspeed", "--no-sync"], "--no-sync is FSDP's"),
     (["--engine", "fsdp2", "--adapter-wrap", "block"], "--adapter-wrap block is FSDP1's"),
 ])
 def test_an_engine_option_the_engine_lacks_is_refused_in_one_line(runner, args, words):
@@ -123,7 +126,9 @@ def test_no_sync_s_whole_gradients_stay_on_the_gpu_under_cpu_offload(runner):
     args = ["estimate", "-m", MODEL, "-g", "4", "--engine", "fsdp", "-s", "3", "--offload-optimizer", "cpu",
             "--offload-param", "cpu", "-f", "json"]
     stage = lambda *more: json.loads(runner.invoke(app, args + list(more)).stdout)["stages"][0]  # noqa: E731
-    accumulating = stage("--grad-accum", "4")
+    accumulating = stage("--grad-accum", "4", "--no-sync")
     assert any(b["name"] == NO_SYNC and b["bytes"] > 0 for b in accumulating["buffers"])
     assert accumulating["gpu_bytes"]["total"] > stage()["gpu_bytes"]["total"]
-    assert not any(b["name"] == NO_SYNC for b in stage("--grad-accum", "4", "--sync-each-batch")["buffers"])
+    synced = stage("--grad-accum", "4")
+    assert not any(b["name"] == NO_SYNC for b in synced["buffers"])
+    assert any("--no-sync" in n for n in synced["notes"])

@@ -258,8 +258,8 @@ class EngineOptions:
     gradient_as_bucket_view: Annotated[Flag, Field(description="DDP: gradients are views into the all-reduce buckets")] = False
     reduce_dtype: Annotated[ReduceDtype | None, Field(
         description="FSDP2 MixedPrecisionPolicy.reduce_dtype (None: PyTorch's default, the param dtype)")] = None
-    sync_each_batch: Annotated[Flag, Field(
-        description="FSDP: reduce-scatter every micro-step of gradient accumulation (Accelerate's sync_each_batch); "
-                    "False: no_sync keeps the unsharded gradients until the last")] = False
+    no_sync: Annotated[Flag, Field(
+        description="FSDP under gradient accumulation: no reduce-scatter but on the last micro-step (Accelerate's, HF "
+                    "Trainer's and Lightning's default), keeping whole gradients until then")] = False
     adapter_wrap: Annotated[AdapterWrap, Field(
         description="FSDP1 + LoRA: adapters in FSDP units of their own, or in their block's flat parameter")] = AdapterWrap.own

@@ -232,12 +232,12 @@ def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSou
 
 
 def engine_options_of(args: ScenarioArgs):
-    """The PyTorch engine settings typed (--reduce-dtype, --sync-each-batch, --adapter-wrap), each refused in one line
+    """The PyTorch engine settings typed (--reduce-dtype, --no-sync, --adapter-wrap), each refused in one line
     by an engine that does not have it (memory.engines.check_engine_options)."""
     from zeroplan.memory.engines import check_engine_options
     from zeroplan.memory.setup import EngineOptions
 
-    options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "sync_each_batch": args.sync_each_batch,
+    options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "no_sync": args.no_sync,
                                         "adapter_wrap": args.adapter_wrap})
     check_engine_options(args.engine, options)
     return options

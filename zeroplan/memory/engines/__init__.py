@@ -32,6 +32,8 @@ from zeroplan.memory.engines.fsdp import (
     unsharded_grad,
 )
 from zeroplan.memory.engines.grads import (
+    NO_SYNC_NOTE,
+    accumulates_sharded,
     grad_settings,
     keeps_unsharded,
     no_sync_element,
@@ -224,6 +226,8 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
     no_sync = keeps_unsharded(engine, stage, dp, accumulating, options)
     if engine in (Engine.fsdp, Engine.fsdp2):
         settings += grad_settings(engine, options, no_sync)
+    if accumulates_sharded(engine, stage, dp, accumulating) and not no_sync:
+        notes += (NO_SYNC_NOTE,)
     if no_sync:
         kept = no_sync_term(no_sync_numel(engine, layout.unit_numels, dp), no_sync_element(engine, store, options))
         buffers += (kept,)
@@ -269,8 +273,8 @@ def check_engine_options(engine: Engine, options: EngineOptions) -> None:
     if options.reduce_dtype is not None and engine is not Engine.fsdp2:
         raise ZeroplanError(f"--reduce-dtype {options.reduce_dtype.value} is modelled for --engine fsdp2 "
                             f"(MixedPrecisionPolicy.reduce_dtype), not --engine {engine.value}")
-    if options.sync_each_batch and engine not in (Engine.fsdp, Engine.fsdp2):
-        raise ZeroplanError(f"--sync-each-batch is FSDP's (no_sync under gradient accumulation), not --engine "
+    if options.no_sync and engine not in (Engine.fsdp, Engine.fsdp2):
+        raise ZeroplanError(f"--no-sync is FSDP's (gradient accumulation without reduce-scatter), not --engine "
                             f"{engine.value}'s")
     if options.adapter_wrap is AdapterWrap.block and engine is not Engine.fsdp:
         raise ZeroplanError(f"--adapter-wrap block is FSDP1's wrapping of LoRA adapters (--engine fsdp), not "

@@ -34,6 +34,9 @@ NO_SYNC = "no_sync: whole gradients kept (gradient accumulation)"
 NO_SYNC_SOURCE = ("torch/distributed/fsdp/_runtime_utils.py: _post_backward_hook (FSDP1 no_sync); "
                   "_fully_shard/_fsdp_param.py: unsharded_accumulated_grad (FSDP2); accelerate accumulate()")
 REDUCE_SOURCE = "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_reduce, reduce_scatter_input"
+NO_SYNC_NOTE = ("gradient accumulation: a reduce-scatter every micro-step assumed (torchtitan's loop); Accelerate, HF "
+                "Trainer and Lightning skip it under no_sync and keep whole gradients until the last micro-step: give "
+                "--no-sync for them (docs/engines.md)")
 BF16_BYTES = 2
 REDUCE_BYTES = {ReduceDtype.fp32: FP32_BYTES, ReduceDtype.bf16: BF16_BYTES}
 
@@ -45,9 +48,14 @@ def reduce_element(store: Storage, options: EngineOptions) -> int:
 
 def keeps_unsharded(engine: Engine, stage: ZeroStage, dp: int, accumulating: bool, options: EngineOptions) -> bool:
     """Whether gradient accumulation under no_sync keeps whole gradients: a sharded FSDP stage on more than one
-    rank, more than one micro-step, and the reduce-scatter skipped on all but the last (sync_each_batch off)."""
+    rank, more than one micro-step, and the reduce-scatter skipped on all but the last (--no-sync)."""
+    return accumulates_sharded(engine, stage, dp, accumulating) and options.no_sync
+
+
+def accumulates_sharded(engine: Engine, stage: ZeroStage, dp: int, accumulating: bool) -> bool:
+    """More than one micro-step on a sharded FSDP stage of more than one rank: where no_sync would matter."""
     sharded = dp > 1 and (engine is Engine.fsdp2 or (engine is Engine.fsdp and stage is not ZeroStage.zero0))
-    return sharded and accumulating and not options.sync_each_batch
+    return sharded and accumulating
 
 
 def no_sync_element(engine: Engine, store: Storage, options: EngineOptions) -> int:
@@ -96,6 +104,6 @@ def grad_settings(engine: Engine, options: EngineOptions, no_sync: bool) -> tupl
         out.append(Setting("reduce_dtype", f"MixedPrecisionPolicy(reduce_dtype={options.reduce_dtype.value})",
                            REDUCE_SOURCE))
     if no_sync:
-        out.append(Setting("gradient accumulation", "no_sync on all but the last micro-step (sync_each_batch=False)",
+        out.append(Setting("gradient accumulation", "no_sync on all but the last micro-step (--no-sync)",
                            NO_SYNC_SOURCE))
     return tuple(out)
