@@ -10,6 +10,7 @@ from zeroplan.cli.options import (
     CALIBRATION,
     DEEPSPEED,
     ENGINE,
+    ENGINE_SETTINGS,
     FINETUNE,
     HARDWARE,
     INPUTS,
@@ -32,7 +33,7 @@ METHOD_PANEL = "Method"
 RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH)
 
 
-@takes(*RUN, OUTPUT)
+@takes(*RUN, ENGINE_SETTINGS, OUTPUT)
 def estimate(
     ctx: typer.Context,
     method: Annotated[Method, typer.Option(rich_help_panel=METHOD_PANEL, help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
