@@ -100,6 +100,7 @@ def test_adapters_in_their_block_give_every_block_a_whole_gradient(runner):
     (["--engine", "fsdp", "--reduce-dtype", "fp32"], "--reduce-dtype fp32 is modelled for --engine fsdp2"),
     (["--engine", "deepspeed", "--no-sync"], "--no-sync is FSDP's"),
     (["--engine", "fsdp2", "--adapter-wrap", "block"], "--adapter-wrap block is FSDP1's"),
+    (["--engine", "fsdp", "--adapter-wrap", "block"], "give --lora-rank R or --adapter-config"),
 ])
 def test_an_engine_option_the_engine_lacks_is_refused_in_one_line(runner, args, words):
     res = runner.invoke(app, ["estimate", "-m", MODEL, "-g", "2", *args])

@@ -235,11 +235,13 @@ def engine_options_of(args: ScenarioArgs):
     """The PyTorch engine settings typed (--reduce-dtype, --no-sync, --adapter-wrap), each refused in one line
     by an engine that does not have it (memory.engines.check_engine_options)."""
     from zeroplan.memory.engines import check_engine_options
-    from zeroplan.memory.setup import EngineOptions
+    from zeroplan.memory.setup import AdapterWrap, EngineOptions
 
     options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "no_sync": args.no_sync,
                                         "adapter_wrap": args.adapter_wrap})
     check_engine_options(args.engine, options)
+    if options.adapter_wrap is AdapterWrap.block and not (args.lora_rank or args.adapter_config):
+        raise SpecError("--adapter-wrap block says where FSDP1 puts LoRA adapters: give --lora-rank R or --adapter-config")
     return options
 
 
