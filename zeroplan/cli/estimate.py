@@ -30,10 +30,11 @@ METHOD_PANEL = "Method"
 
 
 # The run's description, as calibrate takes it too (cli/calibrate.py): everything but how estimate prints.
-RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH)
+RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, ENGINE_SETTINGS, OFFLOAD, DEEPSPEED,
+       MESH)
 
 
-@takes(*RUN, ENGINE_SETTINGS, OUTPUT)
+@takes(*RUN, OUTPUT)
 def estimate(
     ctx: typer.Context,
     method: Annotated[Method, typer.Option(rich_help_panel=METHOD_PANEL, help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
