@@ -209,6 +209,7 @@ FROZEN = {
         "--cp-comm",  # p2p (ring) or a2a (DeepSpeed-Ulysses) context parallelism (docs/parallelism.md)
         "--pp-first-layers", "--pp-last-layers",  # uneven pipeline splits (docs/parallelism.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
+        "--reduce-dtype", "--no-sync", "--adapter-wrap",  # PyTorch engine settings (docs/engines.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {

@@ -10,6 +10,7 @@ from zeroplan.cli.options import (
     CALIBRATION,
     DEEPSPEED,
     ENGINE,
+    ENGINE_SETTINGS,
     FINETUNE,
     HARDWARE,
     INPUTS,
@@ -29,7 +30,8 @@ METHOD_PANEL = "Method"
 
 
 # The run's description, as calibrate takes it too (cli/calibrate.py): everything but how estimate prints.
-RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH)
+RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, ENGINE_SETTINGS, OFFLOAD, DEEPSPEED,
+       MESH)
 
 
 @takes(*RUN, OUTPUT)

@@ -12,6 +12,7 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
+    AdapterWrap,
     Attention,
     Engine,
     Loss,
@@ -19,6 +20,7 @@ from zeroplan.memory.setup import (
     Optimizer,
     Parallelism,
     Precision,
+    ReduceDtype,
     TrainingSetup,
 )
 from zeroplan.models.mesh import CpComm, Schedule
@@ -162,6 +164,13 @@ ENGINE = group(
     ENGINE_PANEL,
     option("engine", Engine, Engine.deepspeed, "--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms."),
     option("stage", Optional[int], None, "--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four)."),
+)
+# PyTorch engine settings that size memory (memory.setup.EngineOptions, docs/engines.md); estimate takes them.
+ENGINE_SETTINGS = group(
+    ENGINE_PANEL,
+    option("reduce_dtype", Optional[ReduceDtype], None, "--reduce-dtype", help="--engine fsdp2: MixedPrecisionPolicy(reduce_dtype=...): the reduce-scatter in fp32 (torchtitan's default) or bf16 (default: the param dtype)."),
+    option("no_sync", bool, False, "--no-sync", help="FSDP with --grad-accum: no reduce-scatter until the last micro-step, whole gradients kept until then (Accelerate, HF Trainer and Lightning do this unless sync_each_batch)."),
+    option("adapter_wrap", AdapterWrap, AdapterWrap.own, "--adapter-wrap", help="--engine fsdp with LoRA: adapters in FSDP units of their own (peft's policy) or in their block's flat parameter (litgpt, Lightning Fabric; use_orig_params=True)."),
 )
 OFFLOAD = group(
     ENGINE_PANEL,

@@ -127,10 +127,13 @@ class Tuning:
         return sum(self.trainable)
 
 
+LAYER_LISTS = ("layers", "h")  # model.layers.i (Llama and most), gpt_neox.layers.i, transformer.h.i (GPT-2)
+
+
 def unit_of(name: str) -> int:
-    """0 for the root (embeddings, final norm, head), i + 1 for model.layers.i."""
+    """0 for the root (embeddings, final norm, head), i + 1 for <base>.layers.i / <base>.h.i."""
     parts = name.split(".")
-    if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+    if len(parts) > 2 and parts[1] in LAYER_LISTS and parts[2].isdigit():
         return int(parts[2]) + 1
     return 0
 

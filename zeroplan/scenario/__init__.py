@@ -184,7 +184,8 @@ def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCo
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
-                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw))
+                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw),
+                   engine_options=engine_options_of(args))
     if mesh is not None or (found is not None and (found.run.get("tp") or found.run.get("cp"))):  # a mesh only
         from zeroplan.scenario.meshed import file_mesh, with_mesh
 
@@ -228,6 +229,20 @@ def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSou
     else:
         source = DeepSpeedSource(found.deepspeed, found.deepspeed_origin)
     return source  # its AutoTP mesh, or a refusal of what is not modelled: deepspeed.parallel.config_mesh
+
+
+def engine_options_of(args: ScenarioArgs):
+    """The PyTorch engine settings typed (--reduce-dtype, --no-sync, --adapter-wrap), each refused in one line
+    by an engine that does not have it (memory.engines.check_engine_options)."""
+    from zeroplan.memory.engines import check_engine_options
+    from zeroplan.memory.setup import AdapterWrap, EngineOptions
+
+    options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "no_sync": args.no_sync,
+                                        "adapter_wrap": args.adapter_wrap})
+    check_engine_options(args.engine, options)
+    if options.adapter_wrap is AdapterWrap.block and not (args.lora_rank or args.adapter_config):
+        raise SpecError("--adapter-wrap block says where FSDP1 puts LoRA adapters: give --lora-rank R or --adapter-config")
+    return options
 
 
 def layout_of(model: str | None, engine: Engine):

@@ -61,6 +61,10 @@ class ScenarioArgs:
     calibration: str | None = None  # a `zeroplan calibrate --save` file (zeroplan.calibration.file)
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
+    # PyTorch engine settings that size memory (memory.setup.EngineOptions; docs/engines.md)
+    reduce_dtype: str | None = None  # FSDP2 MixedPrecisionPolicy.reduce_dtype: fp32 | bf16
+    no_sync: bool = False  # FSDP: no reduce-scatter until the last micro-step (Accelerate, HF Trainer, Lightning)
+    adapter_wrap: str = "own"  # FSDP1 + LoRA: own units (peft's policy) | block (litgpt / Lightning Fabric)
     from_file: str | tuple[str, ...] | list[str] | None = None  # --from FILE, repeatable (a training file, its launcher's); typed options override them
     from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
     # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.
