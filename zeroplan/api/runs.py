@@ -62,6 +62,9 @@ def estimate(
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
+    reduce_dtype: str | None = None,
+    no_sync: bool = False,
+    adapter_wrap: str = "own",
     deepspeed_config: str | Path | None = None,
     from_file: str | Path | None = None,
     from_kind: str | None = None,
@@ -116,7 +119,8 @@ def estimate(
     `vpp`, `pp_schedule`, `sequence_parallel`, `cp_comm` ("p2p" ring attention, "a2a" DeepSpeed-Ulysses),
     `pp_first_layers`, `pp_last_layers` lay the run on a mesh (docs/parallelism.md), as --tp ... do:
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
-    the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md).
+    the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md). `reduce_dtype`,
+    `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md).
     """
     options = dict(locals())
     only = stage_number(options.pop("stage"))
