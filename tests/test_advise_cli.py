@@ -28,8 +28,8 @@ def advise_json(runner, *args) -> dict:
     return json.loads(res.stdout)
 
 
-def assert_one_line_error(res, needle: str) -> None:
-    assert res.exit_code == 1, res.output
+def assert_one_line_error(res, needle: str, code: int = 1) -> None:
+    assert res.exit_code == code, res.output
     assert needle in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
 
@@ -144,7 +144,11 @@ def test_advise_table_key_lines(runner):
     res = invoke(runner, "advise", "--params", "30e9")
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert "recommendation (default policy): 30B params on 8 x h100-sxm-80gb, nvlink, global batch 512" in lines[0]
+    data = advise_json(runner, "--params", "30e9")["recommendation"]["plan"]
+    free = (data["usable_bytes"] - data["peak_bytes"]) / 2**30
+    assert lines[0].startswith(f"ZeRO-3: fits: {data['peak_bytes'] / 2**30:.2f} GiB of 79.65 GiB usable, {free:.2f} GiB "
+                               "free")  # the verdict leads
+    assert "recommendation (default policy): 30B params on 8 x h100-sxm-80gb, nvlink, global batch 512" in lines[1]
     assert any("ZeRO-3, micro-batch 64 x accumulation 1 x 8 GPUs, overlap_comm on" in line for line in lines)
     assert any("[fit.zero2] Does ZeRO-2 fit at micro-batch 1? no" in line for line in lines)
     assert any("[zero3.overhead]" in line for line in lines)
@@ -177,7 +181,7 @@ def test_emit_refuses_to_overwrite_without_force(runner, tmp_path):
     path = tmp_path / "ds_config.json"
     path.write_text("{}\n")
     res = invoke(runner, "advise", "--params", "30e9", "--emit-deepspeed", str(path))
-    assert_one_line_error(res, "already exists; pass --force to overwrite it")
+    assert_one_line_error(res, "already exists; pass --force to overwrite it", code=2)  # usage
     assert res.stdout == "" and path.read_text() == "{}\n"
     res = invoke(runner, "advise", "--params", "30e9", "--emit-deepspeed", str(path), "--force")
     assert res.exit_code == 0, res.output
@@ -355,7 +359,7 @@ def test_emit_accelerate_refuses_to_overwrite(runner, tmp_path):
     target = tmp_path / "accelerate.yaml"
     target.write_text("mine\n")
     res = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target))
-    assert_one_line_error(res, "already exists; pass --force")
+    assert_one_line_error(res, "already exists; pass --force", code=2)
     assert target.read_text() == "mine\n"
     forced = invoke(runner, "advise", "--params", "1e9", "--engine", "fsdp", "--emit-accelerate", str(target), "--force")
     assert forced.exit_code == 0 and yaml.safe_load(target.read_text())["distributed_type"] == "FSDP"

@@ -16,7 +16,7 @@ FLOORS = {
     "printable": 0,
     "models": 1, "hardware": 1,
     "memory": 2,
-    "perf": 3, "deepspeed": 3, "megatron": 3, "frameworks": 3,
+    "perf": 3, "deepspeed": 3, "megatron": 3, "frameworks": 3, "calibration": 3,
     "scenario": 4,
     "advise": 5, "check": 5,
     "cli": 6, "api": 6,
@@ -209,6 +209,7 @@ FROZEN = {
         "--cp-comm",  # p2p (ring) or a2a (DeepSpeed-Ulysses) context parallelism (docs/parallelism.md)
         "--pp-first-layers", "--pp-last-layers",  # uneven pipeline splits (docs/parallelism.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
+        "--reduce-dtype", "--no-sync", "--adapter-wrap",  # PyTorch engine settings (docs/engines.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {
@@ -239,6 +240,13 @@ FROZEN = {
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},
 }
+# estimate's run options, without how estimate prints (--method, --buffer-factor, --html): calibrate takes the same
+# option groups (cli/estimate.py RUN), so the two cannot drift.
+FROZEN["calibrate"] = (FROZEN["estimate"] - {"--method", "--buffer-factor", "--html"}) | {"records", "--save", "--plan"}
+# --calibration: a `zeroplan calibrate --save` file applied (docs/calibrate.md)
+FROZEN["estimate"] = FROZEN["estimate"] | {"--calibration"}
+FROZEN["calibrate"] = FROZEN["calibrate"] | {"--calibration"}
+FROZEN["advise"] = FROZEN["advise"] | {"--calibration"}
 
 
 def test_cli_option_surface_is_pinned():

@@ -161,7 +161,7 @@ def test_output_writes_the_report_and_refuses_to_overwrite(runner, plans):
     written = (plans / "report.xml").read_text(encoding="utf-8")
     assert ET.fromstring(written).get("failures") == "1"
     again = check(runner, "good.yaml", "-f", "junit", "--output", "report.xml")
-    assert again.exit_code == 1 and "already exists; pass --force" in again.stderr  # as for --emit-deepspeed
+    assert again.exit_code == 2 and "already exists; pass --force" in again.stderr  # usage, as for --emit-deepspeed
     assert (plans / "report.xml").read_text(encoding="utf-8") == written
     forced = check(runner, "good.yaml", "-f", "junit", "--output", "report.xml", "--force")
     assert forced.exit_code == 0 and ET.fromstring((plans / "report.xml").read_text()).get("failures") == "0"

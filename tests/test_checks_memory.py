@@ -6,7 +6,7 @@ import pytest
 
 from zeroplan.check.findings import RunContext
 from zeroplan.check.rules import run_checks
-from zeroplan.check.rules.memory import LOW_HEADROOM_PCT, buffers_alive, terms_at_peak
+from zeroplan.check.rules.memory import LOW_HEADROOM_PCT, buffers_alive
 from zeroplan.deepspeed.reader import parse_ds_config
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.memory.estimate import Scenario, evaluate, overheads_for
@@ -33,14 +33,15 @@ def fired(rule, scn, stage, *, min_headroom_pct=None, **zero):
 # --- does-not-fit ----------------------------------------------------------------------------------------
 
 
-def test_does_not_fit_gives_peak_usable_and_biggest_term():
-    # 9e9 x 16 B = 144 GB of model states at ZeRO-0: optimizer states alone are 108 GB.
+def test_does_not_fit_gives_peak_usable_and_the_term_that_breaks_it():
+    # 9e9 x 16 B = 144 GB of model states at ZeRO-0: optimizer states alone are 108 GB, over the GPU by themselves.
     (finding,) = fired("does-not-fit", scenario(9e9), ZeroStage.zero0)
     est = evaluate(scenario(9e9), ZeroStage.zero0)
     assert finding.severity == "error" and finding.key == "zero_optimization.stage"
-    assert finding.message.startswith(f"does not fit at ZeRO-0: peak {est.total / GIB:,.2f} GiB per GPU (step phase) "
-                                      "> usable 79.65 GiB on h100-sxm-80gb")  # fmt: skip
-    assert f"{-est.headroom_bytes / GIB:,.2f} GiB over; biggest term: optimizer states 100.58 GiB" in finding.message
+    assert finding.message.startswith(f"does not fit at ZeRO-0: peak {est.total / GIB:,.2f} GiB per GPU at optimizer "
+                                      "step > usable 79.65 GiB on h100-sxm-80gb")  # fmt: skip
+    assert (f"{-est.headroom_bytes / GIB:,.2f} GiB over; what is alive all step already exceeds it, the largest: "
+            "optimizer states 100.58 GiB") in finding.message
     assert (finding.file, finding.line) == ("ds.json", None)
 
 
@@ -49,9 +50,12 @@ def test_fits_is_quiet_and_no_hardware_says_nothing():
     assert fired("does-not-fit", scenario(9e9, hardware=None), ZeroStage.zero0) == []
 
 
-def test_terms_at_peak_sum_to_the_peak():
-    est = evaluate(scenario(9e9), ZeroStage.zero2)
-    assert sum(size for _, size in terms_at_peak(est)) == est.total
+def test_the_lines_at_the_peak_moment_sum_to_the_peak():
+    from zeroplan.memory.verdict import peak_lines
+
+    for stage in ZeroStage:
+        always, own = peak_lines(evaluate(scenario(9e9), stage))
+        assert sum(size for _, size in always + own) == evaluate(scenario(9e9), stage).total
 
 
 # --- low-headroom ------------------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ def test_cli_unmapped_stage_is_one_error_line():
 def test_plan_with_engine_fsdp(tmp_path):
     out = runner.invoke(app, ["check", "configs/plans/llama3.1-8b-fsdp-8xh100.yaml"])
     assert out.exit_code == 0, out.output
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(open("configs/plans/llama3.1-8b-fsdp-8xh100.yaml").read().replace("stage: 3", "stage: 1"))
+    bad = tmp_path / "bad.yaml"  # the deepspeed: stand-in, at a stage FSDP has no equivalent for
+    plan = open("configs/plans/llama3.1-8b-fsdp-8xh100.yaml").read()
+    bad.write_text(plan.replace("fsdp:\n  sharding_strategy: FULL_SHARD", "deepspeed:\n  zero_optimization: {stage: 1}"))
     out = runner.invoke(app, ["check", str(bad)])
     assert out.exit_code == 1 and "no ZeRO-1" in out.output

@@ -73,15 +73,15 @@ def test_a_kind_is_recognised_by_its_keys(data, kind):
 def test_a_file_of_no_kind_asks_for_from_kind(runner, write):
     path = write("train.yaml", {"learning_rate": 1e-5, "model": "gpt2"})
     assert error(runner, "--from", path) == (
-        "train.yaml: not an Accelerate, LLaMA-Factory or axolotl config (none of distributed_type, model_name_or_path, "
-        "finetuning_type, base_model, sequence_len); pass --from-kind accelerate|llamafactory|axolotl")
+        "train.yaml: only keys several tools write (model, learning_rate), none that only one writes: LLaMA-Factory or "
+        "ms-swift or TRL or axolotl? pass --from-kind llamafactory|swift|trl|axolotl")
 
 
 def test_a_file_of_two_kinds_names_both_and_from_kind_settles_it(runner, write):
     path = write("mixed.yaml", {**LF, "sequence_len": 4096})
     assert error(runner, "--from", path) == (
-        "mixed.yaml: has keys of LLaMA-Factory config (model_name_or_path, finetuning_type, cutoff_len, "
-        "per_device_train_batch_size) and axolotl config (sequence_len); pass --from-kind accelerate|llamafactory|axolotl")
+        "mixed.yaml: has keys of LLaMA-Factory (finetuning_type, cutoff_len) and axolotl (sequence_len); "
+        "pass --from-kind llamafactory|axolotl")
     data = estimate(runner, "--from", path, "--from-kind", "llamafactory")
     assert data["setup"]["seq_len"] == 1024
 
@@ -210,7 +210,9 @@ def test_a_model_the_file_names_that_zeroplan_cannot_resolve_says_how_to_give_on
     path = write("sft.yaml", {**LF, "model_name_or_path": "Qwen/Qwen3-4B-Instruct-2507"})
     assert error(runner, "--from", path) == (
         "sft.yaml: model_name_or_path: Qwen/Qwen3-4B-Instruct-2507: no preset has this hf_id, and no local folder or "
-        "file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan models`")
+        "file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan models`; "
+        "did you mean qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b (Qwen/Qwen3-30B-A3B), qwen3-32b "
+        "(Qwen/Qwen3-32B), qwen3-8b (Qwen/Qwen3-8B)?")
     assert estimate(runner, "--from", path, "--params", "4e9")["model"]["num_params"] == 4_000_000_000
 
 

@@ -34,7 +34,6 @@ READ = {
     "accelerate/huggingface__trl__examples__accelerate_configs__deepspeed_zero3.yaml": LLAMA,
     "accelerate/huggingface__trl__examples__accelerate_configs__fsdp2.yaml": LLAMA,
     "accelerate/huggingface__trl__examples__accelerate_configs__multi_gpu.yaml": LLAMA,
-    "llamafactory/hiyouga__LLaMA-Factory__examples__extras__asft__qwen2_full_asft.yaml": [],  # the local folder models/Qwen2.5-7B
     "llamafactory/hiyouga__LLaMA-Factory__examples__train_full__qwen3_full_sft.yaml": ["--params", "4.02e9"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__train_full__qwen3vl_full_sft.yaml": ["--params", "4.44e9"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__v1__train_full__train_full_deepspeed.yaml": ["--params", "0.6e9"],
@@ -49,6 +48,8 @@ READ = {
     "axolotl/axolotl-ai-cloud__axolotl__examples__llama-2__lora.yml": ["--model", "llama-2-7b"],
 }  # fmt: skip
 REFUSED = {
+    "llamafactory/hiyouga__LLaMA-Factory__examples__extras__asft__qwen2_full_asft.yaml":
+        ["use_asft_loss: true (ASFT: a frozen reference model forwarded every step)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__fp8__llama3_fp8_deepspeed_sft.yaml": ["fp8: true (FP8 training)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__llama_pro__llama3_freeze_sft.yaml":
         ["use_llama_pro: true (LLaMA Pro: expanded blocks)"],
@@ -139,7 +140,10 @@ def test_a_field_file_is_read(runner, repos, monkeypatch, file):
     assert not [f for plan in report["plans"] for f in plan["findings"] if f["rule"] == "invalid-input"]
     _, advised = _run_from_repo(runner, repos, monkeypatch, file, "advise", *READ[file], "-f", "json")
     assert advised.exit_code == 0, advised.output
-    assert json.loads(advised.stdout)["assumptions"][0].endswith("the keys zeroplan does not use are ignored")
+    assert json.loads(advised.stdout)["assumptions"][0].endswith("options given on the command line override them")
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    for key in data:  # every key accounted for: taken, or listed as not used with why
+        assert any(a.startswith(f"{name}: {key}") or f" {key}," in a + "," for a in assumptions), key
 
 
 @pytest.mark.parametrize("file", sorted(REFUSED), ids=lambda f: f.split("__")[-1])

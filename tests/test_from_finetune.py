@@ -308,7 +308,7 @@ def test_a_plan_with_a_quantized_base_on_such_a_gpu_is_refused(runner, tmp_path)
 def test_a_fine_tune_file_with_a_bare_count_asks_for_the_model(runner, tmp_path):
     """LLaMA-Factory's default is LoRA on `all` linears: their names come from the model, not from --params."""
     path = _file(tmp_path, {k: v for k, v in LF_LORA.items() if k != "finetuning_type"})
-    res = runner.invoke(app, ["estimate", "--from", path, "--params", "7e9"])
+    res = runner.invoke(app, ["estimate", "--from", path, "--from-kind", "llamafactory", "--params", "7e9"])
     assert res.exit_code == 1
     assert res.stderr.strip() == "error: fine-tuning modes need --model (the named parameters an adapter or glob selects)"
 

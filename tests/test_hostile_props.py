@@ -34,7 +34,8 @@ PROPS = settings(max_examples=int(os.environ.get("ZP_HOSTILE_EXAMPLES", "15")), 
 # The smallest run each command answers quickly: the hostile value is added to it.
 BASE = {"estimate": ["--model", "gpt2"], "advise": ["--model", "gpt2"], "capacity": ["--model", "gpt2"],
         "throughput": ["--model", "gpt2"], "sweep": ["--model", "gpt2", "--gpu-counts", "8"],
-        "check": ["--model", "gpt2"], "models": [], "hardware": []}  # fmt: skip
+        "check": ["--model", "gpt2"], "models": [], "hardware": [],
+        "calibrate": [str(Path(__file__).parent / "data" / "calibrate" / "memory_stats.json"), "--model", "gpt2"]}  # fmt: skip
 ESCAPES = ["\x1b[31m", "\x1b]0;pwned\x07", "\r", "\x9b2J", "\u202e", "\x00", "\u2028", "\x7f"]
 HOSTILE_TEXT = st.one_of(
     st.sampled_from(["", " ", "-1", "0", "nan", "inf", "1e400", "9" * 400, "1e308", "2^64", "1048577", "10000001",

@@ -77,13 +77,16 @@ def test_a_folder_without_config_json_says_so(tmp_path):
         model_reference(str(tmp_path))
 
 
-@pytest.mark.parametrize("ref", ["meta-llama/Meta-Llama-3-8B-Instruct", "models/Qwen2.5-7B"])
-def test_an_unknown_hub_id_says_how_to_give_a_model(runner, ref, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("ref", "family"), [
+    ("acme/Widget-7B", ""),
+    ("models/Qwen2.5-7B", "; did you mean qwen2.5-72b (Qwen/Qwen2.5-72B), qwen2.5-7b (Qwen/Qwen2.5-7B)?"),
+])  # fmt: skip
+def test_an_unknown_hub_id_says_how_to_give_a_model(runner, ref, family, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = runner.invoke(app, ["estimate", "--model", ref])
     assert res.exit_code == 1
     assert res.stderr.strip() == (f"error: {ref}: no preset has this hf_id, and no local folder or file has this "
-                                  f"name (zeroplan never downloads); {HOW}")  # fmt: skip
+                                  f"name (zeroplan never downloads); {HOW}{family}")  # fmt: skip
 
 
 def test_a_user_preset_hf_id_is_read_from_its_yaml(tmp_path, monkeypatch):
@@ -108,8 +111,10 @@ def test_an_hf_id_that_is_not_one_is_refused(tmp_path):
 def test_a_hub_id_close_to_a_presets_gets_a_did_you_mean(runner):
     from zeroplan.cli.app import app
 
-    result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct"])
-    assert result.exit_code == 1 and "did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)" in result.stderr
+    result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.2-1B"])  # the presets of its family
+    assert result.exit_code == 1 and result.stderr.strip().endswith(
+        "did you mean llama-3.1-405b (meta-llama/Llama-3.1-405B), llama-3.1-70b (meta-llama/Llama-3.1-70B), "
+        "llama-3.1-8b (meta-llama/Llama-3.1-8B)?")
     other = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen1.5-MoE-A2.7B"])  # another generation: no guess
     assert other.exit_code == 1 and "did you mean" not in other.stderr
 

@@ -50,8 +50,10 @@ def test_example_is_a_valid_plan_with_a_readable_config(name):
     assert plan.model in STAND_INS and plan.description
     if isinstance(plan.deepspeed, str):
         parse_ds_config(read_deepspeed_config(PLANS / plan.deepspeed).data)
-    else:
+    elif plan.deepspeed is not None:
         parse_ds_config(plan.deepspeed)
+    else:  # an FSDP plan's fsdp: block, read as the stand-in DeepSpeed block it replaces
+        parse_ds_config(plan.standin_config())
 
 
 def _errors_and_warnings(result) -> set[str]:

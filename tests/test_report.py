@@ -143,8 +143,35 @@ def test_terminal_timeline_marks_the_peak_column(runner):
         assert column == next(c for c, span in enumerate(bins([e["total"] for e in events])) if tl["peak_index"] in span)
         assert f"at {tl['peak_moment']}" in mark
         assert sum(ch in "▁▂▃▄▅▆▇█" for ch in bar) == len(bins([e["total"] for e in events]))
-        assert bar.count("█") >= 1 and "▁" in bar  # each line spans its own least to most bytes
     assert timeline_chart([("ZeRO-0", None, 0)], Unit.gib) is None
+
+
+def test_terminal_timelines_share_one_scale_with_the_usable_line_and_name_no_colours(runner):
+    """One scale for every stage (a full block is the largest event with its overhead, or usable); a column over
+    usable is marked x; the caption names no colour, since output off a terminal has none."""
+    from rich.console import Console
+
+    from zeroplan.cli.render.timeline import BLOCKS
+
+    doc = with_timelines(estimate_doc(runner))
+    rows = [(report.stage_label(s), s["timeline"], s["gpu_bytes"]["overhead"]) for s in doc["stages"]]
+    usable = doc["stages"][0]["usable_bytes"]
+    top = max(max(e["total"] for e in tl["events"]) + over for _, tl, over in rows)
+    console = Console(width=160, no_color=True)
+    with console.capture() as out:
+        console.print(timeline_chart(rows, Unit.gib, usable))
+    text = out.get()
+    assert not any(colour in text for colour in ("cyan", "magenta", "yellow", "red", "green"))
+    lines = text.splitlines()
+    width = max(len(r[0]) for r in rows) + 1
+    for label, tl, over in rows:
+        i = next(n for n, line in enumerate(lines) if line.startswith(label))
+        events = tl["events"]
+        for col, span in enumerate(bins([e["total"] for e in events])):
+            value = max(events[k]["total"] for k in span) + over
+            assert lines[i][width + col] == BLOCKS[max(1, round(value / top * (len(BLOCKS) - 1)))]
+            assert (lines[i + 1][width + col] == "x") == (value > usable and tl["peak_index"] not in span)
+    assert sum("█" in line for line in lines) == 1  # only the largest stage reaches the top
 
 
 def test_bins_cover_every_event_once():
@@ -161,7 +188,7 @@ def test_estimate_html_written_refused_and_forced(runner, tmp_path):
     page = target.read_text()
     assert_self_contained(page)
     res = invoke(runner, "estimate", "--params", "1e9", "--html", target)
-    assert res.exit_code == 1 and "already exists; pass --force" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.exit_code == 2 and "already exists; pass --force" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     target.write_text("mine\n")
     assert invoke(runner, "estimate", "--params", "1e9", "--html", target, "--force").exit_code == 0
     assert target.read_text().startswith("<!doctype html>")
@@ -172,7 +199,7 @@ def test_html_to_a_fifo_is_refused_even_with_force(runner, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     res = invoke(runner, "estimate", "--params", "1e9", "--html", fifo, "--force")
-    assert res.exit_code == 1 and "named pipe (FIFO); refusing" in res.stderr
+    assert res.exit_code == 2 and "named pipe (FIFO); refusing" in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
 
 
@@ -243,3 +270,71 @@ def test_the_fetch_check_can_fail():
     parser.feed('<link rel=stylesheet href="https://cdn.example/x.css"><svg><image href="a.png"/></svg>'
                 '<style>body{background:url(a.png)}</style>')
     assert parser.found == ["link", "link href", "image", "image href"] and "url(" in parser.styles[0]
+
+
+# --- the page worth sending: verdict first, shared axes, the command line, advise's speed, check's failures first ---
+
+
+def test_every_page_leads_with_its_verdict_and_names_its_command_and_version(runner, tmp_path):
+    from zeroplan.version import __version__
+
+    cases = {"estimate": ["--model", "llama-3.1-8b"], "advise": ["--model", "qwen3-32b", "--seq-len", "4096"],
+             "check": ["configs/plans/gemma2-9b-zero0-8xh100.yaml", "configs/plans/multinode-zero3.yaml"]}
+    for command, args in cases.items():
+        target = tmp_path / f"{command}.html"
+        invoke(runner, command, *args, "--html", target)
+        page = target.read_text()
+        body = page[page.index("<body>"):]
+        assert body.index('class="verdict') < body.index("<h2>")  # before the first section
+        assert f'<p class="cmd">$ zeroplan {command}</p>' in page and f"zeroplan {__version__}" in page
+    check = (tmp_path / "check.html").read_text()
+    assert check.index("gemma2-9b-zero0-8xh100.yaml</b>: <b class=\"no\">does not fit") < check.index("multinode")
+
+
+def test_bars_share_one_axis_and_break_where_one_stage_dwarfs_the_rest():
+    from zeroplan.cli.render.svg import BREAK_RATIO, Bar, axis_top, stacked_bars
+
+    usable = 80 * 2**30
+    even = [Bar("a", {"parameters": 60 * 2**30}, 60 * 2**30, usable), Bar("b", {"parameters": 40 * 2**30}, 40 * 2**30, usable)]
+    assert axis_top(even) == (usable, False) and "axis broken" not in stacked_bars(even, 2**30, "GiB")
+    huge = [Bar("zero0", {"parameters": 643 * 2**30}, 643 * 2**30, usable), *even]
+    top, broken = axis_top(huge)
+    assert broken and 643 > BREAK_RATIO * 80 and usable < top < 643 * 2**30
+    svg = stacked_bars(huge, 2**30, "GiB")
+    assert svg.count('class="brk"') == 1 and "643.00 GiB" in svg and "(axis broken)" in svg
+    ticks = [float(t) for t in re.findall(r'class="tick" x="[\d.]+" y="[\d.]+" text-anchor="middle">([\d,.]+)<', svg)]
+    assert ticks[0] == 0 and len({b - a for a, b in zip(ticks, ticks[1:])}) == 1  # round, evenly spaced
+
+
+def test_the_timelines_share_one_y_axis(runner):
+    doc = with_timelines(estimate_doc(runner))
+    page = report.estimate_report(doc)
+    tops = re.findall(r'<text class="tick" x="[\d.]+" y="52.00" text-anchor="end">([\d,.]+)</text>', page)
+    assert len(tops) == len(doc["stages"]) and len(set(tops)) == 1
+
+
+def test_the_advise_page_has_step_time_mfu_and_the_alternatives(runner, tmp_path):
+    target = tmp_path / "a.html"
+    doc = json.loads(invoke(runner, "advise", "--model", "qwen3-32b", "--seq-len", "4096", "--html", target,
+                            "-f", "json").stdout)
+    page, plan = target.read_text(), doc["recommendation"]["plan"]
+    assert f"{plan['step_time_s']:,.2f} s" in page and f"{plan['mfu']:.1%}" in page
+    assert page.count("<tr><td>ZeRO-3 mb") == len({report.plan_label(p) for p in doc["alternatives"]})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_screenshots_at_1400_px(tmp_path):
+    """scripts/report_screenshots.py, as it regenerates docs/shots/ and docs/report.png, into a temporary folder."""
+    import importlib.util
+    import struct
+
+    spec = importlib.util.spec_from_file_location("shots", Path(__file__).resolve().parent.parent / "scripts" /
+                                                  "report_screenshots.py")
+    shots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shots)
+    written = shots.shoot(tmp_path / "shots", readme=tmp_path / "report.png")
+    assert [p.name for p in written] == ["estimate.png", "report.png", "advise.png", "check.png"]
+    for path in written:
+        head = path.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">I", head[16:20])[0] == shots.WIDTH

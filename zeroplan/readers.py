@@ -31,6 +31,16 @@ def read_text(path: Path) -> str:
     Only a regular file is opened (a FIFO, device or socket could block or never end), and at most
     MAX_FILE_BYTES + 1 bytes are read, whatever its size says (/proc files say 0).
     """
+    data = read_bytes(path, MAX_FILE_BYTES, "not a config file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_bytes(path: Path, limit: int, what: str) -> bytes:
+    """A regular file's bytes, at most `limit` of them: a larger file is one SpecError line ("larger than N MiB;
+    `what`"), as is a FIFO, device, socket or directory (refused before reading) and any OS failure."""
     if "\x00" in str(path):
         raise SpecError(f"{str(path)!r}: a file name cannot contain a NUL byte")
     try:
@@ -38,18 +48,16 @@ def read_text(path: Path) -> str:
         fd = os.open(path, _OPEN_FLAGS)
         with os.fdopen(fd, "rb") as file:
             _require_regular(path, os.fstat(fd).st_mode)
-            data = file.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise SpecError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; not a config file")
-        return data.decode("utf-8")
+            data = file.read(limit + 1)
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file") from None
     except PermissionError:
         raise SpecError(f"{path}: permission denied") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise SpecError(f"{path}: larger than {limit // 2**20} MiB; {what}")
+    return data
 
 
 def _require_regular(path: Path, mode: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from zeroplan.advise.advice import Advice
 from zeroplan.advise.policy import THRESHOLDS, AdvisorPolicy
+from zeroplan.memory.view import calibration_keys
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
 
@@ -38,4 +39,16 @@ def advice_view(advice: Advice) -> dict:
         "advisories": [step.model_dump(mode="json") for step in advice.advisories],
         "alternatives": [plan.model_dump(mode="json") for plan in advice.alternatives],
         "assumptions": list(advice.assumptions),
+        **calibration_keys(scn.overheads),
+        "verdict": _verdict(advice),
     }
+
+
+def _verdict(advice: Advice) -> dict | None:
+    """The first line's facts (advise/verdict.py; docs/json.md, "verdict"): what it is about, fit, headroom, the
+    term that breaks the fit."""
+    from zeroplan.advise.verdict import advice_verdict
+    from zeroplan.memory.view import verdict_view
+
+    found = advice_verdict(advice)
+    return None if found is None else {"about": found[0], **verdict_view(found[1])}

@@ -39,7 +39,7 @@ _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch",
 _ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
-_PATHS = ("model", "deepspeed_config")
+_PATHS = ("model", "deepspeed_config", "from_file", "calibration")
 _NAME_LISTS = ("freeze", "lora_targets", "modules_to_save")
 
 
@@ -51,11 +51,15 @@ def scenario_args(options: dict[str, Any]) -> scenarios.ScenarioArgs:
 
 
 def mesh_args(options: dict[str, Any]) -> MeshArgs:
-    """The mesh arguments, popped from `options`, as --tp --pp --cp --ep --vpp --pp-schedule --sequence-parallel."""
+    """The mesh arguments, popped from `options`, as --tp --pp --cp --ep --vpp --pp-schedule --sequence-parallel
+    --cp-comm --pp-first-layers --pp-last-layers."""
     degrees = {name: count_text(options.pop(name), f"--{name}") for name in MESH_OPTIONS}
     schedule = member(Schedule, options.pop("pp_schedule"), "--pp-schedule")
     comm = member(CpComm, options.pop("cp_comm"), "--cp-comm")
-    return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"), cp_comm=comm)
+    uneven = {name: count_text(options.pop(name), "--" + name.replace("_", "-"))
+              for name in ("pp_first_layers", "pp_last_layers")}
+    return MeshArgs(**degrees, schedule=schedule, sequence_parallel=options.pop("sequence_parallel"), cp_comm=comm,
+                    **uneven)
 
 
 def _option(name: str, value: Any) -> Any:
@@ -79,6 +83,10 @@ def _option(name: str, value: Any) -> Any:
         return count_text(value, option)
     if name == "adapter_config":
         return path_text(value)
+    if name == "from_kind":
+        from zeroplan.frameworks.kinds import FromKind
+
+        return member(FromKind, value, option)
     return value
 
 

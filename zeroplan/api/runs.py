@@ -73,7 +73,12 @@ def estimate(
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
+    reduce_dtype: str | None = None,
+    no_sync: bool = False,
+    adapter_wrap: str = "own",
     deepspeed_config: str | Path | None = None,
+    from_file: str | Path | None = None,
+    from_kind: str | None = None,
     reduce_bucket_size: Count | None = None,
     overlap_comm: bool | None = None,
     prefetch_bucket_size: Count | None = None,
@@ -84,6 +89,7 @@ def estimate(
     cuda_context_gib: float | None = None,
     nccl_gib: float | None = None,
     fragmentation: float | None = None,
+    calibration: str | Path | None = None,
     freeze: str | list[str] | None = None,
     lora_rank: int | None = None,
     lora_targets: str | list[str] | None = None,
@@ -108,20 +114,24 @@ def estimate(
     pp_schedule: Schedule | str | None = None,
     sequence_parallel: bool = False,
     cp_comm: CpComm | str = CpComm.p2p,
+    pp_first_layers: Count | None = None,
+    pp_last_layers: Count | None = None,
 ) -> Estimate:
     """Per-GPU memory under each ZeRO stage, or `stage` only: `zeroplan estimate`.
 
     A model by preset name, YAML spec or HF config.json path, or a bare `params` count; `hardware=None` gives
     no fit verdict. With `deepspeed_config`, its stage, precision, batch, offload and knobs fill the arguments
     left at their defaults (an argument equal to its default counts as left, where the CLI counts any typed
-    option). Returns Estimate: `.stages` (one StageEstimate per stage: `.total` bytes, `.fits`,
-    `.headroom_bytes`, `.gpu_bytes()`), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
+    option); `from_file` (and `from_kind`) reads an Accelerate, LLaMA-Factory or axolotl file as --from does.
+    Returns Estimate: `.stages` (one StageEstimate per stage: `.total` bytes, `.fits`, `.headroom_bytes`,
+    `.gpu_bytes()`, `.total_gib`, `.headroom_gib`, `.usable_gib`), `.stage(n)` (the stage numbered n), `.model`, `.recipe`, `.activations`, `.assumptions`, `.warnings`
     (the config's unknown and duplicate keys, which the CLI prints to stderr). The fine-tuning arguments are the
     CLI's --freeze, --lora-*, --qlora, ... (docs/finetune.md); name lists may be lists. `tp`, `pp`, `cp`, `ep`,
-    `vpp`, `pp_schedule`, `sequence_parallel`, `cp_comm` ("p2p" ring attention, "a2a" DeepSpeed-Ulysses) lay the
-    run on a mesh (docs/parallelism.md), as --tp ... do:
+    `vpp`, `pp_schedule`, `sequence_parallel`, `cp_comm` ("p2p" ring attention, "a2a" DeepSpeed-Ulysses),
+    `pp_first_layers`, `pp_last_layers` lay the run on a mesh (docs/parallelism.md), as --tp ... do:
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
-    the busiest rank's.
+    the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md). `reduce_dtype`,
+    `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md).
     """
     options = dict(locals())
     check_needs(estimate, options)
@@ -150,6 +160,24 @@ def recommend(
     attention: Attention | str = _SETUP.attention,
     loss: Loss | str = _SETUP.loss,
     engine: Engine | str = Engine.deepspeed,
+    from_file: str | Path | None = None,
+    from_kind: str | None = None,
+    freeze: str | list[str] | None = None,
+    lora_rank: int | None = None,
+    lora_targets: str | list[str] | None = None,
+    lora_dropout: float | None = None,
+    dora: bool = False,
+    modules_to_save: str | list[str] | None = None,
+    qlora: bool = False,
+    quant_type: str = "nf4",
+    double_quant: bool = False,
+    quant_storage: str = "uint8",
+    load_in_8bit: bool = False,
+    adapter_config: str | Path | None = None,
+    optimizer_in_backward: bool = False,
+    adapter_dtype: str = "fp32",
+    qlora_stack: str = "peft",
+    bnb_version: str = "0.50.2",
     global_batch: Count = DEFAULT_GLOBAL_BATCH,
     topology: Topology | str | None = None,
     policy: str = DEFAULT_POLICY,
@@ -157,6 +185,7 @@ def recommend(
     thresholds: Mapping[str, Any] | None = None,
     search_parallelism: bool = False,
     stack: str = "auto",
+    calibration: str | Path | None = None,
 ) -> Advice | LayoutAdvice:
     """What to run -- stage (or the engine's equivalent), offload, micro-batch, checkpointing -- and why.
 
@@ -164,12 +193,14 @@ def recommend(
     is given; `checkpointing` is the least to consider. The policy is `policy` ("default" or "article"), then
     `policy_file`'s thresholds, then `thresholds` (a mapping, as `--set` takes them). Returns Advice:
     `.recommendation` (`.stage`, `.micro_batch`, `.grad_accum`, `.fits`, `.summary`), `.trace` (the rules
-    asked, in order), `.alternatives`, `.advisories`, `.assumptions`.
+    asked, in order), `.alternatives`, `.advisories`, `.assumptions`. The fine-tuning arguments and `from_file`
+    are estimate's (docs/finetune.md, docs/inputs.md).
 
     `search_parallelism=True` (or the policy's `search_parallelism`) is `advise --search-parallelism`: the tp x
     pp x cp x dp (x ep) layouts ranked by predicted step time, on `stack` ("auto", "deepspeed", "torchtitan").
     Returns LayoutAdvice: `.recommendation` (a LayoutPlan: `.tp`, `.pp`, `.cp`, `.ep`, `.dp`, `.stage`,
-    `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`.
+    `.micro_batch`, `.step_time_s`, ...), `.alternatives`, `.trace`, `.counts`, `.assumptions`. `calibration` as
+    in `estimate`.
     """
     options = dict(locals())
     check_needs(recommend, options)
@@ -187,16 +218,59 @@ def recommend(
 
 
 @typed
-def check_plans(*paths: str | Path, ignore: Iterable[str] = (), strict: bool = False) -> CheckReport:
-    """Check plan files (YAML; globs are expanded, sorted): `zeroplan check PATHS`.
-
-    A plan that cannot be read is an `invalid-input` finding, not an exception. Returns CheckReport:
-    `.results` (per plan: `.file`, `.findings`, `.memory`), `.findings`, `.counts`, `.exit_code` (0 clean,
-    1 on errors, or on warnings too when `strict`).
+def check_plans(
+    *plans: str | Path,
+    ignore: Iterable[str] = (),
+    strict: bool = False,
+    deepspeed_config: str | Path | None = None,
+    from_file: str | Path | None = None,
+    from_kind: str | None = None,
+    model: str | Path | None = None,
+    params: Count | None = None,
+    largest_layer: Count | None = None,
+    gpus: Count = _PARALLELISM.gpus,
+    nodes: Count | None = None,
+    hardware: str | Path | None = DEFAULT_HARDWARE,
+    precision: Precision | str = _SETUP.precision,
+    optimizer: Optimizer | str = _SETUP.optimizer,
+    seq_len: Count = _SETUP.seq_len,
+    micro_batch: Count = _SETUP.micro_batch,
+    grad_accum: Count = _SETUP.grad_accum,
+    checkpointing: Checkpointing | str = _SETUP.checkpointing,
+    attention: Attention | str = _SETUP.attention,
+    loss: Loss | str = _SETUP.loss,
+    freeze: str | list[str] | None = None,
+    lora_rank: int | None = None,
+    lora_targets: str | list[str] | None = None,
+    lora_dropout: float | None = None,
+    dora: bool = False,
+    modules_to_save: str | list[str] | None = None,
+    qlora: bool = False,
+    quant_type: str = "nf4",
+    double_quant: bool = False,
+    quant_storage: str = "uint8",
+    load_in_8bit: bool = False,
+    adapter_config: str | Path | None = None,
+    optimizer_in_backward: bool = False,
+    adapter_dtype: str = "fp32",
+    qlora_stack: str = "peft",
+    bnb_version: str = "0.50.2",
+) -> CheckReport:
+    """`zeroplan check`: plan files (YAML; globs expanded, sorted), or one `deepspeed_config` or `from_file` on the
+    run the other arguments describe, as the CLI's options do (a plan states its own run: plans with run
+    arguments are a UsageError). A plan that cannot be read is an `invalid-input` finding, not an exception.
+    Returns CheckReport: `.results` (per plan: `.file`, `.findings`, `.memory`), `.findings`, `.counts`,
+    `.exit_code` (0 clean, 1 on errors, or on warnings too when `strict`).
     """
+    options = dict(locals())
     from zeroplan.check import runner
 
-    if not paths:
-        raise UsageError("give plan files (or globs)")
-    return runner.check_plans([str(p) for p in paths], ignore=(ignore,) if isinstance(ignore, str) else ignore,
-                              strict=strict)  # fmt: skip
+    paths, ignore, strict = [str(p) for p in options.pop("plans")], options.pop("ignore"), options.pop("strict")
+    ignore = (ignore,) if isinstance(ignore, str) else tuple(ignore)
+    args = scenario_args(options)
+    runner.check_usage(paths, args, machine_output=True, output=None)
+    if args.from_file:
+        return runner.check_from_file(args, ignore=ignore, strict=strict)
+    if args.deepspeed_config:
+        return runner.check_deepspeed_config(args.deepspeed_config, args, ignore=ignore, strict=strict)
+    return runner.check_plans(paths, ignore=ignore, strict=strict)

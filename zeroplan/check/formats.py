@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from zeroplan.check.findings import Finding
 from zeroplan.check.rules import failed
 from zeroplan.check.runner import CheckReport, PlanResult
+from zeroplan.memory.verdict import stage_verdict
+from zeroplan.memory.view import verdict_view
 from zeroplan.printable import printable
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
@@ -64,7 +66,11 @@ def plan_view(report: CheckReport, result: PlanResult) -> dict:
     if result.memory is not None:
         mem = result.memory
         view["memory"] = {"peak_bytes": mem.total, "usable_bytes": mem.usable_bytes, "headroom_bytes": mem.headroom_bytes,
-                          "fits": mem.fits, "peak_phase": mem.peak_phase.value, "gpu_bytes": mem.gpu_bytes()}  # fmt: skip
+                          "fits": mem.fits, "peak_phase": mem.peak_phase.value, "gpu_bytes": mem.gpu_bytes(),
+                          "verdict": verdict_view(stage_verdict(mem))}  # fmt: skip
+        if mem.overheads is not None and mem.overheads.calibration:  # the plan's `calibration:` (docs/calibrate.md)
+            view["memory"]["calibration"] = {"file": mem.overheads.calibration,
+                                             "changes": list(mem.overheads.calibration_changes)}
     return view
 
 

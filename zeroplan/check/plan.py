@@ -118,6 +118,19 @@ class Training(Frozen):
         return Attention.eager if self.attn_implementation == "eager" else Attention.flash
 
 
+# The ZeRO stage each PyTorch engine's own setting maps to (memory/engines/__init__.py, docs/engines.md).
+FSDP_STRATEGY_STAGES = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}  # torch FSDP1 ShardingStrategy
+FSDP2_RESHARD_STAGES = {True: 3, False: 2}  # fully_shard(reshard_after_forward=...)
+
+
+class PlanFsdp(Frozen):
+    """An FSDP or FSDP2 plan's sharding in the engine's own words, instead of a `deepspeed:` block."""
+
+    sharding_strategy: Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"] | None = Field(
+        None, description="--engine fsdp: FSDP1's ShardingStrategy")
+    reshard_after_forward: bool | None = Field(None, description="--engine fsdp2: fully_shard's reshard_after_forward")
+
+
 class PlanOverheads(Frozen):
     """Overrides of the hardware profile's per-GPU overheads (as --cuda-context-gib, --nccl-gib, --fragmentation)."""
 
@@ -138,10 +151,14 @@ class Plan(Frozen):
     nodes: Count | None = Field(None, description="nodes the GPUs are spread over (default: the fewest of the hardware's size)")
     topology: Topology | None = Field(None, description="pcie: the GPUs talk over PCIe even if the preset has NVLink")
     training: Training = Field(default_factory=Training)
-    deepspeed: str | dict[str, Any] = Field(description="ds_config.json path (relative to the plan) or an inline block")
+    deepspeed: str | dict[str, Any] | None = Field(None, description="ds_config.json path (relative to the plan) or an "
+                                                   "inline block; FSDP and FSDP2 plans may give `fsdp:` instead")
+    fsdp: PlanFsdp | None = Field(None, description="an FSDP / FSDP2 plan's sharding, in the engine's words")
     ignore: tuple[str, ...] = Field((), description="rule ids not checked for this plan")
     min_headroom_pct: float | None = Field(None, ge=0, lt=100, description="low-headroom threshold, % of capacity")
     overheads: PlanOverheads = Field(default_factory=PlanOverheads)
+    calibration: str | None = Field(None, description="a `zeroplan calibrate --save` file (relative to the plan): "
+                                    "overheads measured on this hardware, under `overheads`' typed values")
     engine: Engine = Field(Engine.deepspeed, description="the engine the config's ZeRO stage maps onto (docs/engines.md)")
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
     mesh: PlanMesh | None = Field(None, description="tp, pp, cp, ep, vpp, sequence_parallel, pp_schedule, pp_first_layers, pp_last_layers "
@@ -159,8 +176,52 @@ class Plan(Frozen):
             Parallelism(gpus=self.gpus, nodes=self.nodes)  # gpus (12) is not a multiple of nodes (5)
         if self.topology is Topology.multinode and self.nodes == 1:
             raise ValueError("topology multinode needs nodes > 1")
+        self._check_engine_block()
         self._check_batch()
         return self
+
+    def _check_engine_block(self) -> None:
+        """`deepspeed:` for DeepSpeed; `fsdp:` (its engine's key) or a `deepspeed:` stand-in for FSDP and FSDP2;
+        DDP needs neither (ZeRO-0)."""
+        engine, fsdp = self.engine, self.fsdp
+        if fsdp is not None and self.deepspeed is not None:
+            raise ValueError("give fsdp: or deepspeed:, not both (fsdp: states the stage in the engine's words)")
+        if fsdp is not None and engine not in (Engine.fsdp, Engine.fsdp2):
+            raise ValueError(f"fsdp: is for engine fsdp or fsdp2, not {engine.value}")
+        if fsdp is None and self.deepspeed is None and engine is not Engine.ddp:
+            raise ValueError("give deepspeed: (a ds_config path or an inline block)" if engine is Engine.deepspeed
+                             else f"give fsdp: ({_FSDP_KEY[engine]}) or a deepspeed: block with the stage")
+        if fsdp is not None and (wrong := fsdp.model_fields_set - {_FSDP_KEY[engine]}):
+            raise ValueError(f"fsdp.{sorted(wrong)[0]} is not engine {engine.value}'s setting; it takes "
+                             f"fsdp.{_FSDP_KEY[engine]}")
+        if fsdp is not None and getattr(fsdp, _FSDP_KEY[engine]) is None:
+            raise ValueError(f"fsdp: give {_FSDP_KEY[engine]}")
+
+    def engine_stage(self) -> int:
+        """The ZeRO stage of a plan without `deepspeed:` (its `fsdp:` setting, or ZeRO-0 for DDP)."""
+        if self.fsdp is None:
+            return 0
+        if self.engine is Engine.fsdp:
+            return FSDP_STRATEGY_STAGES[self.fsdp.sharding_strategy]
+        return FSDP2_RESHARD_STAGES[self.fsdp.reshard_after_forward]
+
+    def standin_config(self) -> dict[str, Any]:
+        """The DeepSpeed block zeroplan reads for a PyTorch engine: the `deepspeed:` stand-in (or the `fsdp:` stage)
+        with the batch and precision the plan's `training:` states where the block has none: an FSDP or DDP run
+        has no DeepSpeed batch check of its own, its trainer takes the batch and precision from its arguments."""
+        block = dict(self.deepspeed) if isinstance(self.deepspeed, dict) else {
+            "zero_optimization": {"stage": self.engine_stage()}}
+        micro, gas = self.batch()
+        if not {MICRO, TBS} & block.keys():
+            block.setdefault(MICRO, micro)
+            block.setdefault(GAS, gas)
+        if not {"fp16", "bf16", "bfloat16"} & block.keys():  # nor a precision: the plan's (training.precision)
+            precision = self.training.precision
+            block["fp16"] = {"enabled": precision is Precision.fp16_mixed}
+            block["bf16"] = {"enabled": precision in (Precision.bf16_mixed, Precision.bf16_true)}
+            if precision is Precision.bf16_true:
+                block["bf16"] |= {"bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}
+        return block
 
     @property
     def data_parallel(self) -> int:
@@ -224,3 +285,6 @@ class Plan(Frozen):
         if self.topology is Topology.pcie or intra_node_fabric == "pcie":
             return Topology.pcie
         return Topology.nvlink
+
+
+_FSDP_KEY = {Engine.fsdp: "sharding_strategy", Engine.fsdp2: "reshard_after_forward"}

@@ -24,7 +24,7 @@ from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
 from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
-from zeroplan.memory.setup import DeepSpeedKnobs
+from zeroplan.memory.setup import DeepSpeedKnobs, Engine
 from zeroplan.models.hub import is_hub_id
 from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
@@ -80,7 +80,12 @@ def _deepspeed_source(plan: Plan, origin: str, base: Path, plan_lines: Mapping[s
     if isinstance(plan.deepspeed, str):
         return read_deepspeed_config(Path(_near(plan.deepspeed, base)))
     inline = {key.removeprefix("deepspeed."): line for key, line in plan_lines.items() if key.startswith("deepspeed.")}
-    return DeepSpeedSource(plan.deepspeed, origin, key_lines=inline)
+    if plan.engine is Engine.deepspeed:
+        return DeepSpeedSource(plan.deepspeed, origin, key_lines=inline)
+    for key in ("fsdp.sharding_strategy", "fsdp.reshard_after_forward"):  # the stage's line is the fsdp: setting's
+        if key in plan_lines:
+            inline["zero_optimization.stage"] = plan_lines[key]
+    return DeepSpeedSource(plan.standin_config(), origin, key_lines=inline)
 
 
 def resolve_plan(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int] | None = None) -> PlannedRun:
@@ -127,12 +132,11 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
 
         setup = with_pipeline_checkpointing(ds.data, setup, frozenset(plan.training.model_fields_set))
         mesh = partition_of(mesh, model)
-    extra = plan.overheads
     tuning = _plan_tuning(plan, model, base)
     scenario = Scenario(
         model=replace(summary, small_param_numel=small_param_numel(arch, config.knobs)),
         arch=arch, setup=setup, parallelism=par, knobs=config.knobs, hardware=hardware,
-        overheads=overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib),
+        overheads=_plan_overheads(plan, hardware, base),
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine), tuning=tuning,
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
@@ -166,6 +170,18 @@ def _mesh(plan: Plan, ds: DeepSpeedSource) -> tuple[Mesh | None, Plan]:
         update = PlanMesh(tp=stated.tp, pp=stated.pp, cp=stated.cp, cp_comm=stated.cp_comm)
         return stated, plan.model_copy(update={"mesh": update})
     return (plan.mesh.mesh(plan.gpus) if plan.mesh else None), plan
+
+
+def _plan_overheads(plan: Plan, hardware, base: Path):
+    """The profile's overheads with the plan's `overheads` overrides, then its `calibration` file under them."""
+    extra = plan.overheads
+    overheads = overheads_for(hardware, extra.fragmentation, extra.cuda_context_gib, extra.nccl_gib)
+    if plan.calibration is None:
+        return overheads
+    from zeroplan.calibration.file import calibrated, load_calibration
+
+    return calibrated(overheads, load_calibration(_near(plan.calibration, base)), hardware.name,
+                      frozenset(extra.model_fields_set))
 
 
 def _plan_tuning(plan: Plan, model: str | None, base: Path):

@@ -11,6 +11,7 @@ from zeroplan.cli.common import console, run, scenario_args, show
 from zeroplan.cli.files import write_new_file
 from zeroplan.cli.groups import takes
 from zeroplan.cli.options import (
+    CALIBRATION,
     ENGINE,
     FINETUNE,
     HARDWARE,
@@ -56,7 +57,7 @@ LeastCheckpointingOpt = Annotated[Checkpointing, typer.Option("--checkpointing",
 
 
 # advise sizes the micro-batch and chooses offload itself; it reads no ds_config (--from carries one).
-@takes(MODEL, INPUTS.without("deepspeed_config"), HARDWARE, NETWORK,
+@takes(MODEL, INPUTS.without("deepspeed_config"), HARDWARE, CALIBRATION, NETWORK,
        TRAINING.without("fp32_grad_accum", "micro_batch", "grad_accum"), FINETUNE, ENGINE.without("stage"), OUTPUT)
 def advise(
     ctx: typer.Context,
@@ -104,9 +105,10 @@ def advise(
         try:  # the files first: a closed or full stdout cannot lose them; the advice still shows why none fits
             _write_configs(result, target, accelerate, force)
             if report is not None:
+                from zeroplan.cli.files import command_line
                 from zeroplan.cli.render.html import advice_report
 
-                write_report(report, advice_report(advice_view(result)), force)
+                write_report(report, advice_report(advice_view(result), command_line("advise")), force)
         finally:
             show(lambda: advice_view(result), lambda: render_advice.advice_renderables(result, units), fmt)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from zeroplan.cli import advise, capacity, check, estimate, presets, sweep, throughput
+from zeroplan.cli import advise, calibrate, capacity, check, estimate, presets, sweep, throughput
 from zeroplan.cli.groups import PanelledCommand
 
 app = typer.Typer(
@@ -46,9 +46,10 @@ app.command(cls=PanelledCommand)(check.check)
 app.command(cls=PanelledCommand)(capacity.capacity)
 app.command(cls=PanelledCommand)(throughput.throughput)
 app.command(cls=PanelledCommand)(sweep.sweep)
+app.command(cls=PanelledCommand)(calibrate.calibrate)
 app.command("models", cls=PanelledCommand)(presets.list_models)
 app.command("hardware", cls=PanelledCommand)(presets.list_hardware)
-COMMAND_ORDER = ("estimate", "advise", "check", "capacity", "throughput", "sweep", "models", "hardware")
+COMMAND_ORDER = ("estimate", "advise", "check", "capacity", "throughput", "sweep", "calibrate", "models", "hardware")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -51,9 +51,10 @@ def check(
         if report_path is not None:  # before stdout: a closed stdout cannot lose it
             from zeroplan.check.formats import check_view
             from zeroplan.cli.files import write_report
+            from zeroplan.cli.files import command_line
             from zeroplan.cli.render.html import check_report
 
-            write_report(report_path, check_report(check_view(report)), force)
+            write_report(report_path, check_report(check_view(report), command_line("check")), force)
         _emit_check(report, fmt, output, force)
         raise typer.Exit(report.exit_code)
 

@@ -187,14 +187,21 @@ def show(data: Callable[[], dict], renderables: Callable[[], list], fmt: Format)
         print_renderables(renderables())
 
 
+# A cell of numbers and their joiners ("1 x 64", "+3.5 %", "1,368") is one token: never wrapped, never cut.
+NUMBER_CELL = r"[\d.,:+%x/*-]+(?: [\d.,:+%x/*-]+)*"
+PANEL_TITLE_FRAME = 6  # a panel's corners, rules and spaces around its title
+UNBOUNDED_WIDTH = 10_000  # columns: wide enough to measure any table's own minimum
+
+
 def print_renderables(parts: list) -> None:
     """Rich renderables on stdout; off a terminal without the spaces rich pads lines with (logs, diffs, files).
 
-    On a narrow terminal rich shortens a cell that does not fit with an ellipsis, which can cut a number or an
-    option name: every table cell folds onto the next line instead (rich's overflow="fold").
+    No width cuts a number or a name: a table's column is never narrower than its longest word or number (a
+    cell of prose wraps between its words), and a table that still does not fit the width leaves out whole
+    columns from the right, saying which (`_fit_table`).
     """
     out = console()
-    parts = [_folding(part) for part in parts]
+    parts = [fitted for part in parts for fitted in _fitted(part, out)]
     if out.is_terminal:
         for part in parts:
             out.print(part)
@@ -205,18 +212,73 @@ def print_renderables(parts: list) -> None:
     sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def _folding(part):
-    """`part` with every Table inside it (a Group's items, a Panel's body) folding its cells rather than cutting them."""
+def _fitted(part, out) -> list:
+    """`part`, with every Table inside it (a Group's items, a Panel's body) fitted to the console's width."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.table import Table
+    from rich.text import Text
 
     if isinstance(part, Table):
-        for column in part.columns:
-            column.overflow = "fold"
-    elif isinstance(part, Group):
-        for item in part.renderables:
-            _folding(item)
+        return [part, *_fit_table(part, out, out.width)]
+    if isinstance(part, Group):
+        part.renderables[:] = [fitted for item in part.renderables for fitted in _fitted(item, out)]
     elif isinstance(part, Panel):
-        _folding(part.renderable)
-    return part
+        inner = _fitted(part.renderable, out)
+        if part.title is not None and Text(str(part.title)).cell_len + PANEL_TITLE_FRAME > out.width:
+            inner, part.title = [Text(str(part.title), style="bold"), *inner], None  # rich would crop it: inside
+        part.renderable = inner[0] if len(inner) == 1 else Group(*inner)
+    return [part]
+
+
+def _widest_render(table) -> int:
+    """An upper bound of the table's width with every cell on one line (text cells only; else unbounded)."""
+    from rich.text import Text
+
+    total = len(table.columns) + 1  # the rules between and around the columns
+    for column in table.columns:
+        texts = [c.plain if isinstance(c, Text) else c for c in (column.header, *column.cells)]
+        if not all(isinstance(t, str) for t in texts):
+            return UNBOUNDED_WIDTH
+        total += max(map(len, texts)) + 2  # rich's default padding: one space each side
+    return total
+
+
+def _one_token(text: str) -> bool:
+    import re
+
+    return "\n" not in text and (" " not in text.strip() or re.fullmatch(NUMBER_CELL, text.strip()) is not None)
+
+
+def _longest_token(text: str) -> int:
+    import re
+
+    return max((len(token) for line in text.splitlines() for token in
+                ([line] if re.fullmatch(NUMBER_CELL, line.strip()) else line.split())), default=0)
+
+
+def _fit_table(table, out, width: int) -> list:
+    """Each column at least as wide as its longest word or number; whole columns dropped from the right until the
+    table fits `width`. Returns the note naming the columns left out (none when all fit)."""
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    for column in table.columns:
+        header, *cells = [c.plain if isinstance(c, Text) else c for c in (column.header, *column.cells)]
+        texts = [t for t in (header, *cells) if isinstance(t, str)]
+        if cells and all(isinstance(c, str) and _one_token(c) for c in cells):  # numbers and names: kept whole
+            column.no_wrap, column.min_width = True, max(map(len, texts))
+        else:  # prose wraps between words; a renderable cell (not text) that is wider still folds, never cut
+            column.no_wrap, column.overflow = False, "fold"
+            column.min_width = max(map(_longest_token, texts), default=None)
+    if _widest_render(table) <= width:  # every cell on one line fits: nothing to measure or drop
+        return []
+    left_out = []
+    unbounded = out.options.update_width(UNBOUNDED_WIDTH)  # Measurement.get clamps to the width it is given
+    while len(table.columns) > 2 and Measurement.get(out, unbounded, table).minimum > width:
+        column = table.columns.pop()
+        left_out.insert(0, column.header.plain if isinstance(column.header, Text) else str(column.header))
+    if not left_out:
+        return []
+    return [Text(f"(left out at {width} columns: {', '.join(left_out)}; a wider terminal or -f json shows them)",
+                 style="dim")]

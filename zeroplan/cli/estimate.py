@@ -7,8 +7,10 @@ import typer
 from zeroplan.cli.common import mesh_args, print_warning, render, run, scenario_args, show
 from zeroplan.cli.groups import takes
 from zeroplan.cli.options import (
+    CALIBRATION,
     DEEPSPEED,
     ENGINE,
+    ENGINE_SETTINGS,
     FINETUNE,
     HARDWARE,
     INPUTS,
@@ -27,7 +29,12 @@ from zeroplan.units import Unit
 METHOD_PANEL = "Method"
 
 
-@takes(MODEL, INPUTS, HARDWARE, PROFILE, TRAINING, FINETUNE, ENGINE, OFFLOAD, DEEPSPEED, MESH, OUTPUT)
+# The run's description, as calibrate takes it too (cli/calibrate.py): everything but how estimate prints.
+RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, ENGINE_SETTINGS, OFFLOAD, DEEPSPEED,
+       MESH)
+
+
+@takes(*RUN, OUTPUT)
 def estimate(
     ctx: typer.Context,
     method: Annotated[Method, typer.Option(rich_help_panel=METHOD_PANEL, help="zeroplan's model, or DeepSpeed's estimator functions or Megatron-LM's theoretical memory formula, to the byte.")] = Method.zeroplan,
@@ -74,9 +81,10 @@ def estimate(
             for warning in result.warnings:
                 print_warning(warning)
             if report is not None:  # the file first: a closed stdout cannot lose it
+                from zeroplan.cli.files import command_line
                 from zeroplan.cli.render.html import estimate_report
 
-                write_report(report, estimate_report(estimate_view(result, units)), force)
+                write_report(report, estimate_report(estimate_view(result, units), command_line("estimate")), force)
             show(lambda: estimate_view(result, units), lambda: render.estimate_renderables(result, units), fmt)
 
     run(go, fmt)

@@ -6,6 +6,10 @@ The only module that writes to disk. A write goes to a temp file beside the targ
 run leaves either the old file or the whole new one, never half of one. --force replaces a regular file
 only: a symbolic link, device, FIFO, socket or directory at the path is refused, never replaced or written
 through (renaming over a link would silently cut it; the user can name the file it points to).
+
+A path the command may not write to (an existing file without --force, anything but a regular file) is the
+user's choice of path: a UsageError, exit 2, as an empty path is. A write that fails (a full disk, no
+permission) is exit 1.
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
             os.replace(tmp, path)
         else:
             os.link(tmp, path)
-    except FileExistsError:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it") from None
+    except FileExistsError:  # it appeared since check_target
+        raise UsageError(f"{path}: already exists; pass --force to overwrite it") from None
     except OSError as exc:
         raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
@@ -61,6 +65,19 @@ def html_target(value: str | None, force: bool) -> Path | None:
     return path
 
 
+def command_line(command: str) -> str:
+    """The command as typed, for the HTML page ('zeroplan estimate --model ...'): sys.argv when this process is
+    zeroplan's console script or `python -m zeroplan`, else 'zeroplan COMMAND' alone (a caller that runs the app
+    in-process, a test, has an argv of its own)."""
+    import shlex
+    import sys
+
+    first = sys.argv[0] if sys.argv else ""
+    if os.path.basename(first).startswith("zeroplan") or first.endswith(os.path.join("zeroplan", "__main__.py")):
+        return shlex.join(["zeroplan", *sys.argv[1:]])
+    return f"zeroplan {command}"
+
+
 def write_report(path: Path | None, text: str, force: bool) -> None:
     """Write the HTML report asked for with --html, and say so on stderr (stdout stays the result)."""
     if path is None:
@@ -72,7 +89,7 @@ def write_report(path: Path | None, text: str, force: bool) -> None:
 
 
 def check_target(path: Path, force: bool) -> None:
-    """ZeroplanError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
+    """UsageError if `path` exists and may not be replaced: anything without force, a non-regular file ever."""
     if "\x00" in str(path):  # os.lstat raises ValueError on it, outside OSError
         raise ZeroplanError(f"{str(path)!r}: a file name cannot contain a NUL byte")
     try:
@@ -83,9 +100,9 @@ def check_target(path: Path, force: bool) -> None:
         raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
         kind = next((words for test, words in _KINDS if test(mode)), "something other than a regular file")
-        raise ZeroplanError(f"{path}: is {kind}; refusing to replace it, even with --force")
+        raise UsageError(f"{path}: is {kind}; refusing to replace it, even with --force")
     if not force:
-        raise ZeroplanError(f"{path}: already exists; pass --force to overwrite it")
+        raise UsageError(f"{path}: already exists; pass --force to overwrite it")
 
 
 def _umask() -> int:

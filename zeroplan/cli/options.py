@@ -12,6 +12,7 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.hardware.presets import DEFAULT_HARDWARE
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.setup import (
+    AdapterWrap,
     Attention,
     Engine,
     Loss,
@@ -19,6 +20,7 @@ from zeroplan.memory.setup import (
     Optimizer,
     Parallelism,
     Precision,
+    ReduceDtype,
     TrainingSetup,
 )
 from zeroplan.models.mesh import CpComm, Schedule
@@ -104,7 +106,7 @@ MODEL = group(
 INPUTS = group(
     INPUTS_PANEL,
     option("deepspeed_config", Optional[str], None, "--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.'),
-    option("from_file", Optional[str], None, "--from", help="An Accelerate config, or a LLaMA-Factory or axolotl training YAML: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override it."),
+    option("from_file", Optional[list[str]], None, "--from", metavar="FILE", help="A training file (LLaMA-Factory, axolotl, TRL, ms-swift, torchtune, torchtitan) and/or its Accelerate launcher config, repeatable: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override them."),
     option("from_kind", Optional[FromKind], None, "--from-kind", help="The --from file's kind, when its keys do not tell."),
 )
 HARDWARE = group(
@@ -118,6 +120,10 @@ PROFILE = group(
     option("cuda_context_gib", Optional[float], None, help="Override the hardware profile's value, GiB."),
     option("nccl_gib", Optional[float], None, help="Override the hardware profile's value, GiB."),
     option("fragmentation", Optional[float], None, "--fragmentation", help="Allocator fragmentation margin, fraction of the allocated peak."),
+)
+CALIBRATION = group(
+    HARDWARE_PANEL,
+    option("calibration", Optional[str], None, "--calibration", help="A `zeroplan calibrate --save` file: its allocator overhead, CUDA context and residual refine the hardware profile's (docs/calibrate.md)."),
 )
 NETWORK = group(
     HARDWARE_PANEL,
@@ -158,6 +164,13 @@ ENGINE = group(
     ENGINE_PANEL,
     option("engine", Engine, Engine.deepspeed, "--engine", help="deepspeed, fsdp (FSDP1), fsdp2 (fully_shard) or ddp; the ZeRO stage maps to each engine's own terms."),
     option("stage", Optional[int], None, "--stage", "-s", min=0, max=3, help="Only this ZeRO stage (default: all four)."),
+)
+# PyTorch engine settings that size memory (memory.setup.EngineOptions, docs/engines.md); estimate takes them.
+ENGINE_SETTINGS = group(
+    ENGINE_PANEL,
+    option("reduce_dtype", Optional[ReduceDtype], None, "--reduce-dtype", help="--engine fsdp2: MixedPrecisionPolicy(reduce_dtype=...): the reduce-scatter in fp32 (torchtitan's default) or bf16 (default: the param dtype)."),
+    option("no_sync", bool, False, "--no-sync", help="FSDP with --grad-accum: no reduce-scatter until the last micro-step, whole gradients kept until then (Accelerate, HF Trainer and Lightning do this unless sync_each_batch)."),
+    option("adapter_wrap", AdapterWrap, AdapterWrap.own, "--adapter-wrap", help="--engine fsdp with LoRA: adapters in FSDP units of their own (peft's policy) or in their block's flat parameter (litgpt, Lightning Fabric; use_orig_params=True)."),
 )
 OFFLOAD = group(
     ENGINE_PANEL,

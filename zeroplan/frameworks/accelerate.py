@@ -74,6 +74,10 @@ def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
     elif keys.mixed_precision is not None:
         precision = MIXED_PRECISION[keys.mixed_precision]
         taken.append(Taken("mixed_precision", keys.mixed_precision, "precision", precision, f"--precision {precision.value}"))
+    elif not _config_file(keys):  # ClusterConfig.mixed_precision defaults to "no": fp32, unless the script says otherwise
+        taken.append(Taken("mixed_precision", "no", "precision", Precision.fp32, "--precision fp32 (Accelerate launches "
+                           "without mixed precision unless the training script asks for it; a training file's bf16 "
+                           "given with another --from overrides it)", True))
     if keys.parallelism_config:
         taken += _parallelism(validate_keys(ParallelismSection, keys.parallelism_config, origin, "parallelism_config"),
                               refuse, keys.distributed_type)
@@ -81,8 +85,14 @@ def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
     return FrameworkRun(FromKind.accelerate, origin, tuple(taken))
 
 
+def _config_file(keys: AccelerateKeys) -> bool:
+    return keys.distributed_type == "DEEPSPEED" and bool((keys.deepspeed_config or {}).get("deepspeed_config_file"))
+
+
 def _processes(keys: AccelerateKeys) -> list[Taken]:
     taken = []
+    if keys.distributed_type == "NO" and keys.num_processes is None:  # one process: accelerate launch runs it on 1 GPU
+        taken.append(Taken("num_processes", 1, "gpus", "1", "--gpus 1 (distributed_type NO: one process)", True))
     if keys.num_processes is not None and keys.num_processes > 0:
         taken.append(Taken("num_processes", keys.num_processes, "gpus", str(keys.num_processes), f"--gpus {keys.num_processes}"))
     if keys.num_machines is not None:
@@ -97,7 +107,8 @@ def _engine(keys: AccelerateKeys, origin: str, refuse: NotModelled) -> list[Take
         return [Taken("distributed_type", kind, "engine", Engine.deepspeed, "--engine deepspeed"),
                 *_deepspeed(section, keys, origin)]  # fmt: skip
     if kind == "FSDP":
-        return [Taken("distributed_type", kind, None, None, "FSDP"), *fsdp_taken(keys.fsdp_config or {}, "fsdp_config", origin, refuse)]
+        fsdp = fsdp_taken(keys.fsdp_config or {}, "fsdp_config", origin, refuse)  # its first: the engine, by version
+        return [Taken("distributed_type", kind, "engine", fsdp[0].value, "FSDP"), *fsdp]
     if kind == "MULTI_GPU":
         return [Taken("distributed_type", kind, "engine", Engine.ddp, "--engine ddp"),
                 Taken("distributed_type", kind, "stage", 0, "stage 0 (DDP)")]  # fmt: skip
@@ -201,10 +212,11 @@ def fsdp_taken(raw: Mapping, prefix: str, origin: str, refuse: NotModelled, vers
     """Engine, stage and checkpointing from an FSDP section; `version` from outside it (axolotl's fsdp_version)."""
     written = {key.removeprefix("fsdp_"): key for key in raw}
     section = validate_keys(FsdpSection, {key.removeprefix("fsdp_"): value for key, value in raw.items()}, origin, prefix)
+    outside = version is not None and "version" not in written  # axolotl's top-level fsdp_version
     version = version or section.version
     engine = Engine.fsdp if version == 1 else Engine.fsdp2
-    key = f"{prefix}.{written.get('version', 'fsdp_version')}"
-    taken = [Taken(key, version, "engine", engine, f"--engine {engine.value}", "version" not in written)]
+    key = "fsdp_version" if outside else f"{prefix}.{written.get('version', 'fsdp_version')}"
+    taken = [Taken(key, version, "engine", engine, f"--engine {engine.value}", not outside and "version" not in written)]
     strategy_key, value, strategy = _strategy(section, version)
     shown_key = f"{prefix}.{written.get(strategy_key, 'fsdp_' + strategy_key)}"
     stage = FSDP1_STAGES.get(strategy)

@@ -31,7 +31,8 @@ from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
                     "xformers_attention": "xformers", "eager_attention": "eager"}  # fmt: skip
 DEGREES = {"context_parallel_size": "context parallelism", "sequence_parallel_degree": "sequence parallelism",
-           "tensor_parallel_size": "tensor parallelism", "dp_replicate_size": "hybrid sharding (replicated shards)"}
+           "tensor_parallel_size": "tensor parallelism", "dp_replicate_size": "hybrid sharding (replicated shards)",
+           "expert_parallel_size": "expert parallelism (each GPU holds its share of the experts)"}
 
 
 class AxolotlKeys(FileKeys):
@@ -75,6 +76,7 @@ class AxolotlKeys(FileKeys):
     sequence_parallel_degree: int | None = None
     tensor_parallel_size: int | None = None
     dp_replicate_size: int | None = None
+    expert_parallel_size: int | None = None
     reward_model: bool | None = None
     process_reward_model: bool | None = None
     rl: str | None = None

@@ -7,7 +7,21 @@ class FromKind(str, Enum):
     accelerate = "accelerate"
     llamafactory = "llamafactory"
     axolotl = "axolotl"
+    trl = "trl"
+    swift = "swift"
+    torchtune = "torchtune"
+    torchtitan = "torchtitan"
 
 
-TOOL_NAMES = {FromKind.accelerate: "Accelerate", FromKind.llamafactory: "LLaMA-Factory", FromKind.axolotl: "axolotl"}
+TOOL_NAMES = {FromKind.accelerate: "Accelerate", FromKind.llamafactory: "LLaMA-Factory", FromKind.axolotl: "axolotl",
+              FromKind.trl: "TRL", FromKind.swift: "ms-swift", FromKind.torchtune: "torchtune",
+              FromKind.torchtitan: "torchtitan"}  # fmt: skip
+WHAT = {FromKind.accelerate: "launcher config", FromKind.llamafactory: "training YAML", FromKind.axolotl: "YAML",
+        FromKind.trl: "TrainingArguments YAML (TRL CLI, alignment-handbook)", FromKind.swift: "YAML",
+        FromKind.torchtune: "recipe YAML", FromKind.torchtitan: "job TOML"}  # fmt: skip
 KIND_NAMES = {kind: f"{name} config" for kind, name in TOOL_NAMES.items()}
+
+
+def kinds_sentence() -> str:
+    """The file kinds --from reads, in words (README's "What is modelled" holds the same sentence: a test checks it)."""
+    return "; ".join(f"{TOOL_NAMES[kind]} {WHAT[kind]}" for kind in FromKind)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from zeroplan.errors import SpecError
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import (
     FileKeys,
@@ -26,12 +27,15 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
-from zeroplan.frameworks.tuning import TrainOnly
+from zeroplan.frameworks.tuning import TrainOnly, split_arg
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
                "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip
+# LLaMA-Factory's Megatron backends (examples/megatron/, examples/megatron_bridge/: mcore_adapter, Megatron Bridge)
+MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+                 "context_parallel_size", "use_distributed_optimizer", "recompute_granularity")
 OPTIMIZER_FLAGS = {"use_galore": "GaLore", "use_apollo": "APOLLO", "use_badam": "BAdam", "use_adam_mini": "Adam-mini",
                    "use_muon": "Muon"}  # fmt: skip
 
@@ -78,14 +82,21 @@ class LlamaFactoryKeys(FileKeys):
     use_adam_mini: bool = False
     use_muon: bool = False
     enable_liger_kernel: bool = False
+    use_asft_loss: bool = False
 
 
 def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
     """The run a LLaMA-Factory YAML describes (v0 keys, or the v1 schema's); SpecError for what is not modelled."""
     if "model_name_or_path" not in data and ("model" in data or "dist_config" in data):
+        from zeroplan.frameworks.llamafactory_v1 import read_llamafactory_v1
+
         return read_llamafactory_v1(data, origin)
     keys = validate_keys(LlamaFactoryKeys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
+    if megatron := {k: data[k] for k in MEGATRON_KEYS if k in data}:
+        mesh = ", ".join(f"{k}: {v}" for k, v in megatron.items())
+        raise SpecError(f"{origin}: {mesh}: LLaMA-Factory's Megatron-Core backend is not read from the file; estimate "
+                        "it with --method megatron and its --tp/--pp/--ep (docs/megatron.md)")
     _refusals(keys, stated, refuse)
 
     def take(key: str, option: str | None, value: Any, means: str, written: Any = None) -> Taken:
@@ -131,6 +142,8 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
     if keys.finetuning_type == "lora" and keys.adapter_name_or_path is not None:
         refuse.add("adapter_name_or_path", keys.adapter_name_or_path, "an existing adapter merged or resumed; its own "
                    "adapter_config.json sets the rank and targets: give it with --adapter-config, without --from")  # fmt: skip
+    if keys.use_asft_loss:  # src/llamafactory/train/sft/trainer.py: a frozen copy of the model for the ASFT KL term
+        refuse.add("use_asft_loss", True, "ASFT: a frozen reference model forwarded every step")
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:
@@ -166,7 +179,7 @@ def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
     if kind == "full":
         return [take("finetuning_type", None, None, "full fine-tuning: every parameter trained")]
     if kind == "freeze":
-        modules, extra = _split(keys.freeze_trainable_modules), _split(keys.freeze_extra_modules)
+        modules, extra = split_arg(keys.freeze_trainable_modules), split_arg(keys.freeze_extra_modules)
         rule = TrainOnly("freeze_trainable_modules", keys.freeze_trainable_layers, modules, extra)
         n = keys.freeze_trainable_layers
         where = f"the last {n} layers" if n > 0 else f"the first {-n} layers"
@@ -177,7 +190,7 @@ def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
                 take("freeze_trainable_modules", None, None, "their modules matched as substrings '.i.module' of the names")]
     lora = [take("finetuning_type", None, None, "LoRA adapters (peft), the base frozen"),
             take("lora_rank", "lora_rank", str(keys.lora_rank), f"--lora-rank {keys.lora_rank}")]
-    targets = _split(keys.lora_target)
+    targets = split_arg(keys.lora_target)
     if targets == ("all",):
         lora.append(take("lora_target", "lora_linear_names", "", "every *Linear* module but lm_head, by name "
                          "(find_all_linear_modules; --lora-targets those names)"))
@@ -187,7 +200,7 @@ def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
     if keys.use_dora:
         lora.append(take("use_dora", "dora", True, "--dora"))
     if keys.additional_target:
-        saved = ",".join(_split(keys.additional_target))
+        saved = ",".join(split_arg(keys.additional_target))
         lora.append(take("additional_target", "modules_to_save", saved, f"--modules-to-save {saved}"))
     for key in ("lora_alpha", "use_rslora", "loraplus_lr_ratio", "pissa_init"):
         if key in stated:
@@ -206,11 +219,6 @@ def _tuning(keys: LlamaFactoryKeys, stated: set[str], take) -> list[Taken]:
     return lora
 
 
-def _split(text: str | None) -> tuple[str, ...]:
-    """LLaMA-Factory's split_arg: comma-separated, stripped (finetuning_args.py __post_init__)."""
-    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
-
-
 def _precision(keys: LlamaFactoryKeys, stated: set[str]) -> Taken:
     """pure_bf16: bf16 without fp32 master; bf16 / fp16: mixed precision; neither: fp32, the Trainer's default."""
     for key, precision in (("pure_bf16", Precision.bf16_true), ("bf16", Precision.bf16_mixed), ("fp16", Precision.fp16_mixed)):
@@ -218,70 +226,3 @@ def _precision(keys: LlamaFactoryKeys, stated: set[str]) -> Taken:
             return Taken(key, True, "precision", precision, f"--precision {precision.value}")
     absent = not ({"bf16", "fp16", "pure_bf16"} & stated)
     return Taken("bf16", False, "precision", Precision.fp32, "--precision fp32 (neither bf16 nor fp16)", absent)
-
-
-# --- the v1 schema ----------------------------------------------------------------------------------------------
-
-V1_DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"  # v1/config/model_args.py
-
-
-class DistConfig(FileKeys):
-    name: str
-    config_file: str | None = None
-
-
-class LlamaFactoryV1Keys(FileKeys):
-    model: str = V1_DEFAULT_MODEL
-    micro_batch_size: Positive = 1
-    cutoff_len: Positive = 2048
-    bf16: bool = True
-    enable_activation_checkpointing: bool = True
-    flash_attn: str = "sdpa"
-    dist_config: DistConfig | None = None
-    cp_size: Positive = 1
-    peft_config: dict[str, Any] | None = None
-    quant_config: dict[str, Any] | None = None
-    optim_config: dict[str, Any] | None = None
-
-
-def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
-    keys = validate_keys(LlamaFactoryV1Keys, data, origin)
-    stated, refuse = keys.model_fields_set, NotModelled(origin)
-    if keys.peft_config:
-        refuse.add("peft_config.name", keys.peft_config.get("name"), "PEFT adapters; not read from the file yet: estimate the run without --from, with --adapter-config (docs/finetune.md)")
-    if keys.quant_config:
-        refuse.add("quant_config.name", keys.quant_config.get("name"), "a quantized base model")
-    if keys.optim_config and keys.optim_config.get("name") not in (None, "adamw"):
-        refuse.add("optim_config.name", keys.optim_config.get("name"), "an optimizer other than AdamW")
-    if keys.cp_size > 1:
-        refuse.add("cp_size", keys.cp_size, "context parallelism")
-
-    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
-        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
-
-    precision = Precision.bf16_mixed if keys.bf16 else Precision.fp32
-    checkpointing = Checkpointing.full if keys.enable_activation_checkpointing else Checkpointing.none
-    attention = attention_of(keys.flash_attn)
-    taken = [take("model", "model", keys.model, f"--model {keys.model}"),
-             take("micro_batch_size", "micro_batch", str(keys.micro_batch_size), f"--micro-batch {keys.micro_batch_size}"),
-             take("cutoff_len", "seq_len", str(keys.cutoff_len), f"--seq-len {keys.cutoff_len} (the longest sequence)"),
-             take("bf16", "precision", precision, f"--precision {precision.value}"),
-             take("enable_activation_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"),
-             take("flash_attn", "attention", attention, f"--attention {attention.value}"),
-             *_dist(keys.dist_config, refuse)]  # fmt: skip
-    refuse.raise_any()
-    return FrameworkRun(FromKind.llamafactory, origin, tuple(taken))
-
-
-def _dist(dist: DistConfig | None, refuse: NotModelled) -> list[Taken]:
-    if dist is None:
-        return [Taken("dist_config", None, "engine", Engine.ddp, "--engine ddp (no dist_config)", True),
-                Taken("dist_config", None, "stage", 0, "stage 0 (DDP)", True)]  # fmt: skip
-    if dist.name == "deepspeed" and dist.config_file:
-        return [Taken("dist_config.name", dist.name, "engine", Engine.deepspeed, "--engine deepspeed"),
-                Taken("dist_config.config_file", dist.config_file, "deepspeed_config", dist.config_file, "--deepspeed-config")]
-    if dist.name == "fsdp2":
-        return [Taken("dist_config.name", dist.name, "engine", Engine.fsdp2, "--engine fsdp2"),
-                Taken("dist_config.name", dist.name, "stage", 3, "reshard_after_forward=True (ZeRO-3 equivalent)")]
-    refuse.add("dist_config.name", dist.name, "zeroplan reads deepspeed (with a config_file) and fsdp2")
-    return []

@@ -58,6 +58,8 @@ class FrameworkRun:
     origin: str
     taken: tuple[Taken, ...]
     uncounted: tuple[str, ...] = field(default=())
+    # the keys not taken: (no effect on memory, unknown to zeroplan), filled by frameworks/source.py
+    unused: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()))
 
     def get(self, option: str) -> Taken | None:
         """The last key that sets `option`, if any."""

@@ -1,7 +1,5 @@
-"""A `--from` file: read (through zeroplan.readers), its kind recognised by its keys, and the DeepSpeed config it names found.
-
-Recognition looks for keys only one kind writes; a file with none, or with keys of two kinds, is an error
-that asks for `--from-kind`. A DeepSpeed path is relative to the file's folder, else to the working directory
+"""A `--from` file: read (through zeroplan.readers; a .toml file through tomllib), its kind recognised by its keys
+(frameworks/recognise.py), the keys it did not use listed (frameworks/unused.py), and the DeepSpeed config it names found. A DeepSpeed path is relative to the file's folder, else to the working directory
 (LLaMA-Factory's `examples/deepspeed/...` and axolotl's `deepspeed_configs/...` are relative to the repository
 root the tool runs from); which one was used is said in the assumptions.
 """
@@ -9,52 +7,74 @@ root the tool runs from); which one was used is said in the assumptions.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from zeroplan.errors import SpecError
-from zeroplan.frameworks.kinds import KIND_NAMES, FromKind
+from zeroplan.frameworks.kinds import FromKind
+from zeroplan.frameworks.recognise import recognise
+from zeroplan.frameworks.unused import unused_keys
 from zeroplan.frameworks.run import FrameworkRun
 from zeroplan.readers import parse_yaml, read_text, require_mapping
-
-# Keys that mark each kind: written by that tool's files and by neither other kind's.
-MARKERS = {
-    FromKind.accelerate: ("distributed_type", "compute_environment", "main_training_function", "num_processes",
-                          "num_machines", "machine_rank", "deepspeed_config", "parallelism_config", "mixed_precision"),
-    FromKind.llamafactory: ("model_name_or_path", "finetuning_type", "cutoff_len", "lora_target", "template",
-                            "per_device_train_batch_size", "dist_config", "model_class", "quantization_bit"),
-    FromKind.axolotl: ("base_model", "sequence_len", "adapter", "lora_target_modules", "lora_target_linear", "datasets",
-                       "load_in_4bit", "load_in_8bit", "unfrozen_parameters"),
-}  # fmt: skip
-
-
-def recognise(data: Mapping, origin: str) -> FromKind:
-    """The one kind whose marking keys the file has; SpecError naming what was found otherwise."""
-    found = {kind: [k for k in keys if k in data] for kind, keys in MARKERS.items()}
-    kinds = [kind for kind, keys in found.items() if keys]
-    force = "pass --from-kind accelerate|llamafactory|axolotl"
-    if len(kinds) == 1:
-        return kinds[0]
-    if not kinds:
-        raise SpecError(f"{origin}: not an Accelerate, LLaMA-Factory or axolotl config (none of distributed_type, "
-                        f"model_name_or_path, finetuning_type, base_model, sequence_len); {force}")  # fmt: skip
-    both = " and ".join(f"{KIND_NAMES[k]} ({', '.join(found[k])})" for k in kinds)
-    raise SpecError(f"{origin}: has keys of {both}; {force}")
-
 
 def _readers() -> dict[FromKind, Callable[[Mapping, str], FrameworkRun]]:
     from zeroplan.frameworks.accelerate import read_accelerate
     from zeroplan.frameworks.axolotl import read_axolotl
     from zeroplan.frameworks.llamafactory import read_llamafactory
+    from zeroplan.frameworks.swift import read_swift
+    from zeroplan.frameworks.torchtitan import read_torchtitan
+    from zeroplan.frameworks.torchtune import read_torchtune
+    from zeroplan.frameworks.trl import read_trl
 
-    return {FromKind.accelerate: read_accelerate, FromKind.llamafactory: read_llamafactory, FromKind.axolotl: read_axolotl}
+    return {FromKind.accelerate: read_accelerate, FromKind.llamafactory: read_llamafactory, FromKind.axolotl: read_axolotl,
+            FromKind.trl: read_trl, FromKind.swift: read_swift, FromKind.torchtune: read_torchtune,
+            FromKind.torchtitan: read_torchtitan}  # fmt: skip
 
 
 def read_framework_file(path: Path, kind: FromKind | None = None) -> FrameworkRun:
-    """The run a framework file describes, its kind recognised unless given."""
+    """The run a framework file describes, its kind recognised unless given, with the keys it did not use."""
     origin = str(path)
-    data = require_mapping(parse_yaml(read_text(path), origin), origin)
-    return _readers()[kind or recognise(data, origin)](data, origin)
+    if path.suffix == ".toml":
+        data, found = parse_toml(read_text(path), origin), FromKind.torchtitan
+        if kind not in (None, FromKind.torchtitan) or not TITAN_SECTIONS & set(data):
+            raise SpecError(f"{origin}: a TOML file zeroplan reads as a torchtitan job config only (sections "
+                            f"{', '.join(sorted(TITAN_SECTIONS))})")  # fmt: skip
+    else:
+        data = require_mapping(parse_yaml(read_text(path), origin), origin)
+        found = kind or recognise(data, origin)
+        if found is FromKind.torchtitan:
+            raise SpecError(f"{origin}: a torchtitan job config is TOML; give the .toml file")
+    run = _readers()[found](data, origin)
+    return replace(run, unused=unused_keys(run, data, _checked(found)))
+
+
+def _checked(kind: FromKind) -> frozenset[str]:
+    """The top-level keys a kind's reader checks (its pydantic model's fields, and the keys it refuses by name)."""
+    from zeroplan.frameworks import accelerate, axolotl, llamafactory, llamafactory_v1, swift, torchtitan, torchtune, trl
+
+    models = {FromKind.accelerate: (accelerate.AccelerateKeys,), FromKind.axolotl: (axolotl.AxolotlKeys,),
+              FromKind.llamafactory: (llamafactory.LlamaFactoryKeys, llamafactory_v1.LlamaFactoryV1Keys),
+              FromKind.trl: (trl.TrlKeys,), FromKind.swift: (swift.SwiftKeys,), FromKind.torchtune: (torchtune.TorchtuneKeys,),
+              FromKind.torchtitan: (torchtitan.TitanKeys,)}  # fmt: skip
+    checked = {FromKind.torchtitan: ("compile.enable", "compile.components", "quantize.linear", "model.converters",
+                                     "model.name", "model.flavor", "optimizer.name")}  # read where they are set
+    return frozenset(name for model in models[kind] for name in model.model_fields) | frozenset(checked.get(kind, ()))
+
+
+TITAN_SECTIONS = frozenset({"job", "training", "parallelism", "model", "activation_checkpoint"})
+
+
+def parse_toml(text: str, origin: str) -> dict:
+    """TOML through the standard library's tomllib (Python 3.11+); on 3.10 one line says so."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no tomllib, and zeroplan adds no dependency for it
+        raise SpecError(f"{origin}: reading TOML needs Python 3.11 or later (the standard library's tomllib)") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{origin}: invalid TOML: {exc}") from None
 
 
 def find_deepspeed_config(written: str, origin: str, key: str) -> tuple[Path, str]:

@@ -6,6 +6,8 @@ zeroplan optimizer with the same state bytes, or is not modelled. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from zeroplan.frameworks.run import NotModelled, Taken
 from zeroplan.memory.setup import Attention, Engine, Optimizer
 
@@ -43,3 +45,32 @@ def ddp_by_default(key: str) -> list[Taken]:
     """No DeepSpeed (or FSDP) config: the Trainer wraps the model in DDP when launched on several GPUs."""
     means = "--engine ddp (no DeepSpeed or FSDP config: the Trainer's DDP)"
     return [Taken(key, None, "engine", Engine.ddp, means, True), Taken(key, None, "stage", 0, "stage 0 (DDP)", True)]
+
+
+# TrainingArguments.fsdp: space-separated FSDPOption words (transformers' trainer_utils.FSDPOption)
+FSDP_WORDS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "no_shard": "NO_SHARD",
+              "hybrid_shard": "HYBRID_SHARD", "hybrid_shard_zero2": "_HYBRID_SHARD_ZERO2"}  # fmt: skip
+
+
+def trainer_fsdp(fsdp: str | list[str], config: Mapping | str | None, origin: str, refuse: NotModelled) -> list[Taken]:
+    """TrainingArguments' `fsdp` words and `fsdp_config` (a mapping; a path to a JSON file is refused) as the
+    FSDP plugin transformers builds from them: the sharding strategy a word names, `offload` for CPU offload."""
+    from zeroplan.frameworks.accelerate import fsdp_taken
+
+    words = fsdp.split() if isinstance(fsdp, str) else list(fsdp)
+    if isinstance(config, str):
+        refuse.add("fsdp_config", config, "an FSDP config in a separate JSON file; write it inline")
+        return []
+    section = {k: v for k, v in (config or {}).items() if k.removeprefix("fsdp_") in FSDP_SECTION_KEYS}
+    strategy = next((FSDP_WORDS[w] for w in words if w in FSDP_WORDS), None)
+    if strategy is not None and "version" not in {k.removeprefix("fsdp_") for k in section}:
+        section["fsdp_sharding_strategy"] = strategy
+    elif strategy is not None and "reshard_after_forward" not in {k.removeprefix("fsdp_") for k in section}:
+        section["fsdp_reshard_after_forward"] = strategy != "SHARD_GRAD_OP"
+    if "offload" in words:
+        section["fsdp_offload_params"] = True
+    return [Taken("fsdp", " ".join(words), None, None, "FSDP (TrainingArguments.fsdp)"),
+            *fsdp_taken(section, "fsdp_config", origin, refuse)]
+
+
+FSDP_SECTION_KEYS = ("version", "sharding_strategy", "reshard_after_forward", "offload_params", "activation_checkpointing")

@@ -103,3 +103,8 @@ def linear_names(linears: list[str], head: str, extra: tuple[str, ...] = ()) -> 
     """The tools' `all`: the distinct last names of the model's linears but the output head's, then `extra`."""
     names = dict.fromkeys(name.rsplit(".", 1)[-1] for name in linears if name.rsplit(".", 1)[-1] != head)
     return tuple(dict.fromkeys([*names, *extra]))
+
+
+def split_arg(text: str | None) -> tuple[str, ...]:
+    """LLaMA-Factory's split_arg: comma-separated, stripped (hparams/finetuning_args.py __post_init__)."""
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())

@@ -34,7 +34,7 @@ def compute_capability(gpu_arch: str) -> tuple[int, int]:
 def check_bnb_kernels(hw: HardwareSpec | None, quant: str) -> tuple[str, ...]:
     """ZeroplanError where bitsandbytes is known not to run `quant` ("nf4", "fp4", "int8") on `hw`; otherwise
     the assumptions its support rests on (what is unknown said, not refused)."""
-    if hw is None or quant == "none":
+    if hw is None or quant not in ("nf4", "fp4", "int8"):  # none, or an FP8 checkpoint (no bitsandbytes)
         return ()
     what = "LLM.int8 (--load-in-8bit)" if quant == "int8" else f"4-bit {quant} (--qlora)"
     if hw.gpu_arch is None:

@@ -25,7 +25,7 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 
-        notes += tuning_notes(scn.tuning, scn.engine)
+        notes += tuning_notes(scn.tuning, scn.engine, scn.engine_options)
         from zeroplan.hardware.kernels import check_bnb_kernels
 
         notes += check_bnb_kernels(scn.hardware, scn.tuning.spec.quant.value)  # bitsandbytes on this GPU
@@ -41,6 +41,9 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
                  "the optimizer step) + overhead")
     if scn.overheads is None:
         notes.append("no hardware profile: CUDA context, NCCL and fragmentation not counted; fits is null")
+    elif scn.overheads.calibration:  # zeroplan.calibration.file.calibrated
+        notes.append(f"calibration from {scn.overheads.calibration} applied: "
+                     f"{', '.join(scn.overheads.calibration_changes)}")
     return notes
 
 

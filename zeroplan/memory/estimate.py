@@ -195,7 +195,7 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
             from zeroplan.memory.engines import engine_stage_base
 
             base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism, scn.knobs,
-                                     scn.engine_options)
+                                     scn.engine_options, scn.setup.grad_accum > 1)
         elif base is None:
             base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
         return stage_peak(paged_base(base, recipe), activation_bytes, scn.overheads, scn.usable_bytes)
@@ -203,7 +203,7 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
         from zeroplan.memory.engines import engine_stage_base
 
         base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism,
-                                 scn.knobs, scn.engine_options)
+                                 scn.knobs, scn.engine_options, scn.setup.grad_accum > 1)
         return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
@@ -223,7 +223,7 @@ def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
     if scn.engine is Engine.deepspeed:
         return deepspeed_tuned_base(scn.model, scn.tuning, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
     return engine_tuned_base(scn.engine, scn.model, scn.layout, scn.tuning, recipe, stage, scn.parallelism,
-                             scn.knobs, scn.engine_options)
+                             scn.knobs, scn.engine_options, scn.setup.grad_accum > 1)
 
 
 def refused_stages(scn: Scenario, stages: tuple[ZeroStage, ...]) -> tuple[tuple[ZeroStage, ...], tuple[str, ...]]:
@@ -272,6 +272,17 @@ class Estimate:
     activations: object | None = None  # the ActivationEstimate breakdown, when modelled
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # problems in the inputs that did not stop the estimate (the CLI prints them to stderr)
+
+    def stage(self, number: int) -> StageEstimate:
+        """The stage numbered `number` (`est.stage(3)`): `stages` holds only the stages estimated (FSDP2 has no
+        ZeRO-0, --stage keeps one), so `stages[3]` is not ZeRO-3 in general. ZeroplanError names the ones there."""
+        for s in self.stages:
+            if int(s.stage) == number:
+                return s
+        from zeroplan.errors import ZeroplanError
+
+        there = ", ".join(f"ZeRO-{int(s.stage)}" for s in self.stages)
+        raise ZeroplanError(f"no ZeRO-{number!r} in this estimate; it has {there}")
 
     @property
     def model(self) -> ModelSummary:

@@ -34,6 +34,7 @@ from zeroplan.memory.quant import (
     Quant,
     QuantStorage,
     bnb_version,
+    fp8_block_bytes,
     int8_weight_bytes,
     packed_4bit_bytes,
     quant_state_4bit_bytes,
@@ -59,6 +60,7 @@ class Finetune:
     quant: Quant = Quant.none
     double_quant: Flag = False
     quant_storage: QuantStorage = QuantStorage.uint8
+    quant_block: tuple[int, int] = (128, 128)  # an FP8 checkpoint's weight_block_size
     # torchtune's optimizer_in_bwd: each parameter steps in its gradient hook and frees its gradient
     optimizer_in_backward: Flag = False
     # peft get_peft_model(..., autocast_adapter_dtype=True), its default: adapters fp32 on a bf16/fp16 base
@@ -94,7 +96,8 @@ class Finetune:
     def mode(self) -> str:
         if self.lora_rank:
             kind = "DoRA" if self.dora else "LoRA"
-            return {Quant.none: kind, Quant.int8: f"{kind} on an 8-bit base"}.get(self.quant, f"Q{kind}")
+            return {Quant.none: kind, Quant.int8: f"{kind} on an 8-bit base",
+                    Quant.fp8: f"{kind} on an FP8 base"}.get(self.quant, f"Q{kind}")
         return "frozen parts" if self.freeze else "full"
 
 
@@ -124,10 +127,13 @@ class Tuning:
         return sum(self.trainable)
 
 
+LAYER_LISTS = ("layers", "h")  # model.layers.i (Llama and most), gpt_neox.layers.i, transformer.h.i (GPT-2)
+
+
 def unit_of(name: str) -> int:
-    """0 for the root (embeddings, final norm, head), i + 1 for model.layers.i."""
+    """0 for the root (embeddings, final norm, head), i + 1 for <base>.layers.i / <base>.h.i."""
     parts = name.split(".")
-    if len(parts) > 2 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+    if len(parts) > 2 and parts[1] in LAYER_LISTS and parts[2].isdigit():
         return int(parts[2]) + 1
     return 0
 
@@ -275,9 +281,9 @@ def _quantized(p: NamedParam, spec: Finetune) -> bool:
 
 def _stored_bytes(p: NamedParam, spec: Finetune) -> tuple[int, int]:
     """(weight bytes, state bytes) of one quantized weight."""
-    if spec.quant is Quant.int8:  # Linear8bitLt's weight is (out, in), a Conv1D's transposed into it
+    if spec.quant in (Quant.int8, Quant.fp8):  # Linear8bitLt's and FP8Linear's weight is (out, in)
         n_in, n_out = p.features if p.features[0] else (p.shape[1], p.shape[0])
-        return int8_weight_bytes(n_out, n_in)
+        return fp8_block_bytes(n_out, n_in, spec.quant_block) if spec.quant is Quant.fp8 else int8_weight_bytes(n_out, n_in)
     return packed_4bit_bytes(p.numel, spec.quant_storage), quant_state_4bit_bytes(p.numel, spec.double_quant)
 
 

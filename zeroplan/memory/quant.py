@@ -10,6 +10,10 @@ Sources, bitsandbytes@95f9af309d4d5793847169c39288dcd3fcbdf564 (github.com/bitsa
   bitsandbytes/functional.py:655 the nested code is the module-wide "dynamic" map (256 fp32), shared
   bitsandbytes/_ops.py:97-98     int8_vectorwise_quant: int8 weight, one fp32 scale per row (Int8Params CB, SCB;
                                  nn/modules.py:743)
+A pre-quantized FP8 block-scaled checkpoint (DeepSeek-V3, Qwen3-FP8: quantization_config quant_method fp8,
+weight_block_size [128, 128]), as transformers loads it (transformers==5.25.0:transformers/integrations/
+finegrained_fp8.py FP8Linear.__init__): weight (out, in) float8_e4m3fn, one byte per element; weight_scale_inv
+(ceil(out / b0), ceil(in / b1)) float32; the output head left in the compute dtype (get_modules_to_not_convert).
 Pure: no I/O.
 """
 
@@ -32,6 +36,7 @@ class Quant(str, Enum):
     nf4 = "nf4"  # bitsandbytes 4-bit NormalFloat (QLoRA, Dettmers et al. 2023)
     fp4 = "fp4"  # bitsandbytes 4-bit float
     int8 = "int8"  # bitsandbytes LLM.int8 (Linear8bitLt, has_fp16_weights=False)
+    fp8 = "fp8"  # a pre-quantized FP8 block-scaled checkpoint (transformers' FP8Linear); a frozen base only
 
     @property
     def four_bit(self) -> bool:
@@ -128,3 +133,12 @@ def bnb_version(text: str) -> tuple[int, ...]:
 def saves_matmul_input(version: str) -> bool:
     """bitsandbytes releases before 0.43.2 keep each 4-bit matmul's input for the backward (BNB_DROPS_INPUT_SINCE)."""
     return bnb_version(version) < BNB_DROPS_INPUT_SINCE
+
+
+FP8_WEIGHT_BYTES = 1  # float8_e4m3fn
+FP8_SCALE_BYTES = FP32_BYTES  # weight_scale_inv float32 (the ue8m0 scale format is not read)
+
+
+def fp8_block_bytes(rows: int, cols: int, block: tuple[int, int]) -> tuple[int, int]:
+    """(float8 weight, float32 block scales) of an FP8Linear (out = rows, in = cols) with weight_block_size `block`."""
+    return rows * cols * FP8_WEIGHT_BYTES, FP8_SCALE_BYTES * blocks(rows, block[0]) * blocks(cols, block[1])

@@ -236,9 +236,30 @@ class Engine(str, Enum):
     none = "none"  # one GPU, no wrapper: a plain PyTorch loop and its optimizer
 
 
+class ReduceDtype(str, Enum):
+    """The dtype FSDP reduce-scatters gradients in (MixedPrecisionPolicy.reduce_dtype)."""
+
+    fp32 = "fp32"  # torchtitan's default (mixed_precision_reduce = "float32")
+    bf16 = "bf16"
+
+
+class AdapterWrap(str, Enum):
+    """Where FSDP1 puts LoRA adapters: units of their own, or inside the block they adapt."""
+
+    own = "own"  # peft's fsdp_auto_wrap_policy (Accelerate, HF Trainer): only adapter units carry gradients
+    block = "block"  # ModuleWrapPolicy({Block}) with use_orig_params=True (litgpt / Lightning Fabric)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineOptions:
     """PyTorch engine settings that size memory, with PyTorch's defaults."""
 
     __pydantic_config__ = INPUT_CONFIG
     gradient_as_bucket_view: Annotated[Flag, Field(description="DDP: gradients are views into the all-reduce buckets")] = False
+    reduce_dtype: Annotated[ReduceDtype | None, Field(
+        description="FSDP2 MixedPrecisionPolicy.reduce_dtype (None: PyTorch's default, the param dtype)")] = None
+    no_sync: Annotated[Flag, Field(
+        description="FSDP under gradient accumulation: no reduce-scatter but on the last micro-step (Accelerate's, HF "
+                    "Trainer's and Lightning's default), keeping whole gradients until then")] = False
+    adapter_wrap: Annotated[AdapterWrap, Field(
+        description="FSDP1 + LoRA: adapters in FSDP units of their own, or in their block's flat parameter")] = AdapterWrap.own

@@ -31,6 +31,7 @@ from zeroplan.memory.timeline import (
     peak_of,
     skeleton_of,
 )
+from zeroplan.units import GIB
 from zeroplan.validate import INPUT_CONFIG, Real, Size
 
 # Per-process overheads outside PyTorch's allocator stats (docs/hardware.md, "Memory outside the model states").
@@ -45,6 +46,12 @@ class Overheads:
     cuda_context_bytes: Size = 0
     nccl_bytes: Size = 0
     fragmentation_fraction: Annotated[Real, Field(ge=0, le=1)] = FRAGMENTATION_FRACTION
+    # From a calibration (zeroplan.calibration, docs/calibrate.md): a fixed part of the allocator's overhead, and
+    # allocated bytes the model misses at the peak; the file they came from and what they changed, in words.
+    allocator_constant_bytes: Size = 0
+    residual_bytes: Size = 0
+    calibration: str = ""
+    calibration_changes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +172,11 @@ class StageEstimate:
     def fits(self) -> bool | None:
         return None if self.usable_bytes is None else self.total <= self.usable_bytes
 
+    # GiB (2^30 B) views of the bytes, for notebooks: est.stage(3).total_gib
+    total_gib = property(lambda self: self.total / GIB)
+    usable_gib = property(lambda self: None if self.usable_bytes is None else self.usable_bytes / GIB)
+    headroom_gib = property(lambda self: None if self.usable_bytes is None else self.headroom_bytes / GIB)
+
     @property
     def headroom_bytes(self) -> int | None:
         return None if self.usable_bytes is None else self.usable_bytes - self.total
@@ -215,19 +227,25 @@ def overhead_sizes(allocated_peak: int, overheads: Overheads, gpus: int) -> tupl
     """(CUDA context, NCCL, fragmentation) bytes of one process:
 
         CUDA context and NCCL buffers per hardware profile (NCCL only with more than one GPU),
-        fragmentation = int(allocated peak x fragmentation_fraction).
+        fragmentation = int(allocated peak x fragmentation_fraction) + allocator constant.
+    A calibration's residual rides with the context (both fixed per process); overhead_terms names each part.
     """
     nccl = overheads.nccl_bytes if gpus > 1 else 0
-    return overheads.cuda_context_bytes, nccl, int(allocated_peak * overheads.fragmentation_fraction)
+    fragmentation = int(allocated_peak * overheads.fragmentation_fraction) + overheads.allocator_constant_bytes
+    return overheads.cuda_context_bytes + overheads.residual_bytes, nccl, fragmentation
 
 
 def overhead_terms(sizes: tuple[int, int, int], overheads: Overheads) -> tuple[Term, ...]:
     """The non-zero overhead_sizes as named lines with their sources."""
     context, nccl, fragmentation = sizes
-    terms = (Term(name="CUDA context", bytes=context, source=OVERHEAD_SOURCE),
+    residual, constant = overheads.residual_bytes, overheads.allocator_constant_bytes
+    source = f"calibration {overheads.calibration}" if overheads.calibration else OVERHEAD_SOURCE
+    terms = (Term(name="CUDA context", bytes=context - residual, source=source),
              Term(name="NCCL buffers", bytes=nccl, source=OVERHEAD_SOURCE),
-             Term(name=f"fragmentation {overheads.fragmentation_fraction:.0%}", bytes=fragmentation,
-                  source=FRAGMENTATION_SOURCE))
+             Term(name=f"fragmentation {overheads.fragmentation_fraction:.0%}", bytes=fragmentation - constant,
+                  source=f"calibration {overheads.calibration}" if overheads.calibration else FRAGMENTATION_SOURCE),
+             Term(name="allocator constant", bytes=constant, source=source),
+             Term(name="calibrated residual", bytes=residual, source=source))
     return tuple(t for t in terms if t.bytes > 0)
 
 

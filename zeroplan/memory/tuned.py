@@ -33,6 +33,7 @@ from zeroplan.memory.finetune import AdaptedParam, Tuning
 from zeroplan.memory.quant import Quant
 from zeroplan.memory.recipes import FP32_BYTES, INT8_BYTES, Recipe
 from zeroplan.memory.setup import (
+    AdapterWrap,
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
@@ -84,8 +85,9 @@ def check_quant_engine(tuning: Tuning, recipe: Recipe, engine: Engine, stage: Ze
     if not sharded or spec.quant is Quant.none:
         return
     where = "ZeRO-3" if engine is Engine.deepspeed else f"--engine {engine.value}"
-    if spec.quant is Quant.int8:
-        raise ZeroplanError(f"an 8-bit (LLM.int8) base under {where} is not modelled: use ZeRO-0/1/2 or ddp")
+    if spec.quant in (Quant.int8, Quant.fp8):
+        what = "an 8-bit (LLM.int8)" if spec.quant is Quant.int8 else "an FP8 checkpoint's"
+        raise ZeroplanError(f"{what} base under {where} is not modelled: use ZeRO-0/1/2 or ddp")
     compute = {2: {Precision.fp16_mixed: "float16"}.get(recipe.precision, "bfloat16"), 4: "float32"}[recipe.param_bytes]
     if spec.quant_storage.value != compute:
         raise ZeroplanError(f"--quant-storage {spec.quant_storage.value} under {where}: QLoRA there needs the packed "
@@ -165,28 +167,34 @@ def _opt_numels(tuning: Tuning, engine: Engine, stage: ZeroStage, dp: int, shard
     return [shard_numel(n, dp) if sharded else n for n in tuning.trainable]
 
 
-def _grad_units(tuning: Tuning, engine: Engine) -> list[int]:
-    """Elements carrying a gradient per unit: FSDP1 under --freeze gives a mixed unit a gradient for all of it."""
-    if engine is Engine.fsdp and not tuning.spec.lora_rank:
+def _grad_units(tuning: Tuning, engine: Engine, options: EngineOptions) -> list[int]:
+    """Elements carrying a gradient per unit: FSDP1 under --freeze, or with LoRA adapters inside their block's unit
+    (--adapter-wrap block), gives a mixed unit a gradient for all of it."""
+    if engine is Engine.fsdp and (not tuning.spec.lora_rank or options.adapter_wrap is AdapterWrap.block):
         return [t + f if t else 0 for t, f in zip(tuning.trainable_by_unit, tuning.frozen_by_unit)]
     return list(tuning.trainable_by_unit)
 
 
 def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tuning, recipe: Recipe, stage: ZeroStage,
-                      par: Parallelism, knobs: DeepSpeedKnobs, options: EngineOptions) -> StageBase:
+                      par: Parallelism, knobs: DeepSpeedKnobs, options: EngineOptions,
+                      accumulating: bool = False) -> StageBase:
     """The engine's StageBase with the fine-tune's states; gathered-parameter lines scaled to the stored bytes."""
     from zeroplan.memory.engines import ADAMW_TEMPORARY, adamw_foreach_temporary, engine_stage_base
+    from zeroplan.memory.engines.grads import NO_SYNC, fsdp_tuned_moments, no_sync_element, no_sync_numel
     from zeroplan.memory.engines.ddp import ddp_buffers
     from zeroplan.memory.engines.fsdp import PARAM_TERMS
     from zeroplan.memory.engines.storage import torch_storage
 
-    full = engine_stage_base(engine, model, layout, recipe, stage, par, knobs, options)
+    full = engine_stage_base(engine, model, layout, recipe, stage, par, knobs, options, accumulating)
     store, dp = torch_storage(recipe), par.dp
     sharded = _sharded(engine, stage, dp)
     per = (lambda n: shard_numel(n, dp)) if sharded else (lambda n: n)
-    grad_units = _grad_units(tuning, engine)
-    ad = adapter_storage(recipe, store, tuning.spec.adapter_fp32) if tuning.spec.lora_rank else store
-    frozen = frozen_param_bytes(tuning, frozen_element(tuning, store, engine))
+    grad_units = _grad_units(tuning, engine, options)
+    # Adapters inside their block's FlatParameter take its one dtype (torch/distributed/fsdp/_flat_param.py: "Must
+    # flatten tensors with uniform dtype"): the engine's storage for the adapters and the frozen weights alike.
+    in_blocks = engine is Engine.fsdp and options.adapter_wrap is AdapterWrap.block
+    ad = adapter_storage(recipe, store, tuning.spec.adapter_fp32) if tuning.spec.lora_rank and not in_blocks else store
+    frozen = frozen_param_bytes(tuning, store.param if in_blocks else frozen_element(tuning, store, engine))
     saved = per(tuning.saved_numel)  # modules_to_save copies: base dtype, AdamW states in it too
     adapters = per(tuning.num_trainable - tuning.saved_numel)
     extra_grad = per(sum(grad_units)) - per(tuning.num_trainable)  # FSDP1 mixed units under --freeze
@@ -212,6 +220,9 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
             buffers.append(replace(t, bytes=int(t.bytes * ratio)))
         elif t.name.startswith("unsharded gradient"):
             buffers.append(replace(t, bytes=max(grad_units) * store.compute))
+        elif t.name == NO_SYNC:  # the whole gradients of the units that carry one
+            buffers.append(replace(t, bytes=no_sync_numel(engine, [u for u in grad_units if u], dp)
+                                   * no_sync_element(engine, store, options)))
         elif t.name == ADAMW_TEMPORARY:  # one fp32 state's size: of the trainable tensors' states only
             buffers.append(replace(t, bytes=adamw_foreach_temporary(recipe, states)))
         elif not t.name.startswith("DDP gradient buckets"):
@@ -219,8 +230,11 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
     if engine is Engine.ddp:
         buffers += ddp_buffers(sum(grad_units), store, options)
     backward, step = phase_totals(states, tuple(buffers))
-    return replace(full, states=states, buffers=tuple(buffers), buffer_bytes=buffer_bytes_by_phase(tuple(buffers)),
-                   backward_bytes=backward, step_bytes=step)
+    tuned = replace(full, states=states, buffers=tuple(buffers), buffer_bytes=buffer_bytes_by_phase(tuple(buffers)),
+                    backward_bytes=backward, step_bytes=step)
+    if any(t.name == NO_SYNC for t in buffers) and states != full.states:  # else the engine's own moments
+        tuned = replace(tuned, moments=fsdp_tuned_moments(tuned, full.moment_layers))
+    return tuned
 
 
 def wrapped_note(wrapped: tuple[AdaptedParam, ...]) -> str:
@@ -232,7 +246,7 @@ def wrapped_note(wrapped: tuple[AdaptedParam, ...]) -> str:
             f"(target_parameters: lora_A r E x in, lora_B out x r E{fused})")
 
 
-def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
+def tuning_notes(tuning: Tuning, engine: Engine, options: EngineOptions = EngineOptions()) -> list[str]:
     """What the estimate assumes about the fine-tune, in words."""
     spec = tuning.spec
     notes = [f"fine-tuning mode {spec.mode}: {tuning.num_trainable:,} of {tuning.num_params:,} parameters train; "
@@ -244,7 +258,9 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
         if tuning.adapted_params:
             notes.append(wrapped_note(tuning.adapted_params))
         notes.append("alpha and rsLoRA change no byte")
-        notes.append(adapter_note(tuning, engine))
+        notes.append("adapters in their block's FlatParameter and dtype (FSDP1 ModuleWrapPolicy({Block}), "
+                     "use_orig_params=True: litgpt / Lightning Fabric)" if engine is Engine.fsdp
+                     and options.adapter_wrap is AdapterWrap.block else adapter_note(tuning, engine))
     if spec.quant.four_bit:
         notes.append(qlora_path_note(tuning, engine))
     if spec.quant.four_bit:
@@ -253,7 +269,12 @@ def tuning_notes(tuning: Tuning, engine: Engine) -> list[str]:
                      + "; the QuantState is not a parameter and stays whole on every GPU")
     elif spec.quant is Quant.int8:
         notes.append("base linears in bitsandbytes LLM.int8: int8 weights + fp32 row scales")
-    if engine is Engine.fsdp and spec.freeze:
+    elif spec.quant is Quant.fp8:
+        b0, b1 = spec.quant_block
+        notes.append(f"base linears as the FP8 checkpoint stores them (transformers' FP8Linear): float8_e4m3fn weights "
+                     f"+ fp32 scales per {b0}x{b1} block; the output head in the compute dtype; backward dequantizes one "
+                     "weight at a time (docs/finetune.md)")
+    if engine is Engine.fsdp and (spec.freeze or (spec.lora_rank and options.adapter_wrap is AdapterWrap.block)):
         notes.append("FSDP1 use_orig_params=True: a unit with any trainable parameter keeps a gradient for all of it")
     notes.append("activations: a saved tensor is kept only for a gradient that is needed (frozen linears keep no "
                  "input, a frozen prefix nothing), adapters add their inputs and rank-r outputs; the step's timeline "

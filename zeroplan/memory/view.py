@@ -10,6 +10,7 @@ from zeroplan.memory.estimate import Estimate
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Term
 from zeroplan.memory.timeline import CATEGORIES, Timeline
+from zeroplan.memory.verdict import Verdict, stage_verdict, verdict_words
 from zeroplan.units import Unit
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
@@ -38,9 +39,19 @@ def stage_view(s: StageEstimate) -> dict:
         "usable_bytes": s.usable_bytes,
         "fits": s.fits,
         "headroom_bytes": s.headroom_bytes,
+        "verdict": verdict_view(stage_verdict(s)),
         **engine_keys(s),
         **({"notes": list(s.base.notes)} if s.base.engine == "deepspeed" and s.base.notes else {}),
     }
+
+
+def verdict_view(v: Verdict | None) -> dict | None:
+    """Fit, headroom and the term that breaks the fit (memory/verdict.py; docs/json.md, "verdict")."""
+    if v is None:
+        return None
+    return {"summary": verdict_words(v), "fits": v.fits, "peak_bytes": v.peak_bytes, "usable_bytes": v.usable_bytes,
+            "headroom_bytes": v.headroom_bytes, "moment": v.moment, "breaking_term": v.breaking,
+            "breaking_bytes": v.breaking_bytes if v.breaking else None, "breaking_always_alive": v.persistent}
 
 
 def timeline_view(tl: Timeline) -> dict:
@@ -117,7 +128,16 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "stages": [stage_view(s) for s in est.stages],
         "assumptions": list(est.assumptions),
         **mesh_keys(est),
+        **calibration_keys(est.scenario.overheads),
     }
+
+
+def calibration_keys(over) -> dict:
+    """`calibration` (the file and what it changed) when `over` (a stage.Overheads or None) came from one
+    (docs/calibrate.md); absent otherwise."""
+    if over is None or not over.calibration:
+        return {}
+    return {"calibration": {"file": over.calibration, "changes": list(over.calibration_changes)}}
 
 
 def mesh_keys(est: Estimate) -> dict:

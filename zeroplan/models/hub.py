@@ -15,3 +15,47 @@ _HF_ID = re.compile(HF_ID_PATTERN)
 def is_hub_id(ref: str) -> bool:
     """Whether `ref` has the shape of a Hub repository id (it may still name a local folder)."""
     return bool(_HF_ID.match(ref)) and not ref.endswith((".yaml", ".yml", ".json"))
+
+
+# The suffixes by which a Hub repository names another checkpoint of one architecture: the instruction-tuned,
+# base, pre-trained, chat, SFT/DPO stages and a date (Qwen's -2507, DeepSeek's -0324). They change weights, not
+# shapes: a variant's config.json keeps its base's layers, widths, heads and vocabulary (meta-llama/Llama-3.1-8B and
+# -Instruct, Qwen/Qwen2.5-7B and -Instruct, google/gemma-2-9b and -it, mistralai/Mixtral-8x7B-v0.1 and
+# -Instruct-v0.1 on the Hub). Quantized variants (-FP8, -AWQ, -GPTQ, -bnb-4bit) are not among them: their stored
+# bytes differ.
+VARIANT_SUFFIX = re.compile(r"(?i)[-_](instruct|it|pt|base|chat|sft|dpo|\d{4})(?=$|[-_])")
+QUANTIZED = re.compile(r"(?i)[-_](fp8|awq|gptq|bnb|int4|int8|4bit|8bit|nvfp4|mxfp4|gguf|exl2)(?=$|[-_])")
+# Hub ids whose config differs from a preset's only in keys that hold no parameter (rope_scaling,
+# max_position_embeddings): Llama 3 and Llama 3.1 share every shape (hidden 4096/8192, 32/80 layers, 128256 tokens).
+SAME_SHAPES = {"meta-llama/meta-llama-3-8b": "meta-llama/Llama-3.1-8B", "meta-llama/meta-llama-3-70b": "meta-llama/Llama-3.1-70B"}
+
+
+def base_form(hub_id: str) -> tuple[str, tuple[str, ...]]:
+    """(the id without its variant suffixes, lower-case; the suffixes removed): meta-llama/llama-3.1-8b for
+    meta-llama/Llama-3.1-8B-Instruct, google/gemma-3-27b for google/gemma-3-27b-it."""
+    owner, _, name = hub_id.lower().partition("/")
+    removed = tuple(match.group(1) for match in VARIANT_SUFFIX.finditer(name))
+    return f"{owner}/{VARIANT_SUFFIX.sub('', name)}", removed
+
+
+def variant_candidates(hub_id: str) -> list[tuple[str, str]]:
+    """(the base form it may share with a preset's hf_id, why) for a Hub id; none for a quantized checkpoint's id."""
+    if QUANTIZED.search(hub_id.partition("/")[2]):
+        return []
+    base, removed = base_form(hub_id)
+    why = f"a variant ({', '.join(removed)}) of that checkpoint" if removed else "that checkpoint's architecture"
+    found = [(base, why)]
+    if (same := SAME_SHAPES.get(base)) is not None:
+        found.append((base_form(same)[0], "Llama 3, whose config differs from Llama 3.1's only in rope_scaling and "
+                                          "max_position_embeddings, which hold no parameter"))
+    return found
+
+
+FAMILY = re.compile(r"^(?:meta-)?([a-z]+)[-_]?(\d+)")
+
+
+def family_key(hub_id: str) -> tuple[str, str] | None:
+    """('qwen', '3') for Qwen/Qwen3-4B-Instruct-2507, ('llama', '3') for meta-llama/Llama-3.1-8B: a name and its
+    generation, by which an unknown id's did-you-mean lists the presets of its family."""
+    match = FAMILY.match(hub_id.rpartition("/")[2].lower())
+    return (match.group(1), match.group(2)) if match else None

@@ -4,13 +4,15 @@ parsed and validated by the model families."""
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict
+from contextvars import ContextVar
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeroplan.errors import SpecError
 from zeroplan.models.architecture import Architecture, ParamCount
-from zeroplan.models.hub import is_hub_id
+from zeroplan.models.hub import base_form, family_key, is_hub_id, variant_candidates
+from zeroplan.printable import printable
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 from zeroplan.registry import is_file, looks_like_path, preset_paths, unknown_preset
 from zeroplan.validate import check_model_counts, validated, validation_message
@@ -27,6 +29,8 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
 
     data = require_mapping(data, origin)
     check_model_counts(data, origin)  # before any work sized by them (docs/hardening.md, "Bounds")
+    if hf_name is not None and (problem := quantized_checkpoint(data)):
+        raise SpecError(f"{origin}: {problem}")
     if hf_name is not None and _only_transformers_describes(data):
         from zeroplan.models.hf import count_with_transformers
 
@@ -42,6 +46,53 @@ def model_from_data(data: Any, origin: str, *, hf_name: str | None = None) -> Mo
         return ModelSpec.model_validate({**body, "config": config})
     except ValidationError as exc:
         raise SpecError(validation_message(origin, exc, ModelSpec)) from None
+
+
+# quant_method -> what its checkpoint stores (transformers' quantizers: src/transformers/quantizers/auto.py)
+QUANT_FORMATS = {"gptq": "GPTQ: int32-packed 4-bit qweight, qzeros, fp16 scales, g_idx",
+                 "awq": "AWQ: int32-packed 4-bit qweight, qzeros, fp16 scales",
+                 "fp8": "FP8: float8_e4m3fn weights with fp32 block scales (weight_scale_inv)",
+                 "compressed-tensors": "compressed-tensors: packed int or float8 weights with their scales",
+                 "bitsandbytes": "bitsandbytes 4- or 8-bit weights (give the unquantized config with --qlora or "
+                                 "--load-in-8bit)"}  # fmt: skip
+
+
+# Set while a run that counts an FP8 checkpoint's stored bytes (a LoRA on it: scenario/finetune.py) loads its model.
+FP8_BASE_COUNTED: ContextVar[bool] = ContextVar("FP8_BASE_COUNTED", default=False)
+
+
+def fp8_block(data: dict) -> tuple[int, int] | None:
+    """An FP8 block-scaled checkpoint's weight_block_size (quant_method fp8, two positive integers), else None."""
+    config = data.get("quantization_config")
+    if not isinstance(config, dict) or config.get("quant_method") != "fp8":
+        return None
+    block = config.get("weight_block_size")
+    ok = isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)
+    return (block[0], block[1]) if ok and config.get("scale_fmt", "float") == "float" else None
+
+
+def checkpoint_fp8_block(ref: str | None) -> tuple[int, int] | None:
+    """The weight_block_size of the FP8 checkpoint a --model file or folder names (its config.json), else None."""
+    if not ref or ref in preset_paths("models") or is_hub_id(ref) and not _is_dir(ref):
+        return None
+    path = Path(ref) / "config.json" if _is_dir(ref) else Path(ref)
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    data = parse_json(read_text(path), str(path))
+    return fp8_block(data) if isinstance(data, dict) else None
+
+
+def quantized_checkpoint(data: dict) -> str:
+    """One line for a config.json whose checkpoint is stored quantized (its quantization_config) where its stored
+    bytes are not counted (only an FP8 block-scaled base under LoRA is); '' otherwise."""
+    config = data.get("quantization_config")
+    if config is None or (FP8_BASE_COUNTED.get() and fp8_block(data) is not None):
+        return ""
+    method = config.get("quant_method", "?") if isinstance(config, dict) else "?"
+    what = QUANT_FORMATS.get(str(method), "a quantized checkpoint")
+    return (f"quantization_config: quant_method {printable(str(method))} ({what}) is a pre-quantized checkpoint, whose "
+            "stored bytes zeroplan does not count here; it is not counted as bf16 either: give the unquantized model's "
+            "config.json" + ("; an FP8 block-scaled base is counted under LoRA (--lora-rank R)" if method == "fp8" else ""))
 
 
 def _only_transformers_describes(data: dict) -> bool:
@@ -104,7 +155,7 @@ def model_reference(ref: str) -> str | Path:
             raise SpecError(f"{ref}: a folder without a config.json; {HOW_TO_GIVE_A_MODEL}")
         return config
     if is_hub_id(ref):
-        if (name := preset_for_hf_id(ref)) is not None:
+        if (name := preset_for_hf_id(ref)) is not None or (name := _variant_of(ref)[0]) is not None:
             return name
         raise SpecError(f"{ref}: no preset has this hf_id, and no local folder or file has this name (zeroplan "
                         f"never downloads); {HOW_TO_GIVE_A_MODEL}{_close_hf_ids(ref)}")
@@ -133,12 +184,28 @@ def preset_for_hf_id(hub_id: str) -> str | None:
 HF_ID_CUTOFF = 0.8  # difflib similarity a Hub id needs to a preset's hf_id to be suggested
 
 
+def _variant_of(hub_id: str) -> tuple[str | None, str]:
+    """(the preset a Hub id is a variant of, the note that says so), or (None, '')."""
+    bases = {base_form(found)[0]: (name, found) for name, path in preset_paths("models").items()
+             if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
+    for candidate, why in variant_candidates(hub_id):
+        if candidate in bases:
+            name, preset_id = bases[candidate]
+            return name, (f"{printable(hub_id)} is counted as {name} ({preset_id}): {why}; the same layers, widths, "
+                          "heads and vocabulary assumed (zeroplan is offline; if its config.json differs, give it with "
+                          "--model PATH/config.json)")  # fmt: skip
+    return None, ""
+
+
 def _close_hf_ids(hub_id: str) -> str:
-    """'; did you mean llama-3.1-8b (meta-llama/Llama-3.1-8B)?' for the presets whose hf_id is spelt close, or ''."""
+    """'; did you mean qwen3-8b (Qwen/Qwen3-8B), ...?': the presets of the id's family (its name and generation), else
+    those whose hf_id is spelt close; '' for none."""
     ids = {found.lower(): (name, found) for name, path in preset_paths("models").items()
            if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
+    family = family_key(hub_id)
+    close = [key for key in sorted(ids) if family is not None and family_key(key) == family]
     # 0.8: an Instruct or base variant of a preset comes close; another generation (Qwen3 vs Qwen2.5) does not.
-    close = difflib.get_close_matches(hub_id.lower(), list(ids), n=2, cutoff=HF_ID_CUTOFF)
+    close = close or difflib.get_close_matches(hub_id.lower(), list(ids), n=2, cutoff=HF_ID_CUTOFF)
     return f"; did you mean {', '.join(f'{ids[c][0]} ({ids[c][1]})' for c in close)}?" if close else ""
 
 
@@ -152,7 +219,10 @@ def model_facts(ref: str) -> tuple[str, ParamCount, Architecture]:
     from zeroplan.models.params import count_params
 
     spec = load_model(ref)
-    return spec.name, count_params(spec.config), spec.architecture()
+    counts = count_params(spec.config)
+    if is_hub_id(ref) and preset_for_hf_id(ref) is None and (note := _variant_of(ref)[1]):
+        counts = replace(counts, notes=(*counts.notes, note))
+    return spec.name, counts, spec.architecture()
 
 
 def all_models() -> list[ModelSpec]:

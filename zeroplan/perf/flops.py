@@ -257,4 +257,6 @@ def tuned_flops_notes(tuning) -> tuple[str, ...]:
                      "preset's peak HBM bandwidth (a lower bound on that time)")
     elif tuning.spec.quant.value == "int8":
         notes.append("8-bit base: timed at the 16-bit rate; LLM.int8's kernels and outlier decomposition not modelled")
+    elif tuning.spec.quant.value == "fp8":
+        notes.append("FP8 base: timed at the 16-bit rate; its FP8 GEMM and block dequantization kernels not modelled")
     return tuple(notes)

@@ -123,12 +123,16 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
         if args.from_kind:
             raise UsageError("--from-kind names the kind of a --from file: give --from FILE")
         return args, None
-    from zeroplan.frameworks.apply import apply_run
+    from zeroplan.frameworks.apply import apply_runs
     from zeroplan.frameworks.kinds import FromKind
     from zeroplan.frameworks.source import read_framework_file
 
-    run = read_framework_file(Path(args.from_file), FromKind(args.from_kind) if args.from_kind else None)
-    found = apply_run(run, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
+    paths = (args.from_file,) if isinstance(args.from_file, str) else tuple(args.from_file)
+    if args.from_kind and len(paths) > 1:
+        raise UsageError("--from-kind names the kind of one --from file: give it with one --from")
+    kind = FromKind(args.from_kind) if args.from_kind else None
+    runs = tuple(read_framework_file(Path(path), kind) for path in paths)
+    found = apply_runs(runs, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
     applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
     return applied, found
 
@@ -140,7 +144,18 @@ def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig |
 
 
 def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None, FromFile | None]:
-    """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied."""
+    """The run, the DeepSpeed config it reads (--deepspeed-config or the --from file's), and the --from file applied.
+    An FP8 block-scaled checkpoint's config.json is read here, its stored bytes counted by the tuning (a LoRA on it)."""
+    from zeroplan.models.presets import FP8_BASE_COUNTED
+
+    token = FP8_BASE_COUNTED.set(True)
+    try:
+        return _scenario_config_and_file(args)
+    finally:
+        FP8_BASE_COUNTED.reset(token)
+
+
+def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None, FromFile | None]:
     args, found = from_framework(args)
     hw = hardware_from(args.hardware)
     par = parallelism_from(args.gpus, args.nodes, hw)
@@ -164,15 +179,27 @@ def scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCon
     overheads = overheads_for(hw, _fraction(args.fragmentation, "--fragmentation", 1.0),
                               _fraction(args.cuda_context_gib, "--cuda-context-gib", 1024.0),
                               _fraction(args.nccl_gib, "--nccl-gib", 1024.0))
+    if args.calibration:
+        overheads = calibrated_overheads(overheads, args.calibration, hw, args.given)
     from zeroplan.scenario.finetune import tuning_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
-                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw))
+                   engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw),
+                   engine_options=engine_options_of(args))
     if mesh is not None or (found is not None and (found.run.get("tp") or found.run.get("cp"))):  # a mesh only
         from zeroplan.scenario.meshed import file_mesh, with_mesh
 
         scn = with_mesh(scn, file_mesh(found, mesh, par.gpus), args.model)
     return scn, config, found
+
+
+def calibrated_overheads(overheads, path: str, hw, typed: frozenset[str]):
+    """The overheads with a calibration file applied (zeroplan.calibration.file; docs/calibrate.md)."""
+    from zeroplan.calibration.file import calibrated, load_calibration
+
+    if hw is None or overheads is None:
+        raise SpecError(f"{path}: a calibration refines a hardware profile; this run has none (--hardware none)")
+    return calibrated(overheads, load_calibration(path), hw.name, typed)
 
 
 def model_of(args: ScenarioArgs, found: FromFile | None,
@@ -202,6 +229,20 @@ def deepspeed_source(args: ScenarioArgs, found: FromFile | None) -> DeepSpeedSou
     else:
         source = DeepSpeedSource(found.deepspeed, found.deepspeed_origin)
     return source  # its AutoTP mesh, or a refusal of what is not modelled: deepspeed.parallel.config_mesh
+
+
+def engine_options_of(args: ScenarioArgs):
+    """The PyTorch engine settings typed (--reduce-dtype, --no-sync, --adapter-wrap), each refused in one line
+    by an engine that does not have it (memory.engines.check_engine_options)."""
+    from zeroplan.memory.engines import check_engine_options
+    from zeroplan.memory.setup import AdapterWrap, EngineOptions
+
+    options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "no_sync": args.no_sync,
+                                        "adapter_wrap": args.adapter_wrap})
+    check_engine_options(args.engine, options)
+    if options.adapter_wrap is AdapterWrap.block and not (args.lora_rank or args.adapter_config):
+        raise SpecError("--adapter-wrap block says where FSDP1 puts LoRA adapters: give --lora-rank R or --adapter-config")
+    return options
 
 
 def layout_of(model: str | None, engine: Engine):

@@ -58,9 +58,14 @@ class ScenarioArgs:
     cuda_context_gib: float | None = None
     nccl_gib: float | None = None
     fragmentation: float | None = None
+    calibration: str | None = None  # a `zeroplan calibrate --save` file (zeroplan.calibration.file)
     deepspeed_config: str | None = None
     engine: Engine = Engine.deepspeed
-    from_file: str | None = None  # an Accelerate, LLaMA-Factory or axolotl file (--from); typed options override it
+    # PyTorch engine settings that size memory (memory.setup.EngineOptions; docs/engines.md)
+    reduce_dtype: str | None = None  # FSDP2 MixedPrecisionPolicy.reduce_dtype: fp32 | bf16
+    no_sync: bool = False  # FSDP: no reduce-scatter until the last micro-step (Accelerate, HF Trainer, Lightning)
+    adapter_wrap: str = "own"  # FSDP1 + LoRA: own units (peft's policy) | block (litgpt / Lightning Fabric)
+    from_file: str | tuple[str, ...] | list[str] | None = None  # --from FILE, repeatable (a training file, its launcher's); typed options override them
     from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
     # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.
     freeze: str | None = None  # comma-separated globs over HF parameter names

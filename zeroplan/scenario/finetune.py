@@ -147,6 +147,7 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
         raise ZeroplanError("--qlora-stack and --bnb-version describe a 4-bit base: give --qlora")
     elif args.load_in_8bit:
         fields["quant"] = Quant.int8
+    _checkpoint_quant(args, fields, model_ref)
     quant_type = getattr(args.quant_type, "value", args.quant_type)
     if not args.qlora and (args.double_quant or storage is not QuantStorage.uint8 or quant_type != Quant.nf4.value):
         raise ZeroplanError("--double-quant, --quant-type and --quant-storage describe a 4-bit base: give --qlora")
@@ -156,6 +157,23 @@ def finetune_of(args, model_ref: str | None = None) -> Finetune | None:
         return validated(Finetune, fields)
     except ValueError as exc:  # a cross-field rule of Finetune, raised before pydantic wraps it
         raise ZeroplanError(str(exc)) from None
+
+
+def _checkpoint_quant(args, fields: dict, model_ref: str | None) -> None:
+    """An FP8 block-scaled checkpoint (--model its config.json): its linears stored as FP8 with block scales, a frozen
+    base for adapters (full fine-tuning of it is refused by Finetune); a bitsandbytes option beside it is refused."""
+    from zeroplan.models.presets import checkpoint_fp8_block
+
+    block = checkpoint_fp8_block(model_ref)
+    if block is None:
+        return
+    if args.qlora or args.load_in_8bit:
+        raise ZeroplanError(f"{model_ref}: an FP8 checkpoint, stored quantized already: --qlora / --load-in-8bit do not apply")
+    model = _load(model_ref)
+    if model.architecture().num_experts:
+        raise ZeroplanError(f"{model_ref}: an FP8 mixture-of-experts checkpoint (transformers' FP8Experts) is not "
+                            "modelled yet; a dense FP8 checkpoint is")  # fmt: skip
+    fields.update(quant=Quant.fp8, quant_block=block)
 
 
 def _file_rules(args, fields: dict, model_ref: str | None) -> None:

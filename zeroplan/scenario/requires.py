@@ -41,7 +41,12 @@ def _above_one(name: str) -> Callable[[Mapping[str, Any], Set[str]], bool]:
 
 
 def _given_any(*names: str) -> Callable[[Mapping[str, Any], Set[str]], bool]:
-    return lambda values, given: any(n in given or (values.get(n) not in (None, False)) for n in names)
+    return lambda values, given: any(n in given or _set(values.get(n)) for n in names)
+
+
+def _set(value: Any) -> bool:
+    """An option holds a value: not its unset None, False or empty list (a repeatable --from with no file)."""
+    return value is not None and value is not False and not (isinstance(value, (list, tuple)) and not value)
 
 
 def _is(name: str, *allowed: str) -> Callable[[Mapping[str, Any], Set[str]], bool]:
@@ -54,7 +59,7 @@ def _not(name: str, *refused: str) -> Callable[[Mapping[str, Any], Set[str]], bo
 
 _LORA = ("lora_rank", "adapter_config", "from_file")  # a --from file may set LoRA itself
 _INTERLEAVED = ("interleaved-1f1b", "interleaved-zb", "zbv")  # schedules with virtual stages (models/mesh.py)
-_WRITES = ("html", "emit_deepspeed", "emit_accelerate", "emit_torchtitan", "output")
+_WRITES = ("html", "emit_deepspeed", "emit_accelerate", "emit_torchtitan", "output", "save")
 
 
 @dataclass(frozen=True)
@@ -110,12 +115,14 @@ STANDALONE = frozenset({
     "method", "tp", "pp", "cp", "ep", "units", "fmt", "html", "global_batch", "topology", "policy", "policy_file",
     "set", "emit_deepspeed", "emit_accelerate", "search_parallelism", "plans", "ignore", "strict", "output", "mfu",
     "sweep", "stages", "gpu_counts", "micro_batches", "assignments", "checkpointings", "offload_optimizers",
-    "offload_params",
+    "offload_params", "calibration", "records", "plan", "save",
 })  # fmt: skip
 
 # Options that need another and are refused without it by their own check, in their own words (exit 1):
-# --adapter-dtype without adapters (tests/test_finetune_gpu_terms.py).
-REFUSED_ELSEWHERE = frozenset({"adapter_dtype"})
+# --adapter-dtype without adapters (tests/test_finetune_gpu_terms.py); the FSDP engine settings outside their engine
+# (--reduce-dtype outside fsdp2, --no-sync outside fsdp/fsdp2, --adapter-wrap block outside fsdp with LoRA:
+# tests/test_fsdp_grads.py).
+REFUSED_ELSEWHERE = frozenset({"adapter_dtype", "reduce_dtype", "no_sync", "adapter_wrap"})
 
 # What DeepSpeed's estimator functions read (deepspeed/estimator.py: the parameter counts and the GPUs); the
 # others describe zeroplan's own model of a run and would change nothing in their tables.

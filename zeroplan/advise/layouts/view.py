@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from zeroplan.advise.layouts.result import LayoutAdvice
 from zeroplan.advise.view import policy_view
+from zeroplan.memory.view import calibration_keys
 from zeroplan.validate import as_json
 from zeroplan.version import SCHEMA_VERSION, __version__
 
@@ -33,4 +34,5 @@ def layout_advice_view(advice: LayoutAdvice) -> dict:
         "trace": [step.model_dump(mode="json") for step in advice.trace],
         "counts": advice.counts.model_dump(mode="json"),
         "assumptions": list(advice.assumptions),
+        **calibration_keys(scn.overheads),
     }

@@ -13,6 +13,7 @@ from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.memory.buffers import HPZ_TERM
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Phase
+from zeroplan.memory.verdict import breaking_words, stage_verdict
 from zeroplan.units import Unit, format_bytes
 
 # Warn when a plan fits with less than this share of the GPU free. The modelled fragmentation margin
@@ -29,23 +30,14 @@ def _on(run: RunContext) -> str:
     return f" on {run.hardware.name}" if run.hardware else ""
 
 
-def terms_at_peak(est: StageEstimate) -> list[tuple[str, int]]:
-    """Every line alive at the peak, by name: the three model states, activations, each buffer, each overhead."""
-    alive = (Phase.always, est.peak_phase)
-    lines = [("parameters", est.states.parameters), ("gradients", est.states.gradients),
-             ("optimizer states", est.states.optimizer_states), ("activations", est.activations_at_peak)]  # fmt: skip
-    lines += [(t.name, t.bytes) for t in est.buffers if t.phase in alive]
-    return lines + [(t.name, t.bytes) for t in est.overhead]
-
-
 def check_fits(config: DeepSpeedConfig, run: RunContext, *, memory: StageEstimate) -> Iterator[Finding]:
     if memory.fits is not False:
         return
-    name, size = max(terms_at_peak(memory), key=lambda line: line[1])
+    verdict = stage_verdict(memory)  # the term that breaks the fit, not the largest (memory/verdict.py)
     yield Finding(rule="does-not-fit", severity="error", key="zero_optimization.stage", message=(
-        f"does not fit at ZeRO-{int(memory.stage)}: peak {_gib(memory.total)} per GPU ({memory.peak_phase.value} phase) "
-        f"> usable {_gib(memory.usable_bytes)}{_on(run)}, {_gib(-memory.headroom_bytes)} over; biggest term: "
-        f"{name} {_gib(size)}"))  # fmt: skip
+        f"does not fit at ZeRO-{int(memory.stage)}: peak {_gib(memory.total)} per GPU at {verdict.moment} "
+        f"> usable {_gib(memory.usable_bytes)}{_on(run)}, {_gib(-memory.headroom_bytes)} over; "
+        f"{breaking_words(verdict)}"))  # fmt: skip
 
 
 def check_headroom(config: DeepSpeedConfig, run: RunContext, *, memory: StageEstimate) -> Iterator[Finding]:

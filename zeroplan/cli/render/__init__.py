@@ -180,11 +180,15 @@ def timeline_part(est: Estimate, unit: Unit) -> Group | None:
     from zeroplan.memory.view import stage_view
 
     views = [(s, stage_view(s)) for s in est.stages]
-    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit)
+    usable = est.stages[0].usable_bytes if est.stages else None
+    return timeline_chart([(_stage_label(s), v.get("timeline"), v["gpu_bytes"]["overhead"]) for s, v in views], unit,
+                          usable)
 
 
 def estimate_renderables(est: Estimate, unit: Unit) -> list:
-    parts = [estimate_table(est, unit), stacked_bars(est, unit)]
+    from zeroplan.cli.render.verdict import stage_lines
+
+    parts = [*stage_lines(est, _stage_label, unit), estimate_table(est, unit), stacked_bars(est, unit)]
     if (steps := timeline_part(est, unit)) is not None:
         parts.append(steps)
     if (acts := activations_table(est, unit)) is not None:

@@ -45,6 +45,20 @@ def _offload(plan: Plan) -> str:
     return "/".join("-" if d.value == "none" else d.value for d in (plan.offload_optimizer, plan.offload_param))
 
 
+def advice_verdict_line(advice: Advice, unit: Unit) -> list:
+    """The line that leads: the recommendation fits with its headroom, or the closest and what breaks it."""
+    from zeroplan.advise.verdict import advice_verdict
+    from zeroplan.cli.render.verdict import verdict_text
+
+    found = advice_verdict(advice)
+    if found is None:
+        return []
+    label, verdict = found
+    if advice.model_assumed:  # no --model: which one was planned belongs in the line that leads
+        label = f"{advice.scenario.model.name} (assumed), {label}"
+    return [verdict_text(label, verdict, unit)]
+
+
 def recommendation_panel(advice: Advice, unit: Unit) -> Panel:
     rec, scn = advice.recommendation, advice.scenario
     model = f"{scn.model.name} (assumed)" if advice.model_assumed else scn.model.name  # no --model: the default
@@ -133,7 +147,7 @@ def alternatives_table(advice: Advice, unit: Unit) -> Table | Text:
 
 
 def advice_renderables(advice: Advice, unit: Unit) -> list:
-    parts = [recommendation_panel(advice, unit), trace_tree(advice, unit)]
+    parts = [*advice_verdict_line(advice, unit), recommendation_panel(advice, unit), trace_tree(advice, unit)]
     if (notes := advisories_tree(advice, unit)) is not None:
         parts.append(notes)
     parts += [alternatives_table(advice, unit), assumptions_panel(advice.assumptions)]

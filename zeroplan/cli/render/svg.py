@@ -42,40 +42,62 @@ def amount(num_bytes: float, scale: int, label: str) -> str:
     return f"{num_bytes / scale:,.2f} {label}"
 
 
+BREAK_RATIO = 2.5  # a bar this many times the next largest (or usable) is drawn broken: the rest stay readable
+BREAK_AT = 0.88  # of the bar area: where a broken bar's break is drawn
+
+
+def axis_top(bars: list[Bar]) -> tuple[int, bool]:
+    """The bytes the full bar area stands for, and whether the largest bar is broken to keep the others readable."""
+    totals = sorted(b.total for b in bars)
+    usable = max((b.usable or 0 for b in bars), default=0)
+    rest = max(totals[-2] if len(totals) > 1 else 0, usable)
+    if rest and totals[-1] > BREAK_RATIO * rest:
+        return int(rest * 1.15 / BREAK_AT), True
+    return max(totals[-1], usable) or 1, False
+
+
 def stacked_bars(bars: list[Bar], scale: int, unit: str) -> str:
-    """One horizontal bar per row, a segment per part; the widest bar or usable line spans the bar area."""
+    """One horizontal bar per row on one axis, a segment per part, the usable memory as a dashed line; a bar
+    that dwarfs the rest is broken (its segments cut at the break, its true total printed after it)."""
     if not bars:
         return ""
     label_w = int(min(max(LABEL_W, CHAR_W * max(len(b.label) for b in bars) + 12), WIDTH // 2))
     area = WIDTH - label_w - VALUE_W
-    widest = max([b.total for b in bars] + [b.usable or 0 for b in bars]) or 1
-    height = len(bars) * (BAR_H + BAR_GAP) + 30
+    widest, broken = axis_top(bars)
+    height = len(bars) * (BAR_H + BAR_GAP) + 48
     out = [_svg_open(height, "memory per GPU, stacked by term")]
     for i, bar in enumerate(bars):
         y = i * (BAR_H + BAR_GAP) + 4
         out.append(f'<text x="{label_w - 8}" y="{y + BAR_H * 0.7:.1f}" text-anchor="end">{escape(bar.label)}</text>')
         x = float(label_w)
+        # px per byte: the axis's; a bar past the axis (broken) is drawn whole up to just past its break instead
+        per_byte = area / widest if bar.total <= widest else area * (BREAK_AT + 0.06) / bar.total
         for key, name, colour in PARTS:
             size = bar.parts.get(key, 0)
             if size <= 0:
                 continue
-            w = max(size / widest * area, 1.0)  # a term that is there is never invisible
+            w = max(size * per_byte, 1.0)  # a term that is there is never invisible
             out.append(f'<rect class="seg" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{BAR_H}" fill="{colour}">'
                        f"<title>{escape(name)}: {amount(size, scale, unit)}</title></rect>")
             x += w
         if not any(bar.parts.get(k, 0) > 0 for k, _, _ in PARTS) and bar.total > 0:  # a total without its terms
-            w = bar.total / widest * area
+            w = bar.total * per_byte
             out.append(f'<rect class="seg" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{BAR_H}" fill="#7a8794">'
                        f"<title>peak: {amount(bar.total, scale, unit)}</title></rect>")
             x += w
+        if broken and bar.total > widest:  # the break: two white slants across the bar
+            bx = label_w + area * BREAK_AT
+            out.append(f'<path class="brk" d="M{bx - 4:.1f},{y + BAR_H + 2} L{bx + 2:.1f},{y - 2} '
+                       f'M{bx + 4:.1f},{y + BAR_H + 2} L{bx + 10:.1f},{y - 2}"><title>axis broken</title></path>')
         out.append(f'<text x="{x + 6:.2f}" y="{y + BAR_H * 0.7:.1f}">{amount(bar.total, scale, unit)}</text>')
         if bar.usable:
             ux = label_w + bar.usable / widest * area
             out.append(f'<line class="usable" x1="{ux:.2f}" x2="{ux:.2f}" y1="{y - 3}" y2="{y + BAR_H + 3}">'
                        f"<title>usable: {amount(bar.usable, scale, unit)}</title></line>")
+    out.append(_axis(label_w, area, len(bars) * (BAR_H + BAR_GAP) + 2, widest, broken, scale, unit))
     out.append(_legend(height - 18, [(name, colour) for key, name, colour in PARTS
                                      if any(b.parts.get(key, 0) > 0 for b in bars)], usable=any(b.usable for b in bars),
-                       left=0))
+                       left=8))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -88,13 +110,14 @@ CHART_H, PAD_L, PAD_B, PAD_T = 250, 70, 40, 48
 
 
 def timeline_chart(points: list[Point], peak: int, scale: int, unit: str, usable: int | None = None,
-                   usable_label: str = "usable") -> str:
+                   usable_label: str = "usable", top: int = 0) -> str:
     """Bytes alive after each event of one step as a filled line, the phases as bands, the peak circled and
-    named; `peak` is the index of the peak event in `points` (the document's own, never recomputed)."""
+    named; `peak` is the index of the peak event in `points` (the document's own, never recomputed). `top`:
+    the y axis's top, the same for every stage of a page (at least this chart's own peak and usable)."""
     if not points:
         return ""
     plot_w, plot_h = WIDTH - PAD_L - 20, CHART_H - PAD_T - PAD_B
-    top = max([p.bytes for p in points] + [usable or 0]) or 1
+    top = max([p.bytes for p in points] + [usable or 0, top]) or 1
     n = len(points)
 
     def x(i: int) -> float:
@@ -146,6 +169,29 @@ def timeline_chart(points: list[Point], peak: int, scale: int, unit: str, usable
         out.append(_legend(6, drawn, usable=bool(usable), left=PAD_L))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _axis(left: int, area: int, y: int, top: int, broken: bool, scale: int, unit: str) -> str:
+    """The shared axis under the bars: ticks at 0, a quarter ... of what the area stands for (up to a break)."""
+    stop = BREAK_AT if broken else 1.0
+    out = [f'<line x1="{left}" x2="{left + area * stop:.1f}" y1="{y}" y2="{y}" stroke="#8a949c"/>']
+    step = round_step(top * stop / scale)
+    for k in range(int(top * stop / scale / step) + 1):
+        tx = left + area * k * step * scale / top
+        out.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{y}" y2="{y + 4}" stroke="#8a949c"/>'
+                   f'<text class="tick" x="{tx:.1f}" y="{y + 15}" text-anchor="middle">{k * step:,g}</text>')
+    out.append(f'<text class="tick" x="{left + area * stop + 22:.1f}" y="{y + 15}">{escape(unit)}'
+               + (" (axis broken)" if broken else "") + "</text>")
+    return "".join(out)
+
+
+def round_step(span: float, ticks: int = 4) -> float:
+    """A round tick step (1, 2 or 5 x 10^k) giving about `ticks` steps over `span`."""
+    import math
+
+    raw = span / ticks if span > 0 else 1.0
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
 
 
 def _svg_open(height: int, title: str) -> str:

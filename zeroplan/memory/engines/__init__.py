@@ -31,11 +31,23 @@ from zeroplan.memory.engines.fsdp import (
     sharded_states,
     unsharded_grad,
 )
+from zeroplan.memory.engines.grads import (
+    NO_SYNC_NOTE,
+    accumulates_sharded,
+    grad_settings,
+    keeps_unsharded,
+    no_sync_element,
+    no_sync_numel,
+    no_sync_term,
+    reduce_element,
+    with_no_sync,
+)
 from zeroplan.memory.engines.layout import ModelLayout, layout_for, layout_from_summary
 from zeroplan.memory.engines.schedule import ddp_moments, fsdp1_moments, fsdp2_moments
 from zeroplan.memory.engines.storage import torch_storage
 from zeroplan.memory.recipes import Recipe
 from zeroplan.memory.setup import (
+    AdapterWrap,
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
@@ -164,10 +176,12 @@ def check_stage(engine: Engine, stage: ZeroStage) -> None:
 
 def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLayout | None, recipe: Recipe,
                       stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs,
-                      options: EngineOptions = EngineOptions()) -> StageBase:
-    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (FSDP CPU offload included)."""
+                      options: EngineOptions = EngineOptions(), accumulating: bool = False) -> StageBase:
+    """Model states + engine buffers of the busiest rank of a PyTorch engine at `stage` (FSDP CPU offload included;
+    `accumulating`: more than one micro-step per optimizer step, which FSDP's no_sync turns into whole gradients)."""
     engine = Engine(engine)
     check_stage(engine, stage)
+    check_engine_options(engine, options)
     layout = layout or layout_from_summary(model)
     store, dp, mixed = torch_storage(recipe), par.dp, recipe.has_master
     notes: tuple[str, ...] = ()
@@ -208,7 +222,16 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         moments = fsdp1_moments(layout, states, store, stage, dp, mixed, offload, copy if offload else 0)
     elif engine is Engine.fsdp2:
         moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING),
-                                offload, copy if offload else 0)
+                                offload, copy if offload else 0, reduce_element(store, options))
+    no_sync = keeps_unsharded(engine, stage, dp, accumulating, options)
+    if engine in (Engine.fsdp, Engine.fsdp2):
+        settings += grad_settings(engine, options, no_sync)
+    if accumulates_sharded(engine, stage, dp, accumulating) and not no_sync:
+        notes += (NO_SYNC_NOTE,)
+    if no_sync:
+        kept = no_sync_term(no_sync_numel(engine, layout.unit_numels, dp), no_sync_element(engine, store, options))
+        buffers += (kept,)
+        moments = with_no_sync(moments, kept.bytes)
     temp = adamw_foreach_temporary(recipe, states)
     if temp:
         buffers += (Term(ADAMW_TEMPORARY, temp, Phase.step, ADAMW_SOURCE),)
@@ -244,6 +267,20 @@ def offload_copy(layout: ModelLayout, engine: Engine, dp: int, store, mixed: boo
     return max(sum(dim0_shard(s, dp) for s in unit) for unit in units) * (store.compute if mixed else store.param)
 
 
+def check_engine_options(engine: Engine, options: EngineOptions) -> None:
+    """ZeroplanError for an engine option the engine does not have (so it never changes nothing in silence)."""
+    engine = Engine(engine)
+    if options.reduce_dtype is not None and engine is not Engine.fsdp2:
+        raise ZeroplanError(f"--reduce-dtype {options.reduce_dtype.value} is modelled for --engine fsdp2 "
+                            f"(MixedPrecisionPolicy.reduce_dtype), not --engine {engine.value}")
+    if options.no_sync and engine not in (Engine.fsdp, Engine.fsdp2):
+        raise ZeroplanError(f"--no-sync is FSDP's (gradient accumulation without reduce-scatter), not --engine "
+                            f"{engine.value}'s")
+    if options.adapter_wrap is AdapterWrap.block and engine is not Engine.fsdp:
+        raise ZeroplanError(f"--adapter-wrap block is FSDP1's wrapping of LoRA adapters (--engine fsdp), not "
+                            f"--engine {engine.value}'s")
+
+
 def _grad_term(layout: ModelLayout, stage: ZeroStage, dp: int, store) -> tuple:
     return () if stage is ZeroStage.zero0 or dp == 1 else (unsharded_grad(layout, dp, store),)
 
@@ -253,6 +290,6 @@ def param_peak_bytes(base: StageBase) -> int:
     return base.states.parameters + sum(t.bytes for t in base.buffers if t.name.startswith(PARAM_TERMS))
 
 
-__all__ = ["ModelLayout", "check_stage", "engine_stage_base", "layout_for", "layout_from_summary",
+__all__ = ["ModelLayout", "check_engine_options", "check_stage", "engine_stage_base", "layout_for", "layout_from_summary",
            "models_offload", "param_peak_bytes", "strategy_label", "strategy_settings", "strategy_words",
            "supported_stages", "EngineOptions"]

@@ -102,12 +102,15 @@ def fsdp1_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
 
 
 def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stage: ZeroStage, dp: int,
-                  staging: int, offloaded: bool = False, offload_copy: int = 0) -> tuple[Moment, ...]:
-    """FSDP2 per event: unsharded units, the kept all-gather output in the forward, the kept reduce-scatter input."""
+                  staging: int, offloaded: bool = False, offload_copy: int = 0,
+                  reduce_bytes: int | None = None) -> tuple[Moment, ...]:
+    """FSDP2 per event: unsharded units, the kept all-gather output in the forward, the kept reduce-scatter input
+    (in reduce_dtype: `reduce_bytes` per element, the param dtype's when None)."""
     p, o, g_all, c = states.parameters, states.optimizer_states, states.gradients, store.compute
     blocks = layout.num_blocks
     root_u = sum(dim0_shard(s, dp) for s in layout.root) * dp * c
     block_u = sum(dim0_shard(s, dp) for s in layout.block) * dp * c
+    block_rs = block_u // c * (reduce_bytes or c)
     block_shard_g = 0 if offloaded else sum(dim0_shard(s, dp) for s in layout.block) * store.grad
     keep = stage is ZeroStage.zero2  # reshard_after_forward=False
     staging += offload_copy  # CPU offload: the all-gather input copied to the GPU
@@ -132,7 +135,7 @@ def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
     def reduce_input(name, phase, layer):  # the previous unit's reduce-scatter input, kept until this one's
         if phase != "backward" or (layer is None and name != EMBEDDING_BACKWARD) or layer == blocks - 1:
             return 0
-        return block_u
+        return block_rs
 
     return _unit_moments(p, o, g_all, blocks, block_shard_g, False, 0, gathered, unsharded, reduce_input)
 

@@ -1,0 +1,114 @@
+"""A torchtitan job config TOML (`torchrun ... torchtitan/train.py --job.config_file FILE`): model, batch, mesh, AC.
+
+Sections and defaults as torchtitan's JobConfig declares them (pytorch/torchtitan@238fa99, the last commit with
+TOML job configs: torchtitan/config/job_config.py): `[model]` name and flavor (torchtitan/models/*/__init__.py);
+`[training]` local_batch_size 8, seq_len 2048, mixed_precision_param bfloat16 (FSDP2's MixedPrecisionPolicy over
+fp32 sharded parameters: bf16-mixed); `[parallelism]` data_parallel_shard_degree -1 (every rank left), the other
+degrees 1; `[activation_checkpoint]` mode selective, selective_ac_option "2" (every 2nd layer) or "op";
+`[optimizer]` AdamW. A tensor-, pipeline-, context- or expert-parallel mesh, HSDP, Float8 and compile are refused in
+one line. Docs: https://github.com/pytorch/torchtitan/blob/main/docs/. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from zeroplan.frameworks.kinds import FromKind
+from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
+from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, Optimizer, Precision
+
+# (model.name, model.flavor) -> the zeroplan preset of the same shapes
+FLAVORS = {("llama3", "8B"): "llama-3.1-8b", ("llama3", "70B"): "llama-3.1-70b", ("llama3", "405B"): "llama-3.1-405b",
+           ("qwen3", "8B"): "qwen3-8b", ("qwen3", "32B"): "qwen3-32b", ("deepseek_v3", "671B"): "deepseek-v3",
+           ("llama4", "17bx16e"): "llama-4-scout", ("llama4", "17bx128e"): "llama-4-maverick"}  # fmt: skip
+MESH = {"tensor_parallel_degree": "tensor parallelism", "pipeline_parallel_degree": "pipeline parallelism",
+        "context_parallel_degree": "context parallelism", "expert_parallel_degree": "expert parallelism",
+        "data_parallel_replicate_degree": "HSDP (replicated shards)"}  # fmt: skip
+OPTIMIZERS = {"AdamW": Optimizer.adamw, "Adam": Optimizer.adamw}
+
+
+class Training(FileKeys):
+    local_batch_size: Positive = 8
+    batch_size: Positive | None = None  # local_batch_size's older name
+    seq_len: Positive = 2048
+    mixed_precision_param: Literal["bfloat16", "float32"] = "bfloat16"
+    enable_cpu_offload: bool = False
+
+
+class TitanKeys(FileKeys):
+    model: dict[str, Any] = {}
+    training: Training = Training()
+    parallelism: dict[str, Any] = {}
+    activation_checkpoint: dict[str, Any] = {}
+    optimizer: dict[str, Any] = {}
+    compile: dict[str, Any] = {}
+    float8: dict[str, Any] = {}
+
+
+def read_torchtitan(data: Mapping, origin: str) -> FrameworkRun:
+    keys = validate_keys(TitanKeys, data, origin)
+    refuse = NotModelled(origin)
+    model = (str(keys.model.get("name", "llama3")), str(keys.model.get("flavor", "debugmodel")))
+    preset = FLAVORS.get(model)
+    taken = [Taken("model.flavor", f"{model[0]} {model[1]}", "model", preset, f"--model {preset}" if preset else
+                   f"{model[0]} {model[1]}: no zeroplan preset has this flavor's shapes; give --model")]  # fmt: skip
+    if keys.model.get("converters"):
+        refuse.add("model.converters", keys.model["converters"], "Float8 / MX training")
+    if keys.compile.get("enable"):
+        refuse.add("compile.enable", True, "torch.compile's activation memory")
+    training, stated = keys.training, keys.training.model_fields_set
+    micro = training.batch_size or training.local_batch_size
+    taken += [Taken("training.local_batch_size", micro, "micro_batch", str(micro), f"--micro-batch {micro}",
+                    not ({"local_batch_size", "batch_size"} & stated)),
+              Taken("training.seq_len", training.seq_len, "seq_len", str(training.seq_len), f"--seq-len {training.seq_len}",
+                    "seq_len" not in stated)]  # fmt: skip
+    precision = Precision.bf16_mixed if training.mixed_precision_param == "bfloat16" else Precision.fp32
+    taken.append(Taken("training.mixed_precision_param", training.mixed_precision_param, "precision", precision,
+                       f"--precision {precision.value} (FSDP2 casts the fp32 shards to it)", "mixed_precision_param" not in stated))
+    taken += _mesh(keys.parallelism, refuse)
+    if training.enable_cpu_offload:
+        taken += [Taken("training.enable_cpu_offload", True, "offload_param", OffloadDevice.cpu, "--offload-param cpu"),
+                  Taken("training.enable_cpu_offload", True, "offload_optimizer", OffloadDevice.cpu, "--offload-optimizer cpu")]
+    taken += _checkpointing(keys.activation_checkpoint, refuse)
+    name = str(keys.optimizer.get("name", "AdamW"))
+    if name in OPTIMIZERS:
+        taken.append(Taken("optimizer.name", name, "optimizer", OPTIMIZERS[name], "--optimizer adamw", "name" not in keys.optimizer))
+    else:
+        refuse.add("optimizer.name", name, "an optimizer other than AdamW and Adam")
+    refuse.raise_any()
+    return FrameworkRun(FromKind.torchtitan, origin, tuple(taken))
+
+
+def _mesh(section: Mapping, refuse: NotModelled) -> list[Taken]:
+    for key, what in MESH.items():
+        if isinstance(value := section.get(key, 1), int) and value > 1:
+            refuse.add(f"parallelism.{key}", value, what)
+    shard = section.get("data_parallel_shard_degree", -1)
+    reshard = section.get("fsdp_reshard_after_forward", "default")
+    stage = 2 if reshard == "never" else 3
+    taken = [Taken("parallelism.data_parallel_shard_degree", shard, "engine", Engine.fsdp2, "--engine fsdp2 (fully_shard)",
+                   "data_parallel_shard_degree" not in section),
+             Taken("parallelism.fsdp_reshard_after_forward", reshard, "stage", stage, f"ZeRO-{stage} equivalent",
+                   "fsdp_reshard_after_forward" not in section)]  # fmt: skip
+    if isinstance(shard, int) and shard > 0:
+        taken.append(Taken("parallelism.data_parallel_shard_degree", shard, "gpus", str(shard), f"--gpus {shard}"))
+    return taken
+
+
+def _checkpointing(section: Mapping, refuse: NotModelled) -> list[Taken]:
+    """mode none / full / selective: option "op" is torchtitan's per-op SAC, an integer n checkpoints every n-th layer."""
+    mode, option = section.get("mode", "selective"), str(section.get("selective_ac_option", "2"))
+    default = "mode" not in section
+    if mode == "none":
+        return [Taken("activation_checkpoint.mode", mode, "checkpointing", Checkpointing.none, "--checkpointing none", default)]
+    if mode == "full":
+        return [Taken("activation_checkpoint.mode", mode, "checkpointing", Checkpointing.full, "--checkpointing full", default)]
+    if mode == "selective" and option == "op":
+        return [Taken("activation_checkpoint.selective_ac_option", option, "checkpointing", Checkpointing.selective_op,
+                      "--checkpointing selective-op", default)]
+    if mode == "selective" and option.isdigit() and int(option) > 0:
+        return [Taken("activation_checkpoint.selective_ac_option", option, "checkpointing", f"every:{option}",
+                      f"--checkpointing every:{option} (every {option}th layer fully checkpointed)", "selective_ac_option" not in section)]
+    refuse.add("activation_checkpoint.mode", mode, f"activation checkpointing {mode} {option}")
+    return []
