@@ -173,7 +173,8 @@ def _annotation(fn: Callable, param: inspect.Parameter) -> Any:
 
 def _named(fn: Callable, name: str) -> str:
     """An argument as the message names it: the CLI's option for a run's arguments, as the other messages do."""
-    return "--" + name.replace("_", "-") if fn.__module__.endswith(".runs") and name != "paths" else f"{fn.__name__}({name}=)"
+    cli = fn.__module__.endswith(".runs") and inspect.signature(fn).parameters[name].kind is not inspect.Parameter.VAR_POSITIONAL
+    return "--" + name.replace("_", "-") if cli else f"{fn.__name__}({name}=)"  # the plan files have no option
 
 
 def _shown(value: Any) -> str:
