@@ -5,9 +5,11 @@ models/qwen3_5/modeling_qwen3_5.py (Qwen3-Next's modeling_qwen3_next.py is the s
 Qwen3_5GatedDeltaNet.forward, causal_conv1d_fn, l2norm, torch_chunk_gated_delta_rule and
 Qwen3_5RMSNormGated. That path is what runs where flash-linear-attention (fla) and causal-conv1d are not
 installed, and what the CPU measures (validation/measure_new_families.py; docs/activations.md). With fla
-on a GPU, chunk_gated_delta_rule is one autograd Function whose backward recomputes its intermediates:
-it keeps roughly q, k, v, g, beta and the per-chunk states; the torch path's c x c chunk matrices in fp32
-are the larger part here. zeroplan counts the torch path (said in the output): an upper bound for fla.
+on a GPU, chunk_gated_delta_rule is one autograd Function (fla-org/flash-linear-attention@0315a70ea553:
+fla/ops/gated_delta_rule/chunk.py ChunkGatedDeltaRuleFunction) that saves only q, k (l2-normed) and their
+rstd, v, the cumulated g, beta and A, one c x c matrix per chunk in the compute dtype, and recomputes the rest
+in backward; the torch path keeps five c x c matrices per chunk in fp32 and more. zeroplan counts the torch
+path (said in the output): an upper bound where fla runs.
 
 Symbols: b, s, T = b s, e as in zeroplan.memory.activations; Hk, Hv the key and value heads, dk, dv their
 widths, K = Hk dk, V = Hv dv, C = 2 K + V the conv channels, W the conv kernel; c the chunk (64), s_p = s
