@@ -297,6 +297,14 @@ def stage_peak(base: StageBase, activations: int | ActivationProfile = 0, overhe
     return StageEstimate(base, prof.total_forward, before_step, overheads, sizes, usable_bytes, prof, peak, index, lines)
 
 
+def busiest(bases: tuple[StageBase, ...], activations: tuple, overheads: Overheads | None = None,
+            usable_bytes: int | None = None) -> StageEstimate:
+    """The peak of one GPU of a run whose ranks hold `bases` (one per pipeline stage; one without a pipeline), each
+    with its own activations: each rank's stage_peak, the largest reported (the first on a tie)."""
+    found = [stage_peak(base, acts, overheads, usable_bytes) for base, acts in zip(bases, activations, strict=True)]
+    return found[0] if len(found) == 1 else max(found, key=lambda e: e.total)
+
+
 def estimate_stage(
     model: ModelSummary,
     recipe: Recipe,
