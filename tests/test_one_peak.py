@@ -6,6 +6,7 @@ random runs (models, engines, stages, offload, LoRA/QLoRA, tensor-parallel meshe
 The advisor's trees call estimate.evaluate itself (advise/candidates.py fit_at, make_plan).
 """
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.memory.capacity import max_micro_batch
 from zeroplan.memory.estimate import evaluate, stage_knobs
 from zeroplan.memory.grid import GridAxes, sweep_axes
-from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, ZeroStage
+from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, OptimizerImpl, ZeroStage
 from zeroplan.scenario.meshed import with_mesh
 
 MODELS = ("gpt2", "smollm3-3b", "llama-3.1-8b", "qwen3-8b", "mistral-7b", "phi-3-mini")
@@ -32,6 +33,7 @@ def runs(draw):
            "seq_len": draw(st.sampled_from((512, 2048))), "micro_batch": draw(st.integers(1, 4)),
            "checkpointing": draw(st.sampled_from((Checkpointing.none, Checkpointing.selective, Checkpointing.full))),
            "hardware": draw(st.sampled_from(("h100-sxm-80gb", "a100-sxm-40gb")))}
+    run["optimizer_impl"] = draw(st.sampled_from((None, *OptimizerImpl)))
     stage = draw(st.sampled_from(STAGES[engine]))
     run.update(draw(st.sampled_from(TUNINGS)))
     if engine is Engine.deepspeed:
@@ -105,3 +107,22 @@ def test_fsdp2_layouts_are_sized_as_fsdp2_not_deepspeed():
     fitter = Fitter.of(fsdp2.scenario, "qwen3-32b", fsdp2.scenario.usable_bytes, 8)
     layout = Layout(tp=1, pp=1, cp=1, ep=1, dp=8, stack=Stack.torchtitan)
     assert fitter.peak(layout, ZeroStage.zero3, Checkpointing.full, 1).total == fsdp2.stages[0].total
+
+
+@pytest.mark.parametrize("impl", list(OptimizerImpl))
+def test_optimizer_impl_names_and_sizes_fsdp2s_step_temporary(impl):
+    """The issue's 15.26 GiB: FSDP2's AdamW foreach temporary is one fp32 state of the rank's shard (optimizer
+    states / 2); fused has none and fits; for-loop two of the largest local tensor's state (the embedding's shard)."""
+    est = zeroplan.estimate(model="qwen3-32b", gpus=8, hardware="h100-sxm-80gb", seq_len=4096,
+                            checkpointing="full", engine="fsdp2", stage=3, optimizer_impl=impl)
+    s = est.stages[0]
+    temps = [t for t in s.buffers if t.name.startswith("AdamW ")]
+    assert any(f"AdamW step: torch.optim.AdamW({arg})" in a for a in est.assumptions
+               for arg in {"foreach": ["foreach=True"], "fused": ["fused=True"], "for-loop": ["foreach=False"]}[impl.value])
+    if impl is OptimizerImpl.foreach:
+        assert [t.bytes for t in temps] == [s.states.optimizer_states // 2] and not s.fits
+    elif impl is OptimizerImpl.fused:
+        assert temps == [] and s.fits
+    else:
+        vocab, hidden = 151936, 5120  # Qwen3-32B's embedding, the largest tensor, dim-0 sharded over 8
+        assert [t.bytes for t in temps] == [2 * (vocab // 8) * hidden * 4] and s.fits

@@ -18,6 +18,7 @@ from zeroplan.memory.setup import (
     Loss,
     OffloadDevice,
     Optimizer,
+    OptimizerImpl,
     Precision,
     ZeroStage,
     checkpointing_label,
@@ -30,7 +31,7 @@ Count = Union[int, float, str]  # 8, 9e9, "9e9", "7_000_000_000": a positive who
 E = TypeVar("E", bound=Enum)
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
-_ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
+_ENUMS = {"precision": Precision, "optimizer": Optimizer, "optimizer_impl": OptimizerImpl, "attention": Attention, "loss": Loss,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config", "from_file", "calibration")

@@ -122,7 +122,8 @@ class Scenario:
 
     @property
     def recipe(self) -> Recipe:
-        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
+        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum,
+                           self.setup.optimizer_impl)
 
 
 def activations_for(arch: Architecture | None, setup: TrainingSetup, mesh=None):

@@ -234,6 +234,7 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
     """memory.stage.stage_base for one rank of `share`'s pipeline stage: its states (share_states) and DeepSpeed's
     buffers over the dense data-parallel group for that rank's elements."""
     from zeroplan.memory.buffers import engine_buffers
+    from zeroplan.memory.optimizer_step import deepspeed_temporary
     from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
     from zeroplan.memory.states import cpu_offload_terms, nvme_bytes
 
@@ -242,6 +243,7 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
     small = share.norm if hidden <= knobs.stage3_param_persistence_threshold else 0
     buffers = engine_buffers(num_params=share.total, largest_layer_params=share.largest_module,
                              small_param_numel=small, recipe=recipe, stage=stage, dp=dense_dp, knobs=knobs)
+    buffers += deepspeed_temporary(recipe, stage, share.total, dense_dp, knobs)  # torch_adam only
     backward, step = phase_totals(states, buffers)
     where = f"pipeline rank {share.index} (layers {layer_ranges(share)})"
     return StageBase(

@@ -252,6 +252,7 @@ def overhead_terms(sizes: tuple[int, int, int], overheads: Overheads) -> tuple[T
 def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs) -> StageBase:
     """Model states + engine buffers of one GPU at one stage, with the host and NVMe bytes offload needs."""
     from zeroplan.memory.buffers import engine_buffers  # engine imports Term from here
+    from zeroplan.memory.optimizer_step import deepspeed_temporary
 
     dp = par.dp
     states = model_state_bytes(model.num_params, recipe, stage, dp, knobs.offload_optimizer, knobs.offload_param)
@@ -264,6 +265,7 @@ def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Paral
         dp=dp,
         knobs=knobs,
     )
+    buffers += deepspeed_temporary(recipe, stage, model.num_params, dp, knobs)  # torch_adam only
     backward, step = phase_totals(states, buffers)
     return StageBase(
         stage=stage,
