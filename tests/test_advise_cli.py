@@ -88,7 +88,8 @@ def test_article_policy(runner):
 
 
 def test_set_overrides_a_threshold_and_names_it_as_the_source(runner):
-    data = advise_json(runner, "--params", "30e9", "--set", "max_zero3_overhead_pct=0.01")
+    # over PCIe ZeRO-3's transfers outweigh what sharding saves of the optimizer step (on NVLink it beats ZeRO-0)
+    data = advise_json(runner, "--params", "30e9", "--topology", "pcie", "--set", "max_zero3_overhead_pct=0.01")
     step = data["trace"][-1]
     assert (step["rule"], step["outcome"], step["threshold"], step["source"]) == (
         "zero3.overhead", "warn", 0.01, "set by --set")
@@ -224,7 +225,8 @@ def test_throughput_sweep_zero3_overhead_falls_with_tokens_per_micro_step(runner
     points = sweep["points"]
     assert [p["global_batch"] for p in points] == [8 * 2**k for k in range(10)]
     assert all(p["grad_accum"] == 1 for p in points)  # no activations modelled: memory does not cap it
-    zero3 = [p["overhead_vs_zero0_pct"][3] for p in points]
+    # ZeRO-3's difference from ZeRO-0 (its transfers, less the optimizer step it shards) shrinks as the micro-step grows
+    zero3 = [abs(p["overhead_vs_zero0_pct"][3]) for p in points]
     assert zero3 == sorted(zero3, reverse=True) and zero3[0] > zero3[-1]
     assert sweep["threshold_pct"] == 11.0
 

@@ -398,6 +398,7 @@ def test_advise_is_deterministic():
 # --- PyTorch engines: only the stages each engine runs, in its own words, no offload ----------------------------
 
 NOTHING = ("ckpt.unmodelled", "offload.unmodelled", "gpus.min")
+FSDP_OFFLOAD = ("ckpt.unmodelled", "offload.param-cpu", "batch.micro", "zero3.overhead")  # CPUOffload, FULL_SHARD
 
 
 @pytest.mark.parametrize(
@@ -409,13 +410,14 @@ NOTHING = ("ckpt.unmodelled", "offload.unmodelled", "gpus.min")
                      "FSDP SHARD_GRAD_OP (ZeRO-2 equivalent)", id="fsdp-shard-grad-op"),
         pytest.param(Engine.fsdp, 30e9, ("fit.zero0", "fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"),
                      ZeroStage.zero3, "FSDP FULL_SHARD (ZeRO-3 equivalent)", id="fsdp-full-shard"),
-        pytest.param(Engine.fsdp, 60e9, ("fit.zero0", "fit.zero2", "fit.zero3") + NOTHING, None, None,
-                     id="fsdp-fewest-gpus"),
+        pytest.param(Engine.fsdp, 60e9, ("fit.zero0", "fit.zero2", "fit.zero3") + FSDP_OFFLOAD, ZeroStage.zero3,
+                     "FSDP FULL_SHARD (ZeRO-3 equivalent)", id="fsdp-cpu-offload"),
         pytest.param(Engine.fsdp2, 1e9, ("fit.zero2", "batch.micro"), ZeroStage.zero2,
                      "FSDP2 fully_shard(reshard_after_forward=False) (ZeRO-2 equivalent)", id="fsdp2-lowest"),
         pytest.param(Engine.fsdp2, 30e9, ("fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"), ZeroStage.zero3,
                      "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)", id="fsdp2-reshard"),
-        pytest.param(Engine.fsdp2, 60e9, ("fit.zero2", "fit.zero3") + NOTHING, None, None, id="fsdp2-fewest-gpus"),
+        pytest.param(Engine.fsdp2, 60e9, ("fit.zero2", "fit.zero3") + FSDP_OFFLOAD, ZeroStage.zero3,
+                     "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)", id="fsdp2-cpu-offload"),
         pytest.param(Engine.ddp, 1e9, ("fit.zero0", "batch.micro"), ZeroStage.zero0, "DDP (ZeRO-0 equivalent)",
                      id="ddp-lowest"),
         pytest.param(Engine.ddp, 4.5e9, ("fit.zero0", "fit.zero1", "batch.micro"), ZeroStage.zero1,
@@ -429,11 +431,13 @@ def test_engine_branches(engine, num_params, rules, stage, strategy):
     assert advice.rules == rules
     assert (rec.engine, rec.stage, rec.strategy, rec.fits) == (engine, stage, strategy, stage is not None)
     assert {a.stage for a in advice.alternatives} <= set(supported_stages(engine))
-    assert all(a.offload_optimizer is NONE and a.offload_param is NONE for a in advice.alternatives)
+    offloads = {(NONE, NONE)} | ({(CPU, CPU)} if engine in (Engine.fsdp, Engine.fsdp2) else set())  # all or nothing
+    assert all((a.offload_optimizer, a.offload_param) in offloads for a in advice.alternatives)
     assert advice.advisories == ()
     if rec.fits:
         assert rec.summary.startswith(strategy) and rec.knobs is None
-        assert strategy in advice.trace[len(rules) - (3 if stage is ZeroStage.zero3 else 2)].question
+        if rec.offload_optimizer is NONE:
+            assert strategy in advice.trace[len(rules) - (3 if stage is ZeroStage.zero3 else 2)].question
         assert evaluate(recommended_scenario(advice), rec.stage).fits
     else:
         change = rec.change
