@@ -28,7 +28,7 @@ TORCH_SOURCE = "torch==2.13.0:torch/optim/adam.py"
 DEEPSPEED_SOURCE = "deepspeed==0.19.8:deepspeed/runtime/engine.py get_optimizer_configuration"
 # Temporaries of one state's size alive at once, per implementation (module docstring).
 TEMPORARIES = {OptimizerImpl.foreach: 1, OptimizerImpl.fused: 0, OptimizerImpl.for_loop: 2}
-TERM_NAME = {OptimizerImpl.foreach: "AdamW foreach temporary (sqrt of exp_avg_sq, the whole group)",
+TERM_NAME = {OptimizerImpl.foreach: "AdamW foreach temporary (sqrt of exp_avg_sq)",
              OptimizerImpl.for_loop: "AdamW for-loop temporary (sqrt and quotient of the largest tensor's exp_avg_sq)"}
 TERM_SOURCE = {OptimizerImpl.foreach: f"{TORCH_SOURCE} _multi_tensor_adam: torch._foreach_sqrt(device_exp_avg_sqs)",
                OptimizerImpl.for_loop: f"{TORCH_SOURCE} _single_tensor_adam: (exp_avg_sq.sqrt() / "
