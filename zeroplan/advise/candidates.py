@@ -71,11 +71,11 @@ class Context:
 
     @property
     def rungs(self) -> tuple[tuple[OffloadDevice, OffloadDevice], ...]:
-        """Offload rungs to try: all for DeepSpeed; FSDP's and FSDP2's CPU offload (parameters, gradients and
-        optimizer states together, at FULL_SHARD: memory.engines.engine_offload); none but no offload for DDP."""
+        """Offload rungs to try: all for DeepSpeed; FSDP2's CPU offload (parameters, gradients and optimizer states
+        together, at reshard_after_forward=True: memory.engines.engine_offload); none but no offload for the rest."""
         if models_offload(self.engine):
             return RUNGS
-        return FSDP_RUNGS if self.engine in (Engine.fsdp, Engine.fsdp2) else RUNGS[:1]
+        return FSDP_RUNGS if self.engine is Engine.fsdp2 else RUNGS[:1]  # FSDP1's: see docs/advisor.md
 
     def rung_stages(self, rung) -> tuple[ZeroStage, ...]:
         """The stages a rung applies to that this engine runs."""
