@@ -243,6 +243,7 @@ def check_plans(
     adapter_dtype: str = "fp32",
     qlora_stack: str = "peft",
     bnb_version: str = "0.50.2",
+    optimizer_impl: OptimizerImpl | str | None = None,
 ) -> CheckReport:
     """`zeroplan check`: plan files (YAML; globs expanded, sorted), or one `deepspeed_config` or `from_file` on the
     run the other arguments describe, as the CLI's options do (a plan states its own run: plans with run
