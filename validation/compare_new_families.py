@@ -94,14 +94,11 @@ ARCHS |= {
     "qwen3_vl_moe": Architecture(family="qwen3_vl_moe", qk_norm="head", num_experts=4, num_experts_per_tok=2,
                                  **_BASE | dict(intermediate_size=32)),
 }
-# Families whose formula does not yet meet the 2% bar: the worst error each stays under, and why (the output
-# says so for the gated delta net: memory/activations LINEAR_ATTENTION_GAP). A family here must miss the bar
+# Families whose formula does not yet meet the 2% bar: the worst error each stays under, and why. A family here must miss the bar
 # somewhere (tests/test_activations_new_families.py), so a fixed gap cannot stay listed.
 KNOWN_GAPS: dict[str, tuple[float, str]] = {
     "phi": (0.03, "SDPA with the partial rotary (partial_rotary_factor 0.5): q and k split, rotated and concatenated "
                   "save more than the formula's full-width rotary"),
-    "qwen3_5_text": (0.55, "the gated delta net's saved tensors are not modelled"),
-    "qwen3_5_moe_text": (0.55, "the gated delta net's saved tensors are not modelled"),
 }
 # Llama 4 has no FlashAttention path: on a GPU too it runs SDPA with its chunked mask, which the measurement keeps.
 SDPA_KEEPS_MASKS = frozenset({"llama4_text"})

@@ -23,6 +23,7 @@ from zeroplan.memory.activations.checkpointing import (
     op_sac_layer_terms,
     op_sac_recompute_bytes,
 )
+from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.llama4 import chunk_mask_bytes
 from zeroplan.memory.activations.moe import layer_kinds, layer_variants, moe_assumptions
@@ -205,13 +206,6 @@ def _recompute_bytes(
     return 0
 
 
-# Qwen3-Next's and Qwen3.5's gated delta net has no activation formula yet: said in the output, measured in
-# validation/activations_new_families.json (qwen3_5_text, qwen3_5_moe_text; docs/activations.md).
-LINEAR_ATTENTION_GAP = ("linear-attention layers (gated delta net: Qwen3-Next, Qwen3.5) counted as softmax-attention "
-                        "layers of the model's widths: their own saved tensors are not modelled (the total measured "
-                        "38-54% higher on small Qwen3.5 configs)")
-
-
 def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tuple[str, ...]:
     notes = [
         "Hugging Face transformers modules as written in PyTorch (no fused kernels"
@@ -249,6 +243,6 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.extend(moe_assumptions(arch, setup.micro_batch * setup.seq_len))
     if arch.num_encoder_layers:
         notes.append("encoder-decoder: encoder and decoder sequences both seq_len")
-    if "linear_attention" in arch.attention_types:
-        notes.append(LINEAR_ATTENTION_GAP)
+    if LINEAR_ATTENTION in arch.attention_types:
+        notes.append(delta_net_assumption())
     return tuple(notes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.gated_delta import delta_net_terms, is_linear_layer, output_gate_terms
 from zeroplan.memory.activations.llama4 import (
     LLAMA4_FAMILIES,
     dense_experts_terms,
@@ -48,7 +49,10 @@ from zeroplan.memory.activations.traits import (
 from zeroplan.models.architecture import Architecture
 
 
-ROTARY_TERM = "rotary cos and sin tables (1 x s x rotary dims)"  # the term's name (memory.activations.ulysses reads it)
+ROTARY_TERM = "rotary cos and sin tables (1 x s x rotary dims)"
+# Qwen3.5's text model expands position_ids to (3, b, s) for its multimodal rotary (transformers==5.25.0
+# modeling_qwen3_5.py Qwen3_5TextModel.forward, Qwen3_5TextRotaryEmbedding): its tables are b x s x rotary dims
+PER_SAMPLE_ROTARY_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})  # the term's name (memory.activations.ulysses reads it)
 
 
 def layer_input_saved_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
@@ -142,6 +146,8 @@ def moe_mlp_terms(arch: Architecture, tokens: int, e: int, traits: Traits) -> li
     if arch.shared_expert_intermediate_size:  # reads the MoE input, already kept (DeepseekV3MoE.shared_experts)
         shared = replace(arch, intermediate_size=arch.shared_expert_intermediate_size)
         terms += [(f"shared expert {name}", v) for name, v in dense_mlp_terms(shared, traits, tokens, e)]
+    if arch.shared_expert_gate:  # sigmoid(shared_expert_gate(x)) * shared_expert_output: both factors kept
+        terms.append(("shared expert gate (sigmoid output, shared output)", e * tokens + e * tokens * h))
     return terms
 
 
@@ -160,7 +166,12 @@ def layer_terms(
     if encoder and not arch.num_encoder_layers:
         return []
     t = b * s
-    terms = attention_terms(arch, traits, b, s, e, flash=flash, selective=selective)
+    if is_linear_layer(arch):  # Qwen3-Next / Qwen3.5: the gated delta net in place of attention
+        terms = [("attention norm", norm_bytes(traits.norm, t, arch.hidden_size, e)),
+                 ("delta net input projections' input", e * t * arch.hidden_size)] + delta_net_terms(arch, b, s, e)
+    else:
+        terms = attention_terms(arch, traits, b, s, e, flash=flash, selective=selective)
+        terms += output_gate_terms(arch, b, s, e)
     if arch.num_encoder_layers and not encoder:
         terms += attention_terms(arch, traits, b, s, e, flash=flash, selective=selective, cross=True)
     terms += mlp_norm_terms(arch, traits, t, e)
@@ -201,7 +212,7 @@ def embedding_terms(
             rotary_dims //= 2
         table = FP32_BYTES if arch.family in OLMO2_NORM_FAMILIES else e  # Olmo2RotaryEmbedding returns fp32 tables
         sets = rotary_table_sets(arch)
-        tables = sets * ROTARY_TABLES * table * s * rotary_dims
+        tables = sets * ROTARY_TABLES * table * s * rotary_dims * (b if arch.family in PER_SAMPLE_ROTARY_FAMILIES else 1)
         if arch.family in LLAMA4_FAMILIES:
             tables = rotary_table_bytes(arch, s)
         terms.append((ROTARY_TERM, tables))

@@ -15,6 +15,9 @@ GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
 # RMSNorms that multiply by their weight in fp32 and cast after (Olmo2RMSNorm, GptOssRMSNorm).
 FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss"}
+# Qwen3NextRMSNorm / Qwen3_5RMSNorm (transformers==5.25.0: models/qwen3_5/modeling_qwen3_5.py): Gemma's
+# (1 + weight) multiply in fp32, cast after
+GEMMA_NORM_FAMILIES = GEMMA_FAMILIES | {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 T5_FAMILIES = frozenset({"t5", "mt5", "umt5"})
 # CohereLayerNorm (modeling_cohere.py, Cohere 2's the same): a LayerNorm written out in fp32 ops, no bias.
 COHERE_NORM_FAMILIES = frozenset({"cohere", "cohere2"})
@@ -36,6 +39,9 @@ PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b 
 # GptOssRotaryEmbedding: cos/sin of d/2 columns (no duplication), applied to the two halves and concatenated.
 HALF_ROTARY_TABLE_FAMILIES = frozenset({"gpt_oss"})
 ROTARY_FRACTION = {"gpt_neox": 0.25, "glm4_moe": 0.5}  # Glm4MoeConfig partial_rotary_factor 0.5 (GLM-4.5 keeps it)
+# Qwen3-Next, Qwen3.5: partial_rotary_factor 0.25 (transformers==5.25.0 configuration_qwen3_5.py __post_init__
+# default; the published configs' rope_parameters keep it): the rotated quarter and the rest joined by torch.cat
+ROTARY_FRACTION |= dict.fromkeys(("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), 0.25)
 
 # The activation a family uses when the Architecture names none (built without a config): its config default.
 FAMILY_ACTIVATION = {"gpt2": "gelu_new", "opt": "relu", "gpt_neox": "gelu", "bloom": "bloom_gelu", "falcon": "gelu"}
@@ -140,7 +146,7 @@ def activation_saves(traits: Traits) -> ActivationSaves:
 
 
 def _norm_style(arch: Architecture) -> str:
-    if arch.family in GEMMA_FAMILIES:
+    if arch.family in GEMMA_NORM_FAMILIES:
         return "gemma"
     if arch.family in T5_FAMILIES:
         return "t5"
