@@ -79,7 +79,7 @@ def test_checkpointing_when_the_plan_needs_it(monkeypatch):
 
 def test_nothing_to_emit_and_deepspeed_refused():
     with pytest.raises(ZeroplanError, match="nothing to emit"):
-        accelerate_config(advice_for(Engine.fsdp2, 60e9))
+        accelerate_config(advice_for(Engine.fsdp2, 2e12))  # beyond FSDP2's CPU offload too
     with pytest.raises(UsageError, match="--emit-deepspeed"):
         accelerate_config(advice_for(Engine.deepspeed, 1e9))
 

@@ -59,7 +59,7 @@ def test_nothing_fits_is_an_answer_not_an_error(runner, tmp_path):
     data = advise_json(runner, "--params", "500e9", "--policy-file", str(path))
     rec = data["recommendation"]
     assert (rec["fits"], rec["stage"], rec["offload_optimizer"], rec["plan"]) == (False, None, None, None)
-    assert (rec["change"]["kind"], rec["change"]["stage"], rec["change"]["gpus"]) == ("gpus", 3, 112)
+    assert (rec["change"]["kind"], rec["change"]["stage"], rec["change"]["gpus"]) == ("gpus", 3, 120)  # 112 with no headroom; 5 % kept free
     assert data["trace"][-1]["rule"] == "gpus.min"
 
 
@@ -88,7 +88,8 @@ def test_article_policy(runner):
 
 
 def test_set_overrides_a_threshold_and_names_it_as_the_source(runner):
-    data = advise_json(runner, "--params", "30e9", "--set", "max_zero3_overhead_pct=0.01")
+    # over PCIe ZeRO-3's transfers outweigh what sharding saves of the optimizer step (on NVLink it beats ZeRO-0)
+    data = advise_json(runner, "--params", "30e9", "--topology", "pcie", "--set", "max_zero3_overhead_pct=0.01")
     step = data["trace"][-1]
     assert (step["rule"], step["outcome"], step["threshold"], step["source"]) == (
         "zero3.overhead", "warn", 0.01, "set by --set")
@@ -194,7 +195,7 @@ def test_emit_when_nothing_fits_writes_nothing(runner, tmp_path):
     host = tmp_path / "host.yaml"  # without a host limit full ZeRO-3 offload fits any bare count
     host.write_text("host_memory_gib_per_node: 2048\n")
     res = invoke(runner, "advise", "--params", "500e9", "--emit-deepspeed", str(path), "--policy-file", str(host))
-    assert_one_line_error(res, "nothing to emit: nothing fits on 8 GPUs; ZeRO-3 fits on 112 GPUs (14 nodes)")
+    assert_one_line_error(res, "nothing to emit: nothing fits on 8 GPUs; ZeRO-3 fits on 120 GPUs (15 nodes)")
     assert "nothing fits" in res.stdout and not path.exists()
 
 
@@ -224,7 +225,8 @@ def test_throughput_sweep_zero3_overhead_falls_with_tokens_per_micro_step(runner
     points = sweep["points"]
     assert [p["global_batch"] for p in points] == [8 * 2**k for k in range(10)]
     assert all(p["grad_accum"] == 1 for p in points)  # no activations modelled: memory does not cap it
-    zero3 = [p["overhead_vs_zero0_pct"][3] for p in points]
+    # ZeRO-3's difference from ZeRO-0 (its transfers, less the optimizer step it shards) shrinks as the micro-step grows
+    zero3 = [abs(p["overhead_vs_zero0_pct"][3]) for p in points]
     assert zero3 == sorted(zero3, reverse=True) and zero3[0] > zero3[-1]
     assert sweep["threshold_pct"] == 11.0
 

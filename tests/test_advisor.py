@@ -97,13 +97,18 @@ HOST_2048 = with_overrides(DEFAULT, {"host_memory_gib_per_node": 2048}, "test")
     ],
 )
 def test_default_tree_branches(num_params, rules, expected, policy):
-    advice = advise(bare(num_params), policy, global_batch=512)
+    advice = advise(bare(num_params), exact(policy), global_batch=512)
     assert advice.rules == rules
     assert rec_key(advice) == expected
 
 
+def exact(policy):
+    """`policy` with no headroom kept (the tree's branches tested at the calculator's own boundaries)."""
+    return with_overrides(policy, {"min_headroom_fraction": 0.0}, "test")
+
+
 def test_overlap_comm_only_when_its_second_bucket_fits():
-    tight = advise(bare(13e9), DEFAULT, global_batch=512)
+    tight = advise(bare(13e9), exact(DEFAULT), global_batch=512)
     assert tight.rules == FITS[:2] + ("overlap.comm", "batch.micro")
     step = tight.trace[2]
     assert step.outcome == "no" and step.observed > step.threshold and "second reduce bucket" in step.reason
@@ -173,12 +178,13 @@ def test_fit_steps_carry_the_calculator_numbers():
     advice = advise(bare(18e9), DEFAULT, global_batch=512)
     for step, stage in zip(advice.trace[:3], ZeroStage):
         est = evaluate(advice.scenario, stage)
-        assert (step.observed, step.threshold, step.unit) == (est.total, est.usable_bytes, "bytes")
-        assert step.outcome == ("yes" if est.fits else "no")
+        budget = budget_bytes(est.usable_bytes, DEFAULT.min_headroom_fraction)  # the default headroom kept free
+        assert (step.observed, step.threshold, step.unit) == (est.total, budget, "bytes")
+        assert step.outcome == ("yes" if est.total <= budget else "no")
 
 
 def test_headroom_fraction_tightens_the_fit():
-    loose = advise(bare(18e9), DEFAULT, global_batch=512)
+    loose = advise(bare(18e9), exact(DEFAULT), global_batch=512)
     tight = advise(bare(18e9), with_overrides(DEFAULT, {"min_headroom_fraction": 0.2}, "test"), global_batch=512)
     assert loose.recommendation.stage is ZeroStage.zero2 and tight.recommendation.stage is ZeroStage.zero3
     step = tight.trace[2]
@@ -358,7 +364,7 @@ def test_embedding_heavy_advisory():
 
 
 def test_alternatives_fit_and_come_in_order_of_preference():
-    advice = advise(bare(18e9), DEFAULT, global_batch=512)
+    advice = advise(bare(18e9), exact(DEFAULT), global_batch=512)
     alts = advice.alternatives
     assert alts[0].key == advice.recommendation.plan.key
     assert list(alts) == sorted(alts, key=preference)
@@ -392,6 +398,7 @@ def test_advise_is_deterministic():
 # --- PyTorch engines: only the stages each engine runs, in its own words, no offload ----------------------------
 
 NOTHING = ("ckpt.unmodelled", "offload.unmodelled", "gpus.min")
+FSDP_OFFLOAD = ("ckpt.unmodelled", "offload.param-cpu", "batch.micro", "zero3.overhead")  # CPUOffload, FULL_SHARD
 
 
 @pytest.mark.parametrize(
@@ -409,7 +416,8 @@ NOTHING = ("ckpt.unmodelled", "offload.unmodelled", "gpus.min")
                      "FSDP2 fully_shard(reshard_after_forward=False) (ZeRO-2 equivalent)", id="fsdp2-lowest"),
         pytest.param(Engine.fsdp2, 30e9, ("fit.zero2", "fit.zero3", "batch.micro", "zero3.overhead"), ZeroStage.zero3,
                      "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)", id="fsdp2-reshard"),
-        pytest.param(Engine.fsdp2, 60e9, ("fit.zero2", "fit.zero3") + NOTHING, None, None, id="fsdp2-fewest-gpus"),
+        pytest.param(Engine.fsdp2, 60e9, ("fit.zero2", "fit.zero3") + FSDP_OFFLOAD, ZeroStage.zero3,
+                     "FSDP2 fully_shard(reshard_after_forward=True) (ZeRO-3 equivalent)", id="fsdp2-cpu-offload"),
         pytest.param(Engine.ddp, 1e9, ("fit.zero0", "batch.micro"), ZeroStage.zero0, "DDP (ZeRO-0 equivalent)",
                      id="ddp-lowest"),
         pytest.param(Engine.ddp, 4.5e9, ("fit.zero0", "fit.zero1", "batch.micro"), ZeroStage.zero1,
@@ -423,11 +431,13 @@ def test_engine_branches(engine, num_params, rules, stage, strategy):
     assert advice.rules == rules
     assert (rec.engine, rec.stage, rec.strategy, rec.fits) == (engine, stage, strategy, stage is not None)
     assert {a.stage for a in advice.alternatives} <= set(supported_stages(engine))
-    assert all(a.offload_optimizer is NONE and a.offload_param is NONE for a in advice.alternatives)
+    offloads = {(NONE, NONE)} | ({(CPU, CPU)} if engine is Engine.fsdp2 else set())  # all or nothing
+    assert all((a.offload_optimizer, a.offload_param) in offloads for a in advice.alternatives)
     assert advice.advisories == ()
     if rec.fits:
         assert rec.summary.startswith(strategy) and rec.knobs is None
-        assert strategy in advice.trace[len(rules) - (3 if stage is ZeroStage.zero3 else 2)].question
+        if rec.offload_optimizer is NONE:
+            assert strategy in advice.trace[len(rules) - (3 if stage is ZeroStage.zero3 else 2)].question
         assert evaluate(recommended_scenario(advice), rec.stage).fits
     else:
         change = rec.change

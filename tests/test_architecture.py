@@ -192,6 +192,7 @@ SCENARIO = {
     "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
     "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
+    "--optimizer-impl",  # AdamW's foreach / fused / for-loop step (docs/engines.md, optimizer impl)
 }
 # The fine-tuning modes (docs/finetune.md), on every command that estimates one run.
 FINETUNE = {"--freeze", "--lora-rank", "--lora-targets", "--lora-dropout", "--dora", "--modules-to-save", "--qlora",
@@ -235,7 +236,7 @@ FROZEN = {
     "sweep": {
         "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
         "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
-        "--offload-param", "--units", "--format", "-f",
+        "--offload-param", "--units", "--format", "-f", "--optimizer-impl",
     } | FINETUNE,
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},

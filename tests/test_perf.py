@@ -23,6 +23,7 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.models.architecture import ParamCount
 from zeroplan.perf.collectives import Collective
+from zeroplan.perf.optimizer_step import COPY_BYTES, FUSED_BYTES
 from zeroplan.perf.throughput import (
     OVERLAP_CONTENTION,
     CommTerm,
@@ -92,8 +93,10 @@ def test_compute_time_by_hand() -> None:
     # no architecture: 6 Psi T / (989e12 x 0.40), T = 2048
     t = run(0, params=ONE_B, arch=None, par=Parallelism(gpus=1), topology=Topology.nvlink)
     assert t.compute_s == pytest.approx(6e9 * 2048 / (989e12 * 0.40), rel=1e-12)
-    assert (t.comm_s, t.exposed_comm_s, t.overhead_vs_zero0_pct) == (0, 0, 0)
-    assert t.mfu == pytest.approx(0.40)
+    assert (t.comm_s, t.overhead_vs_zero0_pct) == (0, 0) and t.exposed_comm_s == pytest.approx(0, abs=1e-12)
+    # the optimizer step (perf.optimizer_step) is the rest of the step: FusedAdam + the bf16 copy over HBM
+    assert t.optimizer_step_s == pytest.approx(1e9 * (FUSED_BYTES + COPY_BYTES) / (H100.hbm_bandwidth_tbps * 1e12))
+    assert t.mfu == pytest.approx(0.40 * t.compute_s / t.step_time_s)
 
 
 def _term(time_s: float, count: int) -> CommTerm:
@@ -149,16 +152,20 @@ def test_stage3_overhead_at_least_stage2_at_least_stage1_at_least_stage0(case, m
     hw, par, topology = case
     knobs = OVERLAP if overlap else NO_OVERLAP
     setup = TrainingSetup(seq_len=seq, micro_batch=micro, grad_accum=accum)
-    overheads = [t.overhead_vs_zero0_pct for t in throughput_by_stage(GEMMA2_9B, ARCH, hw, setup, par, knobs, topology)]
-    assert overheads[0] == 0
-    assert overheads == sorted(overheads)
+    rows = throughput_by_stage(GEMMA2_9B, ARCH, hw, setup, par, knobs, topology)
+    assert rows[0].overhead_vs_zero0_pct == 0
+    # communication: each stage adds to the last; the optimizer step, sharded from ZeRO-1 on, shrinks by dp
+    comm = [t.step_time_s - t.optimizer_step_s for t in rows]
+    assert comm == sorted(comm)
+    assert rows[0].optimizer_step_s > rows[1].optimizer_step_s == rows[2].optimizer_step_s
 
 
 def test_without_accumulation_zero2_pays_its_post_step_all_gather() -> None:
     """The exception the ordering test leaves out (GA < 4): ZeRO-1/2 all-gather the updated parameters after
     the step with nothing to overlap, while ZeRO-3's gathers hide in the next forward."""
-    z2, z3 = run(2, TrainingSetup(grad_accum=1)), run(3, TrainingSetup(grad_accum=1))
-    assert z2.overhead_vs_zero0_pct > z3.overhead_vs_zero0_pct > 0
+    z0, z2, z3 = (run(s, TrainingSetup(grad_accum=1)) for s in (0, 2, 3))
+    assert z2.overhead_vs_zero0_pct > z3.overhead_vs_zero0_pct
+    assert z3.step_time_s - z3.optimizer_step_s > z0.step_time_s - z0.optimizer_step_s  # its communication
 
 
 def test_deepspeed_default_overlap_makes_zero2_slower_than_zero3_on_nvlink() -> None:
@@ -276,7 +283,7 @@ def test_step_accounting_is_consistent(stage, micro, accum, case, overlap) -> No
     t = run(
         stage, TrainingSetup(micro_batch=micro, grad_accum=accum), OVERLAP if overlap else NO_OVERLAP, hw, par, topology
     )
-    assert t.step_time_s == pytest.approx(t.compute_s + t.exposed_comm_s)
+    assert t.step_time_s == pytest.approx(t.compute_s + t.exposed_comm_s + t.optimizer_step_s)
     assert 0 < t.exposed_comm_s <= t.comm_s + 1e-12
     assert t.tokens_per_s_per_gpu == pytest.approx(t.tokens_per_step_per_gpu / t.step_time_s)
     assert t.mfu < t.compute_efficiency

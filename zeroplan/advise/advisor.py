@@ -105,4 +105,6 @@ def recommended_scenario(advice: Advice) -> Scenario | None:
         return None
     scn = advice.scenario
     setup = replace(scn.setup, checkpointing=rec.checkpointing, micro_batch=rec.micro_batch, grad_accum=rec.grad_accum)
-    return replace(scn, setup=setup, knobs=rec.knobs or scn.knobs)  # knobs: None off DeepSpeed
+    # knobs: None off DeepSpeed, where the plan's offload is FSDP's CPU offload (CPUOffload / CPUOffloadPolicy)
+    knobs = rec.knobs or replace(scn.knobs, offload_optimizer=rec.offload_optimizer, offload_param=rec.offload_param)
+    return replace(scn, setup=setup, knobs=knobs)

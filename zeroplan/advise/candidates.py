@@ -26,6 +26,9 @@ NONE, CPU, NVME = OffloadDevice.none, OffloadDevice.cpu, OffloadDevice.nvme
 # offload and NVMe only at stage 3 (DeepSpeed v0.19.8 runtime/zero/offload_config.py). On the GPU, NVMe frees what
 # CPU offload frees; it differs in host memory, so it is the rung for when the host cannot hold the states.
 RUNGS: tuple[tuple[OffloadDevice, OffloadDevice], ...] = ((NONE, NONE), (CPU, NONE), (CPU, CPU), (NVME, NVME))
+# FSDP/FSDP2 offload all or nothing: CPUOffload(offload_params=True) / CPUOffloadPolicy() (torch==2.13.0:
+# torch/distributed/fsdp/api.py, torch/distributed/fsdp/_fully_shard/_fsdp_api.py), searched at stage 3 (FULL_SHARD).
+FSDP_RUNGS: tuple[tuple[OffloadDevice, OffloadDevice], ...] = (RUNGS[0], RUNGS[2])
 CHECKPOINTING_ORDER = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # least memory saved first
 # selective-op (torchtitan's per-op policy) is tried only when given: it is modelled for Llama-like families only
 RECOMPUTE_RANK = {Checkpointing.none: 0, Checkpointing.selective: 1, Checkpointing.selective_op: 2, Checkpointing.full: 3}
@@ -68,8 +71,11 @@ class Context:
 
     @property
     def rungs(self) -> tuple[tuple[OffloadDevice, OffloadDevice], ...]:
-        """Offload rungs to try: all for DeepSpeed; none but no offload where the engine's offload is not modelled."""
-        return RUNGS if models_offload(self.engine) else RUNGS[:1]
+        """Offload rungs to try: all for DeepSpeed; FSDP2's CPU offload (parameters, gradients and optimizer states
+        together, at reshard_after_forward=True: memory.engines.engine_offload); none but no offload for the rest."""
+        if models_offload(self.engine):
+            return RUNGS
+        return FSDP_RUNGS if self.engine is Engine.fsdp2 else RUNGS[:1]  # FSDP1's: see docs/advisor.md
 
     def rung_stages(self, rung) -> tuple[ZeroStage, ...]:
         """The stages a rung applies to that this engine runs."""
@@ -165,7 +171,8 @@ def largest_micro_batch(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointin
 
 def throughput(ctx: Context, scn: Scenario, stage: ZeroStage) -> Throughput:
     return estimate_throughput(param_count(scn.model), scn.arch, ctx.hw, scn.setup, scn.parallelism, stage,
-                               scn.knobs, ctx.topology, ctx.mfu, tuning=scn.tuning)  # a fine-tune's FLOPs
+                               scn.knobs, ctx.topology, ctx.mfu, tuning=scn.tuning,  # a fine-tune's FLOPs
+                               engine=scn.engine)
 
 
 def make_plan(ctx: Context, stage: ZeroStage, rung, ckpt: Checkpointing, micro_batch: int,

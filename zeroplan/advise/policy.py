@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 from zeroplan.errors import SpecError
 from zeroplan.frozen import Frozen
 from zeroplan.hardware.spec import Topology
+from zeroplan.memory.capacity import HEADROOM_FRACTION, HEADROOM_SOURCE
 
 
 class Tree(str, Enum):
@@ -37,9 +38,7 @@ class AdvisorPolicy(Frozen):
     name: str = "default"
     tree: Tree = Tree.default
     min_headroom_fraction: float = _threshold(
-        0.0,
-        "zeroplan judgment: the calculator already counts CUDA context, NCCL and a 5 % fragmentation margin "
-        "(docs/formulas.md); 0 keeps advise and estimate in agreement",
+        HEADROOM_FRACTION, HEADROOM_SOURCE,
         "share of usable GPU memory left free on top of the calculator's own margins", ge=0.0, lt=1.0)
     zero3_topologies: tuple[Topology, ...] = _threshold(
         (Topology.nvlink,),

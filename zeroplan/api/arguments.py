@@ -23,6 +23,7 @@ from zeroplan.memory.setup import (
     Loss,
     OffloadDevice,
     Optimizer,
+    OptimizerImpl,
     Precision,
     ZeroStage,
     checkpointing_label,
@@ -36,7 +37,7 @@ E = TypeVar("E", bound=Enum)
 T = TypeVar("T")
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
-_ENUMS = {"precision": Precision, "optimizer": Optimizer, "attention": Attention, "loss": Loss,
+_ENUMS = {"precision": Precision, "optimizer": Optimizer, "optimizer_impl": OptimizerImpl, "attention": Attention, "loss": Loss,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config", "from_file", "calibration")

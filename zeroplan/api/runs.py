@@ -36,6 +36,7 @@ from zeroplan.memory.setup import (
     Loss,
     OffloadDevice,
     Optimizer,
+    OptimizerImpl,
     Parallelism,
     Precision,
     TrainingSetup,
@@ -64,6 +65,7 @@ def estimate(
     precision: Precision | str = _SETUP.precision,
     optimizer: Optimizer | str = _SETUP.optimizer,
     fp32_grad_accum: bool = _SETUP.fp32_grad_accum,
+    optimizer_impl: OptimizerImpl | str | None = None,
     seq_len: Count = _SETUP.seq_len,
     micro_batch: Count = _SETUP.micro_batch,
     grad_accum: Count = _SETUP.grad_accum,
@@ -155,6 +157,7 @@ def recommend(
     hardware: str | Path | None = DEFAULT_HARDWARE,
     precision: Precision | str = _SETUP.precision,
     optimizer: Optimizer | str = _SETUP.optimizer,
+    optimizer_impl: OptimizerImpl | str | None = None,
     seq_len: Count = _SETUP.seq_len,
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
@@ -255,6 +258,7 @@ def check_plans(
     adapter_dtype: str = "fp32",
     qlora_stack: str = "peft",
     bnb_version: str = "0.50.2",
+    optimizer_impl: OptimizerImpl | str | None = None,
 ) -> CheckReport:
     """`zeroplan check`: plan files (YAML; globs expanded, sorted), or one `deepspeed_config` or `from_file` on the
     run the other arguments describe, as the CLI's options do (a plan states its own run: plans with run

@@ -31,6 +31,7 @@ from zeroplan.memory.setup import (
     EngineOptions,
     Loss,
     Optimizer,
+    OptimizerImpl,
     Parallelism,
     Precision,
     TrainingSetup,
@@ -105,6 +106,7 @@ class Training(Frozen):
 
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
+    optimizer_impl: OptimizerImpl | None = None  # AdamW's step; None: the stack's default (memory.optimizer_step)
     seq_len: Count = Field(2048, description="tokens per sequence")
     train_micro_batch_size_per_gpu: Count = Field(1, description="sequences per GPU per micro-step")
     gradient_accumulation_steps: Count | None = Field(None, description="micro-steps per optimizer step")
@@ -273,7 +275,7 @@ class Plan(Frozen):
         micro, gas = self.batch()
         checkpointing, every = parse_checkpointing(t.checkpointing)
         return TrainingSetup(
-            precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=micro_batch or micro,
+            precision=t.precision, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl, seq_len=t.seq_len, micro_batch=micro_batch or micro,
             grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
             loss=t.loss,
         )  # fmt: skip

@@ -87,7 +87,7 @@ def _sweep_batches(text: str, dp: int) -> list[int]:
 
 def _throughput_row(t) -> dict:
     return {key: getattr(t, key) for key in (
-        "step_time_s", "compute_s", "comm_s", "exposed_comm_s", "tokens_per_step_per_gpu", "tokens_per_s_per_gpu",
+        "step_time_s", "compute_s", "comm_s", "exposed_comm_s", "optimizer_step_s", "tokens_per_step_per_gpu", "tokens_per_s_per_gpu",
         "mfu", "overhead_vs_zero0_pct", "wire_bytes_per_gpu")} | {"stage": int(t.stage)}  # fmt: skip
 
 

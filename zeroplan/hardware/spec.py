@@ -49,6 +49,11 @@ class HardwareSpec:
     gpu_arch: Annotated[str | None, Field(pattern=r"^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$", description=(
         "the GPU architecture as bitsandbytes' build tables name it: sm80 = NVIDIA compute capability 8.0, gfx942 "
         "= AMD CDNA3; null = unknown (docs/hardware.md, bitsandbytes)"))] = None
+    host_memory_gbps: Annotated[Real | None, Field(gt=0, description=(
+        "host memory bandwidth per node, GB/s, for the CPU optimizer step; null = perf.optimizer_step's named "
+        "default"))] = None
+    nvme_gbps: Annotated[Real | None, Field(gt=0, description=(
+        "NVMe bandwidth per node, GB/s, for ZeRO-Infinity's optimizer; null = perf.optimizer_step's named default"))] = None
 
     def __post_init__(self) -> None:
         if self.supports_bf16 != (self.bf16_tflops > 0):

@@ -22,6 +22,9 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
     notes += scn.mesh.notes() if scn.mesh is not None else [
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
     notes += [f"parameter count: {note}" for note in model.count_notes]
+    from zeroplan.memory.optimizer_step import describe
+
+    notes.append(describe(recipe, scn.engine, knobs.offload_optimizer is not OffloadDevice.none))
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 

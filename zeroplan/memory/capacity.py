@@ -18,6 +18,13 @@ from zeroplan.memory.setup import Parallelism, ZeroStage
 from zeroplan.memory.states import ModelSummary
 from zeroplan.validate import MAX_MODEL_COUNTS
 
+# The share of usable GPU memory a plan leaves free beyond the modelled peak (which already holds the CUDA
+# context, NCCL and the 5 % fragmentation margin): allocator spikes and what the model leaves out, the low end of
+# the 5-10 % in docs/hardware.md. One setting: the advisor's default headroom (advise.policy min_headroom_fraction)
+# and check's low-headroom warning (check.rules.memory) both read it, so advice never fails `check --strict`.
+HEADROOM_FRACTION = 0.05
+HEADROOM_SOURCE = ("zeroplan judgment: the low end of the 5-10 % allocator margin of docs/hardware.md, on top of the "
+                   "modelled fragmentation; check's low-headroom threshold is the same number (docs/checks.md)")
 MAX_MICRO_BATCH = 256  # the search's upper end; "256" means "at least 256"
 MAX_GPUS = 1024
 MAX_LAYERS_FACTOR = 1024  # a model at most this many times deeper than the given one

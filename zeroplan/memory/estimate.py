@@ -20,7 +20,7 @@ from zeroplan.memory.setup import (
     TrainingSetup,
     ZeroStage,
 )
-from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_base, stage_peak
+from zeroplan.memory.stage import Overheads, StageBase, StageEstimate, busiest, stage_base
 from zeroplan.memory.states import ModelSummary
 from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
@@ -122,7 +122,8 @@ class Scenario:
 
     @property
     def recipe(self) -> Recipe:
-        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum)
+        return make_recipe(self.setup.precision, self.setup.optimizer, self.setup.fp32_grad_accum,
+                           self.setup.optimizer_impl)
 
 
 def activations_for(arch: Architecture | None, setup: TrainingSetup, mesh=None):
@@ -177,36 +178,48 @@ def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
              recipe: Recipe | None = None) -> StageEstimate:
     """Peak memory of one GPU of `scn` at `stage`: the largest event of its step's timeline (activations
-    computed unless given; a bare byte count is alive through the whole forward and backward)."""
-    if scn.mesh is not None:  # one rank of each pipeline stage, its own activations; the busiest reported
-        from zeroplan.memory.mesh import mesh_activation_bytes, mesh_evaluate
+    computed unless given; a bare byte count is alive through the whole forward and backward).
 
-        return mesh_evaluate(scn.mesh, mesh_activation_bytes(scn.mesh, scn.arch, scn.setup), recipe or scn.recipe,
-                             stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size,
-                             scn.overheads, scn.usable_bytes)
-    if activation_bytes is None:
-        activation_bytes = activation_profile(scn)
+    Every command's number is this one: `rank_bases` (what each rank holds whatever the micro-step) through
+    memory.stage.busiest (the timeline's peak of each rank, the largest reported). The sweep's grid and the
+    parallelism search call the same two functions on pieces they cache (tests/test_one_peak.py)."""
+    return busiest(rank_bases(scn, stage, recipe), rank_activations(scn, activation_bytes), scn.overheads,
+                   scn.usable_bytes)
+
+
+def rank_activations(scn: Scenario, activation_bytes: int | ActivationProfile | None = None) -> tuple:
+    """One micro-step's activations of each rank `rank_bases` returns: each pipeline stage's on a mesh (an
+    `activation_bytes` given is then ignored), else the given ones or the scenario's profile."""
+    if scn.mesh is not None:
+        from zeroplan.memory.mesh import mesh_activation_bytes
+
+        return mesh_activation_bytes(scn.mesh, scn.arch, scn.setup)
+    return (activation_profile(scn) if activation_bytes is None else activation_bytes,)
+
+
+def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) -> tuple[StageBase, ...]:
+    """What one GPU of each distinct rank holds at `stage` whatever the micro-step (memory.stage.StageBase): one per
+    pipeline stage on a mesh (DeepSpeed's shares, or FSDP2's layout on a (dp, tp) mesh), else the one every rank
+    holds: a fine-tune's (memory.tuned), a PyTorch engine's (memory.engines) or DeepSpeed's, a paged optimizer's
+    states moved to unified memory (memory.paged)."""
     recipe = recipe or scn.recipe
+    if scn.mesh is not None:
+        from zeroplan.memory.mesh import mesh_bases
+
+        return mesh_bases(scn.mesh, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size)
+    base = tuned_base(scn, stage, recipe) if scn.tuning is not None else None
+    if base is None and scn.engine is not Engine.deepspeed:
+        from zeroplan.memory.engines import engine_stage_base
+
+        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism, scn.knobs,
+                                 scn.engine_options, scn.setup.grad_accum > 1)
+    elif base is None:
+        base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
     if scn.tuning is not None or recipe.optimizer.paged:
         from zeroplan.memory.paged import paged_base
 
-        base = tuned_base(scn, stage, recipe) if scn.tuning is not None else None
-        if base is None and scn.engine is not Engine.deepspeed:
-            from zeroplan.memory.engines import engine_stage_base
-
-            base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism, scn.knobs,
-                                     scn.engine_options, scn.setup.grad_accum > 1)
-        elif base is None:
-            base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
-        return stage_peak(paged_base(base, recipe), activation_bytes, scn.overheads, scn.usable_bytes)
-    if scn.engine is not Engine.deepspeed:
-        from zeroplan.memory.engines import engine_stage_base
-
-        base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism,
-                                 scn.knobs, scn.engine_options, scn.setup.grad_accum > 1)
-        return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
-    return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
-                          activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
+        base = paged_base(base, recipe)
+    return (base,)
 
 
 def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):

@@ -1,8 +1,8 @@
 """The configuration grid: stages x GPU counts x micro-batches x checkpointing x offload of one scenario.
 
 Pure: imports neither rich, typer nor yaml and does no I/O. Each row is what `estimate.evaluate` returns for that
-configuration, computed by the same functions (`estimate.activations_for`, `estimate.stage_knobs`,
-`memory.stage_base`, `memory.stage_peak`, which `evaluate` composes). The speed comes only from computing each
+configuration, computed by the same functions (`estimate.rank_bases`, `estimate.rank_activations`,
+`memory.stage.busiest`, which `evaluate` composes). The speed comes only from computing each
 piece once for the axes it depends on: activations per (micro-batch, checkpointing), model states and engine
 buffers per (stage, GPU count, offload); per configuration only the activations and the overhead are added.
 """
@@ -15,7 +15,7 @@ from itertools import product
 from typing import NamedTuple
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.estimate import Scenario, activation_profile, refused_stages, stage_knobs, tuned_base
+from zeroplan.memory.estimate import Scenario, rank_activations, rank_bases, refused_stages, stage_knobs
 from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
@@ -25,8 +25,7 @@ from zeroplan.memory.setup import (
     fewest_nodes,
     spread_gpus,
 )
-from zeroplan.memory.stage import StageEstimate, stage_base, stage_peak
-from zeroplan.memory.timeline import ActivationProfile
+from zeroplan.memory.stage import StageEstimate, busiest
 
 OffloadPair = tuple[OffloadDevice, OffloadDevice]  # (offload_optimizer, offload_param)
 
@@ -89,12 +88,12 @@ def applied_knobs(knobs: DeepSpeedKnobs, stage: ZeroStage, pair: OffloadPair) ->
 
 
 def activation_sizes(scn: Scenario, micro_batches: Sequence[int],
-                     checkpointings: Sequence[Checkpointing]) -> list[tuple[int, str, ActivationProfile]]:
-    """(micro_batch, checkpointing, activations by part) for every pair, through `estimate.activation_profile`."""
+                     checkpointings: Sequence[Checkpointing]) -> list[tuple[int, str, tuple]]:
+    """(micro_batch, checkpointing, each rank's activations) for every pair, through `estimate.rank_activations`."""
     sizes = []
     for ckpt, mb in product(checkpointings, micro_batches):
-        sizes.append((mb, ckpt.value, activation_profile(replace(scn, setup=replace(scn.setup, micro_batch=mb,
-                                                                                        checkpointing=ckpt)))))
+        sizes.append((mb, ckpt.value, rank_activations(replace(scn, setup=replace(scn.setup, micro_batch=mb,
+                                                                                      checkpointing=ckpt)))))
     return sizes
 
 
@@ -120,25 +119,11 @@ def iter_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[i
     for stage in stages:
         knob_sets = [k for k in (applied_knobs(scn.knobs, stage, pair) for pair in offloads) if k is not None]
         for par, knobs in product(clusters, knob_sets):
-            base = base_of(scn, recipe, stage, par, knobs)
+            bases = rank_bases(replace(scn, parallelism=par, knobs=knobs), stage, recipe)
             head = (int(stage), par.gpus, par.nodes)
             offload = (knobs.offload_optimizer.value, knobs.offload_param.value)
             for mb, ckpt, act in sizes:
-                yield GridRow(*head, mb, ckpt, *offload, *peak_lines(stage_peak(base, act, overheads, usable)))
-
-
-def base_of(scn: Scenario, recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs):
-    """The StageBase `estimate.evaluate` builds for this configuration: DeepSpeed's, a fine-tune's (memory.tuned:
-    frozen parameters without gradients or states) and a paged optimizer's host-backed states (memory.paged)."""
-    if scn.tuning is None and not recipe.optimizer.paged:
-        return stage_base(scn.model, recipe, stage, par, knobs)
-    from zeroplan.memory.paged import paged_base
-
-    if scn.tuning is not None:
-        base = tuned_base(replace(scn, parallelism=par, knobs=knobs), stage, recipe)
-    else:
-        base = stage_base(scn.model, recipe, stage, par, knobs)  # knobs as applied_knobs made them
-    return paged_base(base, recipe)
+                yield GridRow(*head, mb, ckpt, *offload, *peak_lines(busiest(bases, act, overheads, usable)))
 
 
 def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],

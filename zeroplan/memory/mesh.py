@@ -234,6 +234,7 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
     """memory.stage.stage_base for one rank of `share`'s pipeline stage: its states (share_states) and DeepSpeed's
     buffers over the dense data-parallel group for that rank's elements."""
     from zeroplan.memory.buffers import engine_buffers
+    from zeroplan.memory.optimizer_step import deepspeed_temporary
     from zeroplan.memory.stage import StageBase, buffer_bytes_by_phase, phase_totals
     from zeroplan.memory.states import cpu_offload_terms, nvme_bytes
 
@@ -242,6 +243,7 @@ def share_base(model: MeshModel, share: StageShare, recipe: Recipe, stage: ZeroS
     small = share.norm if hidden <= knobs.stage3_param_persistence_threshold else 0
     buffers = engine_buffers(num_params=share.total, largest_layer_params=share.largest_module,
                              small_param_numel=small, recipe=recipe, stage=stage, dp=dense_dp, knobs=knobs)
+    buffers += deepspeed_temporary(recipe, stage, share.total, dense_dp, knobs)  # torch_adam only
     backward, step = phase_totals(states, buffers)
     where = f"pipeline rank {share.index} (layers {layer_ranges(share)})"
     return StageBase(
@@ -279,10 +281,16 @@ def rank_estimates(model: MeshModel, stage_acts: tuple[int, ...], recipe: Recipe
     """The StageEstimate of one rank of every pipeline stage (mesh_evaluate reports the largest)."""
     from zeroplan.memory.stage import stage_peak
 
-    if model.layout is not None:  # FSDP2 over dp of the (dp, tp) mesh: one stage (with_mesh refuses pp > 1)
-        return [stage_peak(fsdp2_base(model, recipe, stage, par, knobs), stage_acts[0], overheads, usable_bytes)]
-    return [stage_peak(share_base(model, share, recipe, stage, par, knobs, hidden), acts, overheads, usable_bytes)
-            for share, acts in zip(model.shares, stage_acts, strict=True)]
+    bases = mesh_bases(model, recipe, stage, par, knobs, hidden)
+    return [stage_peak(base, acts, overheads, usable_bytes) for base, acts in zip(bases, stage_acts, strict=True)]
+
+
+def mesh_bases(model: MeshModel, recipe: Recipe, stage: ZeroStage, par, knobs: DeepSpeedKnobs, hidden: int) -> tuple:
+    """The StageBase of one rank of every pipeline stage: FSDP2's over dp of the (dp, tp) mesh (one stage: with_mesh
+    refuses pp > 1) when the model has an FSDP2 layout, else DeepSpeed's share of each pipeline stage."""
+    if model.layout is not None:
+        return (fsdp2_base(model, recipe, stage, par, knobs),)
+    return tuple(share_base(model, share, recipe, stage, par, knobs, hidden) for share in model.shares)
 
 
 def mesh_activations(model: MeshModel, arch, setup):

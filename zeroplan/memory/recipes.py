@@ -8,7 +8,7 @@ Adafactor (Shazeer & Stern 2018); the source article (pure bf16 AdamW).
 
 from dataclasses import dataclass
 
-from zeroplan.memory.setup import Optimizer, Precision
+from zeroplan.memory.setup import Optimizer, OptimizerImpl, Precision
 
 BF16_BYTES = 2  # bfloat16 / float16 element
 FP32_BYTES = 4  # float32 element
@@ -48,6 +48,7 @@ class Recipe:
     optimizer_bytes: int  # k: bytes per parameter of optimizer states incl. any fp32 master
     master_bytes: int  # part of k that is the fp32 master copy (0 without one)
     state_bytes: int  # bytes of one optimizer state element
+    optimizer_impl: OptimizerImpl | None = None  # the step's implementation; None: the stack's default
 
     @property
     def total_bytes(self) -> int:
@@ -70,7 +71,8 @@ def _state_element_bytes(precision: Precision, optimizer: Optimizer) -> int:
     return BF16_BYTES if precision is Precision.bf16_true else FP32_BYTES
 
 
-def make_recipe(precision: Precision, optimizer: Optimizer, fp32_grad_accum: bool = False) -> Recipe:
+def make_recipe(precision: Precision, optimizer: Optimizer, fp32_grad_accum: bool = False,
+                optimizer_impl: OptimizerImpl | None = None) -> Recipe:
     """The (p, g, k) recipe for a precision and optimizer.
 
     p = element size of the working weights; g = same, plus 4 B with fp32 gradient accumulation;
@@ -91,4 +93,5 @@ def make_recipe(precision: Precision, optimizer: Optimizer, fp32_grad_accum: boo
         optimizer_bytes=master + OPTIMIZER_STATES_PER_PARAM[optimizer] * state,
         master_bytes=master,
         state_bytes=state,
+        optimizer_impl=optimizer_impl,
     )

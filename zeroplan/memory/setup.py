@@ -44,6 +44,15 @@ class Precision(str, Enum):
         return 4 if self is Precision.fp32 else 2
 
 
+class OptimizerImpl(str, Enum):
+    """Which implementation runs AdamW's step (memory.optimizer_step): PyTorch's three, or DeepSpeed's own kernel
+    (FusedAdam on the GPU, DeepSpeedCPUAdam with optimizer offload) under `fused`."""
+
+    foreach = "foreach"  # torch.optim.AdamW(foreach=True): multi-tensor ops over the whole parameter group
+    fused = "fused"  # torch.optim.AdamW(fused=True); under DeepSpeed its FusedAdam / DeepSpeedCPUAdam
+    for_loop = "for-loop"  # torch.optim.AdamW(foreach=False): one tensor at a time
+
+
 class Optimizer(str, Enum):
     adamw = "adamw"
     adamw_8bit = "adamw-8bit"
@@ -161,6 +170,7 @@ class TrainingSetup:
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
     fp32_grad_accum: Annotated[Flag, Field(description="accumulate gradients in fp32 (grad_accum_dtype=fp32)")] = False
+    optimizer_impl: OptimizerImpl | None = None  # None: the stack's default (memory.optimizer_step.default_impl)
     seq_len: Annotated[SeqLen, Field(description="tokens per sequence")] = 2048
     micro_batch: Annotated[Batch, Field(description="sequences per GPU per micro-step")] = 1
     grad_accum: Annotated[Batch, Field(description="micro-steps per optimizer step")] = 1

@@ -252,6 +252,7 @@ def overhead_terms(sizes: tuple[int, int, int], overheads: Overheads) -> tuple[T
 def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs) -> StageBase:
     """Model states + engine buffers of one GPU at one stage, with the host and NVMe bytes offload needs."""
     from zeroplan.memory.buffers import engine_buffers  # engine imports Term from here
+    from zeroplan.memory.optimizer_step import deepspeed_temporary
 
     dp = par.dp
     states = model_state_bytes(model.num_params, recipe, stage, dp, knobs.offload_optimizer, knobs.offload_param)
@@ -264,6 +265,7 @@ def stage_base(model: ModelSummary, recipe: Recipe, stage: ZeroStage, par: Paral
         dp=dp,
         knobs=knobs,
     )
+    buffers += deepspeed_temporary(recipe, stage, model.num_params, dp, knobs)  # torch_adam only
     backward, step = phase_totals(states, buffers)
     return StageBase(
         stage=stage,
@@ -295,6 +297,14 @@ def stage_peak(base: StageBase, activations: int | ActivationProfile = 0, overhe
     lines = (m.parameters, m.grads_accumulated if prof.accumulating else m.gradients, m.optimizer_states, m.buffers,
              _activations(m, prof, layers), m.temporaries)
     return StageEstimate(base, prof.total_forward, before_step, overheads, sizes, usable_bytes, prof, peak, index, lines)
+
+
+def busiest(bases: tuple[StageBase, ...], activations: tuple, overheads: Overheads | None = None,
+            usable_bytes: int | None = None) -> StageEstimate:
+    """The peak of one GPU of a run whose ranks hold `bases` (one per pipeline stage; one without a pipeline), each
+    with its own activations: each rank's stage_peak, the largest reported (the first on a tie)."""
+    found = [stage_peak(base, acts, overheads, usable_bytes) for base, acts in zip(bases, activations, strict=True)]
+    return found[0] if len(found) == 1 else max(found, key=lambda e: e.total)
 
 
 def estimate_stage(

@@ -223,8 +223,9 @@ def engine_tuned_base(engine: Engine, model: ModelSummary, layout, tuning: Tunin
         elif t.name == NO_SYNC:  # the whole gradients of the units that carry one
             buffers.append(replace(t, bytes=no_sync_numel(engine, [u for u in grad_units if u], dp)
                                    * no_sync_element(engine, store, options)))
-        elif t.name == ADAMW_TEMPORARY:  # one fp32 state's size: of the trainable tensors' states only
-            buffers.append(replace(t, bytes=adamw_foreach_temporary(recipe, states)))
+        elif t.name.startswith(ADAMW_TEMPORARY):  # of the trainable tensors' states only: foreach's whole group;
+            group = adamw_foreach_temporary(recipe, states)  # for-loop's two of the largest, bounded by two groups
+            buffers.append(replace(t, bytes=group if "foreach" in t.name else min(t.bytes, 2 * group)))
         elif not t.name.startswith("DDP gradient buckets"):
             buffers.append(t)
     if engine is Engine.ddp:

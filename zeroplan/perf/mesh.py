@@ -44,7 +44,7 @@ from zeroplan.perf.pipeline import bubble_micro_batches
 from zeroplan.perf.placement import Group, mesh_groups
 from zeroplan.perf.schedule import CommTerm
 from zeroplan.perf.throughput import exposed_per_step
-from zeroplan.perf.zero_mesh import zero_terms
+from zeroplan.perf.zero_mesh import optimizer_step_s, zero_terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,7 @@ class MeshStep:
     slowest_stage: int
     cost: StageCost  # the slowest stage's per-micro-batch terms (seconds and wire bytes)
     zero_terms: tuple[CommTerm, ...]  # the slowest stage's ZeRO transfers
+    optimizer_step_s: float = 0.0  # the longest stage's optimizer step (perf.optimizer_step), in step_time_s
 
 
 def _active_experts(share: StageShare, arch: Architecture, mesh: Mesh) -> float:
@@ -183,14 +184,16 @@ def mesh_step(layout: MeshLayout, setup: TrainingSetup, stage: ZeroStage, knobs:
     slow = max(range(len(costs)), key=lambda i: costs[i].micro_batch_s)
     cost = costs[slow]
     bubble_s = bubble_micro_batches(mesh, m) * cost.micro_batch_s
-    exposed, zero_s, terms = [], 0.0, ()
+    exposed, zero_s, terms, steps = [], 0.0, (), []
     for w, c in zip(layout.stages, costs):
         found = zero_terms(layout, w, stage, knobs, setup.precision.compute_bytes)
+        steps.append(optimizer_step_s(layout, w, stage, knobs, setup))
         exposed.append(exposed_per_step(list(found), c.forward_s, c.backward_s, m))
         if w is layout.stages[slow]:
             terms = found
             zero_s = sum(t.time_s * (m if t.every_micro_step else 1) for t in found)
-    step_s = m * cost.micro_batch_s + bubble_s + max(exposed)
+    after = max(e + s for e, s in zip(exposed, steps))  # ZeRO's exposed transfers and the optimizer step, per stage
+    step_s = m * cost.micro_batch_s + bubble_s + after
     tokens = setup.tokens_per_micro_step * m * mesh.dp / mesh.gpus
     model = model_flops_per_token(layout.params, layout.arch, setup.seq_len) * tokens
     return MeshStep(
@@ -198,5 +201,5 @@ def mesh_step(layout: MeshLayout, setup: TrainingSetup, stage: ZeroStage, knobs:
         cp_exposed_s=m * cost.cp_exposed_s, ep_s=m * cost.ep_s, p2p_s=m * cost.p2p_s, bubble_s=bubble_s,
         zero_exposed_s=max(exposed), zero_comm_s=zero_s, tokens_per_s_per_gpu=tokens / step_s,
         mfu=model / (step_s * peak), achieved_tflops=m * flops_run / mesh.pp / step_s / TFLOPS,
-        slowest_stage=layout.stages[slow].index, cost=cost, zero_terms=terms)
+        slowest_stage=layout.stages[slow].index, cost=cost, zero_terms=terms, optimizer_step_s=max(steps))
 

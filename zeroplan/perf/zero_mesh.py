@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
+from zeroplan.memory.setup import DeepSpeedKnobs, OffloadDevice, ZeroStage
 from zeroplan.perf.collectives import node_link
 from zeroplan.perf.placement import Group
 from zeroplan.perf.schedule import (
@@ -49,3 +49,14 @@ def zero_terms(layout, w, stage: ZeroStage, knobs: DeepSpeedKnobs, elem_bytes: f
         terms += [t.model_copy(update={"name": prefix + t.name}) if prefix else t for t in found]
     layout.cache[key] = result = tuple(terms)
     return result
+
+
+def optimizer_step_s(layout, w, stage: ZeroStage, knobs: DeepSpeedKnobs, setup) -> float:
+    """The optimizer step of one rank of stage `w` (perf.optimizer_step): its dense shard over the dense group and its
+    expert shard over the expert group, on the GPU or, offloaded, on the host."""
+    from zeroplan.perf.optimizer_step import shard_elements, step_time
+
+    offload = knobs.offload_optimizer if stage is not ZeroStage.zero0 else OffloadDevice.none
+    elements = (shard_elements(w.dense, stage, layout.groups["dp"].ranks)
+                + shard_elements(w.experts, stage, layout.groups["expert dp"].ranks))
+    return step_time(elements, setup, layout.hw, stage, offload).seconds if elements else 0.0

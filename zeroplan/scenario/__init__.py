@@ -95,6 +95,7 @@ def setup_from(args: ScenarioArgs) -> TrainingSetup:
     checkpointing, every = parse_checkpointing(args.checkpointing)
     return validated(TrainingSetup, dict(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
+        optimizer_impl=args.optimizer_impl,
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
         checkpoint_every=every, loss=args.loss,

@@ -15,6 +15,7 @@ from zeroplan.memory.setup import (
     Loss,
     OffloadDevice,
     Optimizer,
+    OptimizerImpl,
     Parallelism,
     Precision,
     TrainingSetup,
@@ -40,6 +41,7 @@ class ScenarioArgs:
     precision: Precision = _SETUP.precision
     optimizer: Optimizer = _SETUP.optimizer
     fp32_grad_accum: bool = _SETUP.fp32_grad_accum
+    optimizer_impl: OptimizerImpl | None = None  # None: the stack's default (memory.optimizer_step)
     seq_len: str = str(_SETUP.seq_len)
     micro_batch: str = str(_SETUP.micro_batch)
     grad_accum: str = str(_SETUP.grad_accum)

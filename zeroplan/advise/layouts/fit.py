@@ -6,8 +6,9 @@ What depends only on part of the layout is computed once and reused: the pipelin
 pipeline stage's activations (memory.mesh.mesh_activation_bytes: tp, cp, sequence parallelism, pp, checkpointing,
 micro-batch and min(accumulation, pp), 1F1B's in-flight count; the whole accumulation and vpp under interleaved
 1F1B) for every dp and ZeRO stage; each pipeline stage's
-model states and buffers (memory.mesh.share_base) for every checkpointing and micro-batch. The peak is then
-memory.mesh.mesh_evaluate's: the largest stage_peak over the pipeline stages.
+model states and buffers (memory.estimate.rank_bases: DeepSpeed's shares, or FSDP2's layout where FSDP2 runs the
+layout) for every checkpointing and micro-batch. The peak is then memory.stage.busiest's, the function
+memory.estimate.evaluate ends in: the largest stage_peak over the pipeline stages.
 The largest fitting micro-batch is found by bisection over the divisors of the sequences per data-parallel rank:
 peak memory grows with the micro-batch (activations are linear in it, and a pipeline stage's in-flight
 micro-batches times the micro-batch, min(pp - i, accumulation) x b, never shrinks as b grows). That holds for 1F1B
@@ -20,16 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from zeroplan.advise.layouts.space import Layout, divisors
-from zeroplan.memory.estimate import Scenario, evaluate, stage_knobs
+from zeroplan.memory.estimate import Scenario, evaluate, rank_bases, stage_knobs
 from zeroplan.memory.mesh import (
     MeshModel,
     StageShare,
     mesh_activation_bytes,
-    share_base,
     stage_shares,
+    tensor_parallel_layout,
 )
-from zeroplan.memory.setup import Checkpointing, OffloadDevice, Parallelism, ZeroStage
-from zeroplan.memory.stage import StageBase, StageEstimate, stage_peak
+from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, Parallelism, ZeroStage
+from zeroplan.memory.stage import StageBase, StageEstimate, busiest
 from zeroplan.models.block import Decoder
 from zeroplan.scenario.mesh import with_mesh
 
@@ -38,6 +39,13 @@ CACHE_LIMIT = 4096  # entries per cache below, then it starts over (a long-lived
 # Shared by every search in the process (a benchmark over GPU counts reuses them): keyed by the frozen inputs.
 _SHARES: dict[tuple, tuple[StageShare, ...]] = {}
 _ACTIVATIONS: dict[tuple, tuple[int, ...]] = {}
+
+
+def sized_as_fsdp2(layout: Layout, engine: Engine) -> bool:
+    """FSDP2 sizes a layout under --engine fsdp2 (the search then offers torchtitan's (dp, tp) meshes only, at
+    FSDP2's stages 2 and 3: space.py); under --engine deepspeed every layout keeps DeepSpeed's ZeRO shares, torchtitan's
+    included (docs/advisor.md)."""
+    return engine is Engine.fsdp2 and layout.pp == layout.cp == layout.ep == 1
 
 
 def _cached(cache: dict, key, make):
@@ -62,6 +70,8 @@ class Fitter:
     _meshes: dict[Layout, MeshModel] = field(default_factory=dict)
     _parallel: Parallelism | None = None
     _acts: dict | None = None
+    model: str | None = None  # the preset name or config path (FSDP2's layout reads its modules)
+    _modules: list | None = None
 
     @property
     def _par(self) -> Parallelism:
@@ -76,7 +86,8 @@ class Fitter:
         from zeroplan.models.presets import load_model
 
         with_mesh(scn, Mesh(gpus=scn.parallelism.gpus), model)  # engine, fine-tune, model and family checks
-        return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch)
+        return cls(scn=scn, decoder=load_model(model).config.decoder(), budget=budget, global_batch=global_batch,
+                   model=model)
 
     def shares(self, layout: Layout) -> tuple[StageShare, ...]:
         return _cached(_SHARES, (self.decoder, layout.tp, layout.pp, layout.ep, layout.stack, layout.vpp),
@@ -100,9 +111,22 @@ class Fitter:
         return self._knobs[stage]
 
     def _mesh(self, layout: Layout) -> MeshModel:
+        """The layout's MeshModel as with_mesh builds it: with FSDP2's wrapping layout of the tensor-parallel rank
+        where FSDP2 runs it (memory.mesh.mesh_bases then sizes FSDP2, not DeepSpeed's ZeRO)."""
         if layout not in self._meshes:
-            self._meshes[layout] = MeshModel(layout.mesh(), self.shares(layout))
+            fsdp2 = None
+            if sized_as_fsdp2(layout, self.scn.engine):
+                fsdp2 = tensor_parallel_layout(self._inventory(), self.scn.arch.num_layers, layout.mesh(), self.decoder)
+            self._meshes[layout] = MeshModel(layout.mesh(), self.shares(layout), fsdp2)
         return self._meshes[layout]
+
+    def _inventory(self):
+        if self._modules is None:
+            from zeroplan.models.params import module_inventory
+            from zeroplan.models.presets import load_model
+
+            self._modules = module_inventory(load_model(self.model).config)
+        return self._modules
 
     def _setup(self, layout: Layout, ckpt: Checkpointing, micro_batch: int):
         return replace(self.scn.setup, checkpointing=ckpt, micro_batch=micro_batch,
@@ -113,10 +137,7 @@ class Fitter:
         the activations and the stage bases are the only parts that depend on the configuration."""
         self.evaluations += 1
         acts = self._activations(layout, ckpt, micro_batch)
-        bases = self._stage_bases(layout, stage)
-        over, usable = self.scn.overheads, self.scn.usable_bytes
-        found = [stage_peak(base, a, over, usable) for base, a in zip(bases, acts, strict=True)]
-        return max(found, key=lambda e: e.total)
+        return busiest(self._stage_bases(layout, stage), acts, self.scn.overheads, self.scn.usable_bytes)
 
     def exact(self, layout: Layout, stage: ZeroStage, ckpt: Checkpointing, micro_batch: int) -> StageEstimate:
         """The estimate as `zeroplan estimate` computes it, without the caches."""
@@ -139,11 +160,9 @@ class Fitter:
 
     def _stage_bases(self, layout: Layout, stage: ZeroStage) -> tuple[StageBase, ...]:
         key = (layout, stage)
-        if key not in self._bases:
-            scn, mesh, knobs = self.scn, self._mesh(layout), self._stage_knobs(stage)
-            self._bases[key] = tuple(
-                share_base(mesh, share, scn.recipe, stage, self._par, knobs, scn.arch.hidden_size)
-                for share in mesh.shares)
+        if key not in self._bases:  # estimate.rank_bases of self.scenario(...): it reads no micro-step
+            scn = replace(self.scn, knobs=self._stage_knobs(stage), parallelism=self._par, mesh=self._mesh(layout))
+            self._bases[key] = rank_bases(scn, stage)
         return self._bases[key]
 
     def fits(self, est: StageEstimate) -> bool:

@@ -39,7 +39,7 @@ from zeroplan.hardware.spec import Topology
 from zeroplan.memory.activations.pipeline import rounds_divide
 from zeroplan.memory.capacity import budget_bytes
 from zeroplan.memory.estimate import Scenario
-from zeroplan.memory.setup import Checkpointing, ZeroStage
+from zeroplan.memory.setup import Checkpointing, Engine, ZeroStage
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.perf.collectives import check_topology, default_topology
 
@@ -91,6 +91,9 @@ class Tally:
     variants_weighed: int = 0  # interleaved configurations (virtual stages x micro-batch) weighed
 
 
+FSDP2_STAGES = (ZeroStage.zero2, ZeroStage.zero3)  # reshard_after_forward False / True; no ZeRO-0 (memory/engines)
+
+
 def given_levels(scn: Scenario, policy: AdvisorPolicy) -> tuple[Checkpointing, ...]:
     """The checkpointing levels to try: the given one, then heavier ones when the policy may add them."""
     given = scn.setup.checkpointing
@@ -120,8 +123,12 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
     if batch < 1:
         raise ZeroplanError(f"global batch ({batch}) must be positive")
     fitter = Fitter.of(planned, model, budget_bytes(planned.usable_bytes, policy.min_headroom_fraction), batch)
+    fsdp2 = planned.engine is Engine.fsdp2
+    if fsdp2 and stack is Stack.deepspeed:
+        raise ZeroplanError("--stack deepspeed with --engine fsdp2: FSDP2 layouts run on torchtitan (--stack torchtitan)")
     space = enumerate_layouts(planned.arch, gpus, planned.hardware.gpus_per_node, planned.setup.seq_len,
-                              planned.setup.attention, batch, stack, policy.tp_within_node, planned.setup.loss)
+                              planned.setup.attention, batch, Stack.torchtitan if fsdp2 else stack,
+                              policy.tp_within_node, planned.setup.loss, two_d=fsdp2)
     if not space.layouts:
         why = "; ".join(f"{reason} ({n})" for reason, n in space.left_out) or "no degrees divide"
         raise ZeroplanError(f"no tp x pp x cp mesh of {gpus} GPUs lays out {planned.model.name} with global batch "
@@ -129,6 +136,8 @@ def search_parallelism(scn: Scenario, model: str | None, policy: AdvisorPolicy =
     tally, levels, timing = Tally(), given_levels(planned, policy), {}
     for layout in space.layouts:
         for stage in layout.stages():
+            if fsdp2 and stage not in FSDP2_STAGES:
+                continue
             _weigh(fitter, tally, layout, stage, layout.levels(levels), topology, mfu, timing)
     _interleave(fitter, tally, sorted(tally.timed, key=Timed.key), planned.arch.num_layers, topology, mfu, timing)
     ranked = sorted(tally.timed + tally.variants, key=Timed.key)

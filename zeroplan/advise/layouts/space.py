@@ -61,6 +61,7 @@ TORCHTITAN_STAGES = (ZeroStage.zero0, ZeroStage.zero2, ZeroStage.zero3)
 # torchtitan's "selective" activation checkpointing is its per-op (or every n-th layer) policy, not Korthikanti's
 # selective recompute that zeroplan's mesh model computes: only none and full are written for it.
 TORCHTITAN_CHECKPOINTING = (Checkpointing.none, Checkpointing.full)
+TWO_D_ONLY = "--engine fsdp2: FSDP2 is modelled on the 2-D (dp, tp) mesh only, not with pp, cp or ep above 1"
 MESH_CHECKPOINTING = (Checkpointing.none, Checkpointing.selective, Checkpointing.full)  # what the mesh model computes
 
 
@@ -180,9 +181,9 @@ def stack_for(pp: int, cp: int, ep: int, asked: Stack) -> Stack | None:
 
 def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len: int, attention: Attention,
                       global_batch: int, stack: Stack = Stack.auto, tp_within_node: bool = True,
-                      loss: Loss = Loss.hf) -> Space:
+                      loss: Loss = Loss.hf, two_d: bool = False) -> Space:
     """Every tp x pp x cp (x ep) mesh of `gpus` that `arch` lays out on, with its stack (the module docstring's
-    rules); the meshes left out are counted by reason."""
+    rules); the meshes left out are counted by reason. two_d: (dp, tp) meshes only (FSDP2 as zeroplan models it)."""
     left: Counter[str] = Counter()
     tps = tp_degrees(arch, gpus, gpus_per_node, tp_within_node)
     pps = [p for p in divisors(gpus) if (arch.num_layers % p == 0 or p <= UNEVEN_PP_MAX)
@@ -203,6 +204,9 @@ def enumerate_layouts(arch: Architecture, gpus: int, gpus_per_node: int, seq_len
                     left[f"dp does not divide the global batch {global_batch}"] += 1
                     continue
                 for ep in eps:
+                    if two_d and (pp, cp, ep) != (1, 1, 1):
+                        left[TWO_D_ONLY] += 1
+                        continue
                     layouts += _with_stack(arch, tp, pp, cp, ep, dp, stack, left, loss)
     degrees = {"tp": tuple(tps), "pp": tuple(pps), "cp": tuple(cps), "ep": tuple(eps)}
     return Space(tuple(layouts), degrees, tuple(left.items()))

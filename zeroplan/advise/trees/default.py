@@ -118,7 +118,7 @@ def _search(ctx: Context, steps: list[Step]) -> tuple[ZeroStage, tuple, Checkpoi
                           reason="the advisor searches DeepSpeed's offload only: not offered (FSDP CPU offload is "
                                  "estimated with --offload-optimizer cpu --offload-param cpu)"))
         return None
-    for rung in RUNGS[1:] if ctx.policy.consider_nvme else RUNGS[1:3]:
+    for rung in [r for r in (RUNGS[1:] if ctx.policy.consider_nvme else RUNGS[1:3]) if r in ctx.rungs]:
         rule, what = RUNG_RULES[rung]
         found = _first_fit(ctx, rung, ctx.levels)
         source = ctx.policy.source("consider_nvme" if rung[0].value == "nvme" else "consider_offload")

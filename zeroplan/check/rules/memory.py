@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from zeroplan.check.findings import Finding, Rule, RunContext
 from zeroplan.deepspeed.reader import DeepSpeedConfig
 from zeroplan.memory.buffers import HPZ_TERM
+from zeroplan.memory.capacity import HEADROOM_FRACTION
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.memory.terms import Phase
 from zeroplan.memory.verdict import breaking_words, stage_verdict
 from zeroplan.units import Unit, format_bytes
 
-# Warn when a plan fits with less than this share of the GPU free. The modelled fragmentation margin
-# (memory.FRAGMENTATION_FRACTION) is already in the peak; this is the headroom beyond the model, for
-# what it leaves out (allocator spikes, a longer batch): the low end of the 5-10 % in docs/hardware.md.
-LOW_HEADROOM_PCT = 5.0
+# Warn when a plan fits with less than this share of the GPU free: memory.capacity.HEADROOM_FRACTION, the
+# advisor's default headroom too, so a plan `zeroplan advise` recommends never fails `check --strict`.
+LOW_HEADROOM_PCT = HEADROOM_FRACTION * 100
 
 
 def _gib(num_bytes: int) -> str:

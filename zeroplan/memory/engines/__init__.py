@@ -13,6 +13,7 @@ Figures are the busiest rank's. Pure: no I/O. See docs/engines.md.
 from __future__ import annotations
 
 from dataclasses import replace
+from math import prod
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.engines.ddp import ddp_buffers, ddp_settings, ddp_states
@@ -45,6 +46,7 @@ from zeroplan.memory.engines.grads import (
 from zeroplan.memory.engines.layout import ModelLayout, layout_for, layout_from_summary
 from zeroplan.memory.engines.schedule import ddp_moments, fsdp1_moments, fsdp2_moments
 from zeroplan.memory.engines.storage import torch_storage
+from zeroplan.memory.optimizer_step import largest_local, temporary_term
 from zeroplan.memory.recipes import Recipe
 from zeroplan.memory.setup import (
     AdapterWrap,
@@ -232,10 +234,9 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         kept = no_sync_term(no_sync_numel(engine, layout.unit_numels, dp), no_sync_element(engine, store, options))
         buffers += (kept,)
         moments = with_no_sync(moments, kept.bytes)
-    temp = adamw_foreach_temporary(recipe, states)
-    if temp:
-        buffers += (Term(ADAMW_TEMPORARY, temp, Phase.step, ADAMW_SOURCE),)
-        moments = moments[:-1] + (replace(moments[-1], temporaries=temp),)
+    for temp in step_temporary(recipe, engine, layout, stage, dp, states):
+        buffers += (temp,)
+        moments = moments[:-1] + (replace(moments[-1], temporaries=temp.bytes),)
     if not layout.exact_shapes and engine is not Engine.deepspeed:
         notes += ("tensor shapes unknown for part of the model: read as flat tensors (FSDP2 dim-0 padding and "
                   "ZeroRedundancyOptimizer's partition approximate)",)
@@ -247,14 +248,27 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
 
 
 OFFLOAD_COPY = "CPU shard copied to the GPU (CPU offload)"
-ADAMW_TEMPORARY = "AdamW foreach temporary (sqrt of exp_avg_sq)"
-ADAMW_SOURCE = "torch/optim/adam.py: _multi_tensor_adam, exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)"
+ADAMW_TEMPORARY = "AdamW "  # the name every AdamW step temporary starts with (memory.optimizer_step.TERM_NAME)
+
+
+def step_temporary(recipe: Recipe, engine: Engine, layout: ModelLayout, stage: ZeroStage, dp: int,
+                   states: ModelStates) -> tuple[Term, ...]:
+    """AdamW's step temporary on the GPU (memory.optimizer_step): the group is every tensor the rank steps, one of
+    AdamW's two states over its shard (optimizer states / 2); the largest tensor that group's largest shard.
+    Measured for foreach (validation/measure_engines.py, AdamW(foreach=True) on CPU)."""
+    group = states.optimizer_states // 2
+    if engine is Engine.fsdp:
+        shards = [u if stage is ZeroStage.zero0 or dp == 1 else fsdp1_shard_unit(u, dp) for u in layout.unit_numels]
+        largest, total = largest_local((), engine, dp, shards), sum(shards)
+    elif engine is Engine.fsdp2:
+        largest, total = largest_local(layout.tensors(), engine, dp), fsdp2_shard(layout, dp)
+    else:
+        largest, total = largest_local(layout.tensors(), engine, dp), sum(prod(s) for s in layout.tensors())
+    return temporary_term(recipe, engine, group, group * largest // max(1, total))
 
 
 def adamw_foreach_temporary(recipe: Recipe, states: ModelStates) -> int:
-    """torch.optim.AdamW on CUDA defaults to foreach (_default_to_fused_or_foreach), whose step makes one new
-    tensor per parameter, sqrt(exp_avg_sq), the size of one of its two fp32 states: optimizer states / 2 on the
-    GPU. Measured (validation/measure_engines.py, AdamW(foreach=True) on CPU). Other optimizers: none counted."""
+    """One AdamW state over the rank's shard: foreach's whole-group temporary (memory.optimizer_step)."""
     return states.optimizer_states // 2 if recipe.optimizer is Optimizer.adamw else 0
 
 
