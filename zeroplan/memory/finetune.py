@@ -184,10 +184,13 @@ class AdaptedParam:
         return n
 
 
-def adapter_targets(params: list[NamedParam], spec: Finetune, family: str) -> tuple[list[Linear], list[AdaptedParam]]:
+def adapter_targets(params: list[NamedParam], spec: Finetune, family: str,
+                    tied: Linear | None = None) -> tuple[list[Linear], list[AdaptedParam]]:
     """The linears and parameters peft wraps for `spec.lora_targets`; ZeroplanError naming the linears that exist when
-    none match."""
-    lins = linears(params) + _linear_routers(params, family)
+    none match. `tied` is a head tied to the embedding (zeroplan.models.named.tied_head): peft wraps it when named,
+    as `lm_head` (peft==0.21.2:peft/tuners/tuners_utils.py _check_tied_modules only warns, "a tied layer is part of
+    the adapter"), its adapters its own and its weight still the embedding's; all-linear leaves it out."""
+    lins = linears(params) + _linear_routers(params, family) + ([tied] if tied else [])
     targets = spec.lora_targets
     if targets == (ALL_LINEAR,):
         if family not in MOE_CONVERTED:
@@ -287,7 +290,7 @@ def _stored_bytes(p: NamedParam, spec: Finetune) -> tuple[int, int]:
     return packed_4bit_bytes(p.numel, spec.quant_storage), quant_state_4bit_bytes(p.numel, spec.double_quant)
 
 
-def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
+def tune(params: list[NamedParam], spec: Finetune, family: str, tied: Linear | None = None) -> Tuning:
     """The Tuning of `spec` on a model's named parameters (see the module docstring for each rule)."""
     units = 1 + max(unit_of(p.name) for p in params)
     trainable_by_unit, frozen_by_unit = [0] * units, [0] * units
@@ -321,7 +324,7 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     adapted: list[Linear] = []
     wrapped: list[AdaptedParam] = []
     if spec.lora_rank:
-        adapted, wrapped = adapter_targets(params, spec, family)
+        adapted, wrapped = adapter_targets(params, spec, family, tied)
         for lin in adapted:
             for _, numel in _adapter_tensors(lin, spec.lora_rank, spec.dora):
                 trainable.append(numel)
