@@ -9,14 +9,14 @@ from typer.testing import CliRunner
 
 from zeroplan.cli.app import app
 from zeroplan.memory.peft_targets import PEFT_LORA_DEFAULT_TARGETS
-from zeroplan.models.families import TEXT_TYPES
+from zeroplan.models.families import MULTIMODAL_TYPES, TEXT_TYPES
 
 
 @pytest.mark.torch  # imports peft (and so torch)
 def test_the_table_is_peft_0_21_2s_mapping_for_every_family_zeroplan_describes():
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as peft_map
 
-    expected = {k: tuple(v) for k, v in peft_map.items() if k in TEXT_TYPES}
+    expected = {k: tuple(v) for k, v in peft_map.items() if k in TEXT_TYPES or k in MULTIMODAL_TYPES}
     assert PEFT_LORA_DEFAULT_TARGETS == expected
 
 

@@ -3,7 +3,8 @@
 peft==0.21.2:peft/tuners/lora/model.py `_prepare_adapter_config` looks the model's `config.model_type` up in
 peft==0.21.2:peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING and, for a model_type not
 in it, raises "Please specify `target_modules` or `target_parameters`in `peft_config`". The table below is that
-mapping's entries for the model_types zeroplan describes (zeroplan.models.families TEXT_TYPES), taken as data;
+mapping's entries for the model_types zeroplan describes (zeroplan.models.families TEXT_TYPES and MULTIMODAL_TYPES:
+a multimodal model's adapter targets are looked up under its outer model_type, as peft reads `model.config`), as data;
 a model_type zeroplan describes that the mapping lacks (phi3, the MoE families, glm4, olmo2, granite, ...) has no
 entry, as in peft. Pure: no I/O.
 """
@@ -29,6 +30,8 @@ PEFT_LORA_DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "gemma3_text": ("q_proj", "v_proj"),
     "qwen2": ("q_proj", "v_proj"),
     "qwen3": ("q_proj", "v_proj"),
+    "phi": ("q_proj", "v_proj", "fc1", "fc2"),
+    "llama4": ("q_proj", "v_proj"),  # the multimodal Llama 4 (its text model, llama4_text, is not in the mapping)
 }
 
 
