@@ -39,7 +39,8 @@ GIB = 2**30
 KINDS = ("max_memory_reserved", "max_memory_allocated", "peak_memory_active", "nvidia-smi", "unstated")
 OUTSIDE_ALLOCATOR = ("CUDA context", "NCCL buffers")  # zeroplan's overhead lines PyTorch's allocator never sees
 COVERS = ("load",)  # counter_covers: what a counter saw beyond the training steps
-# Lightning 2.4.0 (litgpt@00af8b0 pins lightning==2.4.0.dev20240728; lit-gpt@8641822 the 2.1 plugin, the same path):
+# Lightning 2.4.0 (litgpt@00af8b0 pins lightning==2.4.0.dev20240728; lit-gpt@8641822 pins
+# Lightning@71aed751f7f0ca8422ddca256e602099070f490b, the same path):
 # src/lightning/fabric/plugins/precision/bitsandbytes.py `_Linear4bit.__init__` quantizes each layer as it is built
 # on the GPU, and `_quantize_on_load_hook` as its checkpoint weight arrives: the layer's bf16 weight (2 B) and its
 # `weight.contiguous().to(device="cuda", dtype=torch.half)` copy (2 B) are alive while bitsandbytes packs it.
