@@ -62,6 +62,8 @@ def test_the_categories_agree_with_the_arguments(run):
      "expressible: true, zeroplan: [--gpus, '1'], needs: [--float8], categories: [full]}", "x: expressible today but needs"),
     ("{id: x, source: {url: 'http://example.org'}, row: r, setup: {}, measured_gib: 1, measurement: nvidia-smi, "
      "expressible: false, why: w, categories: [full]}", "x: its source has no https URL"),
+    ("{id: x, source: {url: 'https://example.org'}, row: r, setup: {}, measured_gib: 1, measurement: nvidia-smi, "
+     "expressible: false, why: w, categories: [full], counter_covers: everything}", "x: counter_covers 'everything'"),
 ])
 def test_an_incomplete_run_is_refused(tmp_path, bad, message):
     path = tmp_path / "runs.yaml"
@@ -110,3 +112,33 @@ def test_docs_validation_is_regenerated():
     assert {r["id"] for r in EXPRESSED} <= set(results)
     assert (ROOT / "docs" / "validation.md").read_text(encoding="utf-8") == field_runs_report.render(RUNS, results), (
         "docs/validation.md is stale: run python validation/field_runs.py")
+
+
+LITGPT = [r for r in EXPRESSED if "Lightning-AI/litgpt" in r["source"]["url"]]
+
+
+@pytest.mark.parametrize("run", LITGPT, ids=lambda r: r["id"])
+def test_a_litgpt_run_is_mapped_as_litgpt_runs_it_each_choice_citing_its_source(run):
+    """litgpt's QLoRA path and the bitsandbytes it pinned (0.42.0 at 00af8b0) or the page states (0.41.1), its
+    bf16 adapters, its untied head, and a counter never reset since the model was built."""
+    args = [str(a) for a in run["zeroplan"]]
+    hub = "00af8b0" in run["source"]["url"]
+    if "--qlora" in args:
+        assert (_arg(args, "--qlora-stack"), _arg(args, "--bnb-version")) == ("litgpt", "0.42.0" if hub else "0.41.1")
+    elif "--lora-rank" in args:
+        assert _arg(args, "--adapter-dtype") == "base"
+    assert run["counter_covers"] == "load" and all("@" in note for note in run["mapping"])
+    from zeroplan.models.named import tied_head
+    from zeroplan.models.presets import load_model
+
+    assert tied_head(load_model(str(ROOT / _arg(args, "--model")) if _arg(args, "--model").startswith("validation/")
+                                else _arg(args, "--model"))) is None  # litgpt's lm_head is its own nn.Linear
+
+
+def test_the_load_is_the_resident_parameters_and_under_qlora_the_largest_linears_two_16_bit_copies():
+    stage = {"gpu_bytes": {"parameters": 1000}}
+    base = ["--model", "llama-2-7b", "--gpus", "1"]
+    assert field_runs.load_peak_bytes(base + ["--lora-rank", "8"], stage) == 1000
+    head = 32000 * 4096  # llama-2-7b's largest linear is its head (the MLP's is 11008 x 4096)
+    assert field_runs.load_peak_bytes(base + ["--qlora"], stage) == 1000 + 4 * head
+    assert field_runs.load_peak_bytes(["--model", "llama-2-7b", "--gpus", "2", "--qlora"], stage) is None  # FSDP

@@ -9,13 +9,14 @@ import pytest
 
 import zeroplan
 
+QV = "q_proj,v_proj"  # named: peft has no default targets for gemma3, qwen3_moe or gpt_oss (memory/peft_targets.py)
 MODES = {
-    "lora q,v": {"lora_rank": 16},
+    "lora q,v": {"lora_rank": 16, "lora_targets": QV},
     "lora all-linear p0.05": {"lora_rank": 16, "lora_targets": "all-linear", "lora_dropout": 0.05},
-    "dora": {"lora_rank": 8, "dora": True},
+    "dora": {"lora_rank": 8, "lora_targets": QV, "dora": True},
     "qlora all-linear": {"lora_rank": 16, "lora_targets": "all-linear", "qlora": True},
     "frozen prefix": {"freeze": "model.embed_tokens.*,model.layers.0.*,model.layers.1.*"},
-    "modules_to_save": {"lora_rank": 8, "modules_to_save": "embed_tokens"},
+    "modules_to_save": {"lora_rank": 8, "lora_targets": QV, "modules_to_save": "embed_tokens"},
 }
 MODELS = ("llama-3.1-8b", "qwen3-8b", "gemma3-27b", "qwen3-30b-a3b", "gpt-oss-20b")
 

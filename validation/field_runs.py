@@ -12,6 +12,10 @@ the counters see different things (docs/validation.md, "What is compared"):
 - peak_memory_active / max_memory_allocated: the peak less all of zeroplan's overhead (context, NCCL and the
   allocator's fragmentation margin).
 
+A run whose counter was never reset since the model was built (`counter_covers: load`: litgpt prints
+torch.cuda.max_memory_allocated() once, after training) is compared with the larger of the step's figure and the
+load's (load_peak_bytes), each from the stack's source; every other counter covers the training steps only.
+
 A run that waits on an option zeroplan does not have yet names it in `needs` (e.g. ["--float8"]); it is compared
 as soon as every option it names exists in `zeroplan estimate` and it carries its `zeroplan` arguments, and is
 listed with what it waits on until then.
@@ -34,6 +38,13 @@ DOC = ROOT / "docs" / "validation.md"
 GIB = 2**30
 KINDS = ("max_memory_reserved", "max_memory_allocated", "peak_memory_active", "nvidia-smi", "unstated")
 OUTSIDE_ALLOCATOR = ("CUDA context", "NCCL buffers")  # zeroplan's overhead lines PyTorch's allocator never sees
+COVERS = ("load",)  # counter_covers: what a counter saw beyond the training steps
+# Lightning 2.4.0 (litgpt@00af8b0 pins lightning==2.4.0.dev20240728; lit-gpt@8641822 pins
+# Lightning@71aed751f7f0ca8422ddca256e602099070f490b, the same path):
+# src/lightning/fabric/plugins/precision/bitsandbytes.py `_Linear4bit.__init__` quantizes each layer as it is built
+# on the GPU, and `_quantize_on_load_hook` as its checkpoint weight arrives: the layer's bf16 weight (2 B) and its
+# `weight.contiguous().to(device="cuda", dtype=torch.half)` copy (2 B) are alive while bitsandbytes packs it.
+LOAD_QUANTIZE_TRANSIENT_BYTES = 4
 CATEGORIES = {  # key in the YAML: the row's label in docs/validation.md
     "full": "full fine-tune / pre-train",
     "lora": "LoRA (or another adapter) on a 16-bit base",
@@ -70,6 +81,8 @@ def _check(run: dict) -> None:
         raise ValueError(f"{where}: expressible today but needs {run['needs']}")
     if not run["expressible"] and not run.get("why"):
         raise ValueError(f"{where}: not expressible but no why")
+    if run.get("counter_covers") not in (None, *COVERS):
+        raise ValueError(f"{where}: counter_covers {run['counter_covers']!r} is not one of {', '.join(COVERS)}")
 
 
 @lru_cache(maxsize=1)
@@ -122,13 +135,37 @@ def compared_bytes(stage: dict, measurement: str) -> int:
     return total - stage["gpu_bytes"]["overhead"]
 
 
+def load_peak_bytes(args: list[str], stage: dict) -> int | None:
+    """What litgpt's counter sees while the model is built and its checkpoint loaded, one GPU: every parameter as it
+    stays for training (zeroplan's `parameters`: 16-bit, or NF4 and its quant state), plus under --qlora the largest
+    linear's bf16 weight and fp16 copy while Lightning quantizes it (LOAD_QUANTIZE_TRANSIENT_BYTES). A 16-bit run
+    loads in place: litgpt@00af8b0:litgpt/utils.py load_checkpoint lazy_loads the checkpoint on the CPU and
+    load_state_dict copies each tensor into the parameter already on the GPU. None on several GPUs: Fabric's FSDP
+    load (load_raw under FULL_STATE_DICT, each FSDP unit unsharded in turn) is not modelled here."""
+    from zeroplan.models.named import linears, named_parameters, tied_head
+    from zeroplan.models.presets import load_model
+
+    if int(args[args.index("--gpus") + 1]) > 1:
+        return None
+    resident = stage["gpu_bytes"]["parameters"]
+    if "--qlora" not in args:
+        return resident
+    spec = load_model(args[args.index("--model") + 1])
+    lins = linears(named_parameters(spec)) + [h for h in [tied_head(spec)] if h]
+    return resident + LOAD_QUANTIZE_TRANSIENT_BYTES * max(lin.n_in * lin.n_out for lin in lins)
+
+
 def compare(run: dict) -> dict:
-    doc = estimate([str(ROOT / a) if str(a).startswith("validation/") else str(a) for a in run["zeroplan"]])  # from any cwd
+    args = [str(ROOT / a) if str(a).startswith("validation/") else str(a) for a in run["zeroplan"]]  # from any cwd
+    doc = estimate(args)
     (stage,) = doc["stages"]  # each run names its --stage
-    predicted = compared_bytes(stage, run["measurement"])
+    step = compared_bytes(stage, run["measurement"])
+    load = load_peak_bytes(args, stage) if run.get("counter_covers") == "load" else None  # None: not modelled
+    predicted = max(step, load or 0)
     measured = run["measured_gib"] * GIB
     return {"predicted_gib": predicted / GIB, "error": (predicted - measured) / measured, "total_gib": stage["gpu_bytes"]["total"] / GIB,
-            "activations_gib": stage["gpu_bytes"]["activations"] / GIB, "zeroplan_version": doc["zeroplan_version"]}
+            "activations_gib": stage["gpu_bytes"]["activations"] / GIB, "zeroplan_version": doc["zeroplan_version"],
+            "step_gib": step / GIB, "load_gib": None if load is None else load / GIB}
 
 
 def results_for(runs: list[dict]) -> dict[str, dict]:

@@ -120,7 +120,10 @@ def render(runs: list[dict], results: dict[str, dict]) -> str:
         "| peak_memory_active, max_memory_allocated | live tensors' peak | the peak less all overhead (context, NCCL, fragmentation margin) |",
         "| unstated | the source does not say | the whole peak |",
         "",
-        "error = (zeroplan - measured) / measured. The arguments zeroplan ran with are in validation/field_runs.yaml.",
+        *_load_lines(runs, results),
+        "error = (zeroplan - measured) / measured. The arguments zeroplan ran with are in validation/field_runs.yaml, "
+        "each run's `mapping` citing the stack's file at the commit that says why (its QLoRA path, bitsandbytes release, "
+        "adapter dtype, the model as the stack builds it).",
         "",
         *render_summary(runs, results),
         "## Runs zeroplan can express",
@@ -151,6 +154,27 @@ def render(runs: list[dict], results: dict[str, dict]) -> str:
     version = next((res["zeroplan_version"] for res in results.values()), "?")
     lines += ["", f"Predictions by zeroplan {version}.", ""]
     return "\n".join(lines)
+
+
+def _load_lines(runs: list[dict], results: dict[str, dict]) -> list[str]:
+    """The counters that also saw the model's build and load (`counter_covers: load`) and what that changed."""
+    covers = [r["id"] for r in runs if r.get("counter_covers") == "load" and r["id"] in results]
+    covered = [k for k in covers if results[k]["load_gib"] is not None]
+    if not covered:
+        return []
+    ratios = [results[k]["load_gib"] / results[k]["step_gib"] for k in covered]
+    above = sum(x > 1 for x in ratios)
+    return [f"{len(covered)} one-GPU runs (`counter_covers: load` in the YAML: litgpt's, which prints "
+            "`torch.cuda.max_memory_allocated()` once after training and never resets it, litgpt@00af8b0 and "
+            "lit-gpt@8641822) are compared with the larger of the step's figure and the load's: every parameter as it "
+            "stays for training, plus under `--qlora` the largest linear's bf16 weight and its fp16 copy while "
+            "Lightning's `_Linear4bit` quantizes it (Lightning 2.4.0 src/lightning/fabric/plugins/precision/bitsandbytes.py: "
+            "each linear is quantized as it is built on the GPU and again as its checkpoint weight arrives; a 16-bit "
+            "checkpoint is copied in place from the CPU). The load is at most "
+            f"{max(ratios):.2f} of the step on these runs, so {above} of them compare with the load. The counter of "
+            f"{len(covers) - len(covered)} more (litgpt's FSDP runs) covers the load too, but Fabric's FSDP load "
+            "(`load_raw` under FULL_STATE_DICT, each FSDP unit unsharded in turn) is not modelled here: they compare "
+            "with the step.", ""]
 
 
 def _misses(expressed: list[dict], results: dict[str, dict]) -> list[str]:

@@ -10,7 +10,7 @@ src/peft/...; transformers 5.x; bitsandbytes in memory/quant.py):
   - target_modules: a name matches when it equals the module's name or is its last dotted suffix
     (tuners/tuners_utils.py check_target_module_exists); "all-linear" is every nn.Linear but the output
     head (tuners_utils.py _maybe_include_all_linear_layers); none given: peft's per-family default
-    (utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q_proj, v_proj).
+    (utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, in memory/peft_targets.py).
   - modules_to_save: a trainable copy beside the frozen original (utils/other.py ModulesToSaveWrapper).
   - QLoRA / 8-bit: transformers' bitsandbytes quantizer replaces every nn.Linear but the output head
     (integrations/bitsandbytes.py replace_with_bnb_linear, skip list from get_keys_to_not_convert); biases
@@ -39,11 +39,11 @@ from zeroplan.memory.quant import (
     packed_4bit_bytes,
     quant_state_4bit_bytes,
 )
+from zeroplan.memory.peft_targets import peft_default_targets
 from zeroplan.models.named import OUTPUT_HEAD, Linear, NamedParam, linears
 from zeroplan.validate import INPUT_CONFIG, Flag
 
 ALL_LINEAR = "all-linear"
-PEFT_DEFAULT_TARGETS = ("q_proj", "v_proj")  # peft utils/constants.py for llama, mistral, mixtral, qwen2, gemma2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,10 +184,13 @@ class AdaptedParam:
         return n
 
 
-def adapter_targets(params: list[NamedParam], spec: Finetune, family: str) -> tuple[list[Linear], list[AdaptedParam]]:
+def adapter_targets(params: list[NamedParam], spec: Finetune, family: str,
+                    tied: Linear | None = None) -> tuple[list[Linear], list[AdaptedParam]]:
     """The linears and parameters peft wraps for `spec.lora_targets`; ZeroplanError naming the linears that exist when
-    none match."""
-    lins = linears(params) + _linear_routers(params, family)
+    none match. `tied` is a head tied to the embedding (zeroplan.models.named.tied_head): peft wraps it when named,
+    as `lm_head` (peft==0.21.2:peft/tuners/tuners_utils.py _check_tied_modules only warns, "a tied layer is part of
+    the adapter"), its adapters its own and its weight still the embedding's; all-linear leaves it out."""
+    lins = linears(params) + _linear_routers(params, family) + ([tied] if tied else [])
     targets = spec.lora_targets
     if targets == (ALL_LINEAR,):
         if family not in MOE_CONVERTED:
@@ -195,10 +198,10 @@ def adapter_targets(params: list[NamedParam], spec: Finetune, family: str) -> tu
         targets = tuple(dict.fromkeys(lin.name.rsplit(".", 1)[-1] for lin in lins if lin.name != OUTPUT_HEAD))
         targets += tuple(MOE_V4_NAMES[MOE_CONVERTED[family]])
     if not targets:
-        if not any(_matches(lin.name, t) for lin in lins for t in PEFT_DEFAULT_TARGETS):
-            raise ZeroplanError(f"peft has no default LoRA targets for {family}: give --lora-targets "
-                                f"(linears: {linear_names(lins)})")
-        targets = PEFT_DEFAULT_TARGETS
+        targets = peft_default_targets(family)
+        if not any(_matches(lin.name, t) for lin in lins for t in targets):
+            raise ZeroplanError(f"peft's default LoRA targets for {family} ({','.join(targets)}) match no linear of "
+                                f"the model: give --lora-targets (linears: {linear_names(lins)})")
     targets, wrapped = _moe_parameters(params, targets, spec, family)
     missing = [t for t in targets if not any(_matches(lin.name, t) for lin in lins)]
     if missing and spec.lora_targets != (ALL_LINEAR,):
@@ -287,7 +290,7 @@ def _stored_bytes(p: NamedParam, spec: Finetune) -> tuple[int, int]:
     return packed_4bit_bytes(p.numel, spec.quant_storage), quant_state_4bit_bytes(p.numel, spec.double_quant)
 
 
-def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
+def tune(params: list[NamedParam], spec: Finetune, family: str, tied: Linear | None = None) -> Tuning:
     """The Tuning of `spec` on a model's named parameters (see the module docstring for each rule)."""
     units = 1 + max(unit_of(p.name) for p in params)
     trainable_by_unit, frozen_by_unit = [0] * units, [0] * units
@@ -321,7 +324,7 @@ def tune(params: list[NamedParam], spec: Finetune, family: str) -> Tuning:
     adapted: list[Linear] = []
     wrapped: list[AdaptedParam] = []
     if spec.lora_rank:
-        adapted, wrapped = adapter_targets(params, spec, family)
+        adapted, wrapped = adapter_targets(params, spec, family, tied)
         for lin in adapted:
             for _, numel in _adapter_tensors(lin, spec.lora_rank, spec.dora):
                 trainable.append(numel)

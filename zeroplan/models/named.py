@@ -85,6 +85,16 @@ def named_parameters(spec: fam.ModelSpec) -> list[NamedParam]:
 OUTPUT_HEAD = "lm_head"  # get_output_embeddings(): peft's all-linear leaves it out
 
 
+def tied_head(spec: fam.ModelSpec) -> Linear | None:
+    """The output head of a model that ties it to the embedding (absent from named_parameters, which lists the shared
+    weight once), as the nn.Linear peft wraps when `lm_head` is a LoRA target; None when the head is untied."""
+    dec = spec.config.decoder()
+    if dec is None or not dec.tie_word_embeddings:
+        return None
+    head = next((m for m in decoder_modules(dec) if m.name == dec.head and m.tied), None)
+    return None if head is None else Linear(head.name, head.in_features, head.out_features, False)
+
+
 def linears(params: list[NamedParam]) -> list[Linear]:
     """The nn.Linear modules of a parameter list, in order: name, in, out, bias."""
     found: dict[str, Linear] = {}

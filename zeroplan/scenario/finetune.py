@@ -221,10 +221,10 @@ def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -
 
 
 def _tune(spec: Finetune, model_ref: str | None) -> Tuning:
-    from zeroplan.models.named import named_parameters
+    from zeroplan.models.named import named_parameters, tied_head
 
     model = _load(model_ref)
-    return tune(named_parameters(model), spec, model.architecture().family)
+    return tune(named_parameters(model), spec, model.architecture().family, tied_head(model))
 
 
 def _rank(text: str) -> int:
@@ -273,7 +273,7 @@ def tuned_capacity(args, scn, stage, build) -> dict:
 
     from zeroplan.memory.capacity import _largest_true, _fits
     from zeroplan.memory.tuned import check_quant_engine
-    from zeroplan.models.named import named_parameters
+    from zeroplan.models.named import named_parameters, tied_head
     from zeroplan.models.presets import load_model
 
     try:
@@ -284,10 +284,10 @@ def tuned_capacity(args, scn, stage, build) -> dict:
     spec = scn.tuning.spec
     if spec.lora_rank:
         model = load_model(args.model)
-        params, family = named_parameters(model), model.architecture().family
+        params, family, tied = named_parameters(model), model.architecture().family, tied_head(model)
 
         def ok(r: int) -> bool:
-            return _fits(replace(scn, tuning=tune(params, replace(spec, lora_rank=r), family)), stage)
+            return _fits(replace(scn, tuning=tune(params, replace(spec, lora_rank=r), family, tied)), stage)
 
         rank = max(_largest_true(1, MAX_LORA_RANK, ok), 0) or None
     best = None
