@@ -37,6 +37,7 @@ from zeroplan.memory.setup import (
     OffloadDevice,
     Optimizer,
     Parallelism,
+    PostTraining,
     Precision,
     TrainingSetup,
 )
@@ -70,6 +71,7 @@ def estimate(
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
     loss: Loss | str = _SETUP.loss,
+    post_training: PostTraining | str = _SETUP.post_training,
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
@@ -159,6 +161,7 @@ def recommend(
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
     loss: Loss | str = _SETUP.loss,
+    post_training: PostTraining | str = _SETUP.post_training,
     engine: Engine | str = Engine.deepspeed,
     from_file: str | Path | None = None,
     from_kind: str | None = None,

@@ -32,6 +32,7 @@ from zeroplan.memory.setup import (
     Loss,
     Optimizer,
     Parallelism,
+    PostTraining,
     Precision,
     TrainingSetup,
     parse_checkpointing,
@@ -112,6 +113,8 @@ class Training(Frozen):
     checkpointing: CheckpointingText = "none"
     attn_implementation: AttnImplementation = "sdpa"
     loss: Loss = Loss.hf
+    post_training: PostTraining = Field(PostTraining.sft, description="sft, or preference pairs: dpo (a reference "
+                                        "model), orpo, simpo (memory.reference)")
 
     @property
     def attention(self) -> Attention:
@@ -275,7 +278,7 @@ class Plan(Frozen):
         return TrainingSetup(
             precision=t.precision, optimizer=t.optimizer, seq_len=t.seq_len, micro_batch=micro_batch or micro,
             grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
-            loss=t.loss,
+            loss=t.loss, post_training=t.post_training,
         )  # fmt: skip
 
     def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:

@@ -22,6 +22,11 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
     notes += scn.mesh.notes() if scn.mesh is not None else [
         f"sharded over the data-parallel degree N_d = {scn.parallelism.dp} (no TP/PP)"]
     notes += [f"parameter count: {note}" for note in model.count_notes]
+    from zeroplan.memory.reference import reference_assumption
+
+    peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
+    if line := reference_assumption(setup, scn.engine, peft):
+        notes.append(line)
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 

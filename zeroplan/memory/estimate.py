@@ -11,6 +11,7 @@ from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.assumptions import scenario_notes
 from zeroplan.memory.recipes import Recipe, make_recipe
 from zeroplan.memory.setup import (
+    Checkpointing,
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
@@ -19,6 +20,13 @@ from zeroplan.memory.setup import (
     Precision,
     TrainingSetup,
     ZeroStage,
+)
+from zeroplan.memory.reference import (
+    check_reference,
+    forwarded_setup,
+    reference_forward_bytes,
+    reference_parameter_bytes,
+    with_reference,
 )
 from zeroplan.memory.stage import Overheads, StageEstimate, estimate_stage, stage_base, stage_peak
 from zeroplan.memory.states import ModelSummary
@@ -130,6 +138,7 @@ def activations_for(arch: Architecture | None, setup: TrainingSetup, mesh=None):
     pipeline stage's that holds the most."""
     if arch is None:
         return None
+    setup = forwarded_setup(setup)  # a preference pair's chosen and rejected rows (memory.reference)
     if arch.hf_config_json is not None:  # counted by transformers: activations measured, not by formula
         from zeroplan.memory.measured import measured_activation_bytes
 
@@ -154,7 +163,7 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
 
     from zeroplan.memory.adapters import kbit_prepared
 
-    setup = setup or scn.setup
+    setup = forwarded_setup(setup or scn.setup)
     cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
     adapter = setup.precision.compute_bytes if cast else 4
     if kbit_prepared(scn.tuning, Engine(scn.engine)) and setup.precision is Precision.bf16_true:
@@ -171,7 +180,22 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
 def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
     """One micro-step's activations by part for the timeline (memory.timeline), computed (and tuned) unless given."""
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn) if acts is None else acts
-    return profile_from(acts, scn.arch, scn.setup)
+    prof = profile_from(acts, scn.arch, scn.setup)
+    if not scn.setup.post_training.reference or acts is None or not hasattr(acts, "layer_bytes"):
+        return prof
+    # the reference forward runs without checkpointing (TRL disables it): its largest layer or its logits
+    plain = activations_for(scn.arch, replace(scn.setup, checkpointing=Checkpointing.none, checkpoint_every=1))
+    forwarded = forwarded_setup(scn.setup)
+    e = forwarded.precision.compute_bytes
+    hidden = forwarded.micro_batch * forwarded.seq_len * scn.arch.hidden_size * e
+    return replace(prof, reference=reference_forward_bytes(plain, forwarded.micro_batch, e, hidden))
+
+
+def reference_bytes(scn: Scenario, stage: ZeroStage, par: Parallelism | None = None) -> int:
+    """This GPU's bytes of a DPO reference copy (memory.reference): 0 under peft or without one."""
+    peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
+    return reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage,
+                                     (par or scn.parallelism).dp, peft)
 
 
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
@@ -184,9 +208,11 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
         return mesh_evaluate(scn.mesh, mesh_activation_bytes(scn.mesh, scn.arch, scn.setup), recipe or scn.recipe,
                              stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size,
                              scn.overheads, scn.usable_bytes)
+    check_reference(scn.setup, scn.mesh)
     if activation_bytes is None:
         activation_bytes = activation_profile(scn)
     recipe = recipe or scn.recipe
+    ref = reference_bytes(scn, stage)
     if scn.tuning is not None or recipe.optimizer.paged:
         from zeroplan.memory.paged import paged_base
 
@@ -198,13 +224,17 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
                                      scn.engine_options, scn.setup.grad_accum > 1)
         elif base is None:
             base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
-        return stage_peak(paged_base(base, recipe), activation_bytes, scn.overheads, scn.usable_bytes)
+        return stage_peak(with_reference(paged_base(base, recipe), ref), activation_bytes, scn.overheads,
+                          scn.usable_bytes)
     if scn.engine is not Engine.deepspeed:
         from zeroplan.memory.engines import engine_stage_base
 
         base = engine_stage_base(scn.engine, scn.model, scn.layout, recipe, stage, scn.parallelism,
                                  scn.knobs, scn.engine_options, scn.setup.grad_accum > 1)
-        return stage_peak(base, activation_bytes, scn.overheads, scn.usable_bytes)
+        return stage_peak(with_reference(base, ref), activation_bytes, scn.overheads, scn.usable_bytes)
+    if ref:
+        base = stage_base(scn.model, recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage))
+        return stage_peak(with_reference(base, ref), activation_bytes, scn.overheads, scn.usable_bytes)
     return estimate_stage(scn.model, recipe or scn.recipe, stage, scn.parallelism, stage_knobs(scn.knobs, stage),
                           activation_bytes=activation_bytes, overheads=scn.overheads, usable_bytes=scn.usable_bytes)
 

@@ -15,7 +15,15 @@ from itertools import product
 from typing import NamedTuple
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.estimate import Scenario, activation_profile, refused_stages, stage_knobs, tuned_base
+from zeroplan.memory.estimate import (
+    Scenario,
+    activation_profile,
+    reference_bytes,
+    refused_stages,
+    stage_knobs,
+    tuned_base,
+)
+from zeroplan.memory.reference import with_reference
 from zeroplan.memory.setup import (
     Checkpointing,
     DeepSpeedKnobs,
@@ -130,15 +138,16 @@ def iter_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[i
 def base_of(scn: Scenario, recipe, stage: ZeroStage, par: Parallelism, knobs: DeepSpeedKnobs):
     """The StageBase `estimate.evaluate` builds for this configuration: DeepSpeed's, a fine-tune's (memory.tuned:
     frozen parameters without gradients or states) and a paged optimizer's host-backed states (memory.paged)."""
+    ref = reference_bytes(scn, stage, par)  # a DPO reference copy (memory.reference)
     if scn.tuning is None and not recipe.optimizer.paged:
-        return stage_base(scn.model, recipe, stage, par, knobs)
+        return with_reference(stage_base(scn.model, recipe, stage, par, knobs), ref)
     from zeroplan.memory.paged import paged_base
 
     if scn.tuning is not None:
         base = tuned_base(replace(scn, parallelism=par, knobs=knobs), stage, recipe)
     else:
         base = stage_base(scn.model, recipe, stage, par, knobs)  # knobs as applied_knobs made them
-    return paged_base(base, recipe)
+    return with_reference(paged_base(base, recipe), ref)
 
 
 def sweep_grid(scn: Scenario, stages: Sequence[ZeroStage], gpu_counts: Sequence[int], micro_batches: Sequence[int],
