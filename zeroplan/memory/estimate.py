@@ -202,13 +202,13 @@ def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | Activat
              recipe: Recipe | None = None) -> StageEstimate:
     """Peak memory of one GPU of `scn` at `stage`: the largest event of its step's timeline (activations
     computed unless given; a bare byte count is alive through the whole forward and backward)."""
+    check_reference(scn.setup, scn.mesh)
     if scn.mesh is not None:  # one rank of each pipeline stage, its own activations; the busiest reported
         from zeroplan.memory.mesh import mesh_activation_bytes, mesh_evaluate
 
         return mesh_evaluate(scn.mesh, mesh_activation_bytes(scn.mesh, scn.arch, scn.setup), recipe or scn.recipe,
                              stage, scn.parallelism, stage_knobs(scn.knobs, stage), scn.arch.hidden_size,
                              scn.overheads, scn.usable_bytes)
-    check_reference(scn.setup, scn.mesh)
     if activation_bytes is None:
         activation_bytes = activation_profile(scn)
     recipe = recipe or scn.recipe
@@ -338,6 +338,7 @@ class Estimate:
 def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
+    check_reference(scn.setup, scn.mesh)
     recipe = scn.recipe
     stages, left_out = refused_stages(scn, stages)
     warnings = warnings + left_out
