@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.stage import StageBase
-from zeroplan.memory.setup import Checkpointing, Engine, PostTraining, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, TrainingSetup, ZeroStage
 
 SHARDED_ENGINES = (Engine.fsdp, Engine.fsdp2)  # trl/models/utils.py prepare_fsdp wraps the reference too
 
@@ -76,7 +76,11 @@ def reference_assumption(setup: TrainingSetup, engine: Engine, peft: bool) -> st
 
 
 def check_reference(setup: TrainingSetup, mesh) -> None:
-    """Refuse what is not modelled: a reference model on a tensor/pipeline mesh."""
+    """Refuse what is not modelled: preference pairs on a tensor/pipeline mesh, or with Liger's fused loss (TRL's
+    `_compute_loss_liger` never makes the logits: another memory shape, not measured)."""
+    if setup.post_training is not PostTraining.sft and setup.loss is Loss.liger:
+        raise ZeroplanError(f"--post-training {setup.post_training.value} with --loss liger (Liger's fused preference "
+                            "loss, no logits) is not modelled")
     if setup.post_training is not PostTraining.sft and mesh is not None:
         raise ZeroplanError(f"--post-training {setup.post_training.value} on a tensor- or pipeline-parallel mesh is "
                             "not modelled (the paired batch and reference model are modelled for data parallelism)")
