@@ -217,3 +217,21 @@ def test_toml_without_tomllib_is_one_line(runner, write, monkeypatch):
     monkeypatch.setitem(sys.modules, "tomllib", None)  # as on Python 3.10, whose standard library has no tomllib
     path = write("job.toml", '[model]\nname = "llama3"\n')
     assert refusal(runner, "--from", path) == "job.toml: reading TOML needs Python 3.11 or later (the standard library's tomllib)"
+
+
+AX = {"base_model": "meta-llama/Llama-3.1-8B", "micro_batch_size": 1, "sequence_len": 1024, "bf16": True}
+
+
+@pytest.mark.parametrize(("rl", "expected"), [("dpo", "dpo"), ("ipo", "dpo"), ("orpo", "orpo")])
+def test_axolotl_rl_is_read_as_the_preference_trainer(runner, write, rl, expected):
+    data = reading(runner, "--from", write("ax.yaml", {**AX, "rl": rl}), *LLAMA)
+    assert data["setup"]["post_training"] == expected
+
+
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"rl": "kto"}, "rl: kto (preference or RL training"),
+    ({"rl": "dpo", "adapter": "lora", "lora_r": 8, "lora_target_linear": True, "rl_adapter_ref_model": True},
+     "rl_adapter_ref_model: true (a reference model loaded beside the adapters)"),
+])
+def test_axolotl_rl_not_modelled_is_refused(runner, write, keys, said):
+    assert said in refusal(runner, "--from", write("ax.yaml", {**AX, **keys}), *LLAMA)

@@ -156,8 +156,12 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
         refuse.add("ref_model", keys.ref_model, "a reference model other than the policy's base (its own config)")
     if keys.stage == "dpo" and keys.enable_liger_kernel:
         refuse.add("enable_liger_kernel", True, "Liger's kernels under the dpo stage (its loss needs the logits)")
-    if keys.use_asft_loss:  # src/llamafactory/train/sft/trainer.py: a frozen copy of the model for the ASFT KL term
-        refuse.add("use_asft_loss", True, "ASFT: a frozen reference model forwarded every step")
+    # hiyouga/LLaMA-Factory@ff6d4d12e src/llamafactory/train/sft/trainer.py compute_loss: the reference forward runs
+    # before the policy's and its logits stay alive through the policy's forward and the fp32 KL loss
+    # (trainer_utils.py asft_loss_func): another placement than DPO's, not modelled
+    if keys.use_asft_loss:
+        refuse.add("use_asft_loss", True, "ASFT: a frozen reference copy forwarded before the policy, its logits alive "
+                   "through the policy's forward and loss")  # fmt: skip
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:
