@@ -93,3 +93,12 @@ def test_the_harness_measures_the_reference_forward_zeroplan_counts(dtype):
     row = harness.measure(32, 1, 8000, dtype)
     assert row["copy"] == row["zeroplan_copy"]
     assert 0 <= harness.error(row) <= harness.TOLERANCE
+
+
+def test_a_plan_states_its_post_training():
+    from zeroplan.check.plan import Plan
+
+    plan = Plan.model_validate({"params": 7_000_000_000, "hardware": "h100-sxm-80gb", "gpus": 8,
+                                "deepspeed": "ds.json", "training": {"post_training": "dpo"}})
+    assert plan.setup().post_training is PostTraining.dpo
+    assert Plan.model_validate({"params": 7_000_000_000, "hardware": "h100-sxm-80gb", "gpus": 8, "deepspeed": "ds.json"}).setup().post_training is PostTraining.sft
