@@ -242,6 +242,7 @@ def check_plans(
     checkpointing: Checkpointing | str = _SETUP.checkpointing,
     attention: Attention | str = _SETUP.attention,
     loss: Loss | str = _SETUP.loss,
+    post_training: PostTraining | str = _SETUP.post_training,
     freeze: str | list[str] | None = None,
     lora_rank: int | None = None,
     lora_targets: str | list[str] | None = None,
