@@ -190,7 +190,7 @@ def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors cli
 # The frozen option surface (torchtitan's test_no_new_cli_options idea): a new flag is a deliberate edit here.
 SCENARIO = {
     "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
-    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss",
+    "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss", "--post-training",
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
     "--optimizer-impl",  # AdamW's foreach / fused / for-loop step (docs/engines.md, optimizer impl)
 }
@@ -236,7 +236,7 @@ FROZEN = {
     "sweep": {
         "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
         "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
-        "--offload-param", "--units", "--format", "-f", "--optimizer-impl",
+        "--offload-param", "--units", "--format", "-f", "--optimizer-impl", "--post-training",
     } | FINETUNE,
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},

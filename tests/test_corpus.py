@@ -55,6 +55,8 @@ def test_a_corpus_file_is_read_as_recorded_or_refused_in_one_line(runner, entry)
                "stage": stage.get("stage", stage.get("name")), "precision": data["setup"]["precision"],
                "mode": data["finetune"]["mode"] if data.get("finetune") else "full", "seq_len": data["setup"]["seq_len"],
                "micro_batch": data["setup"]["micro_batch"]}  # fmt: skip
+    if data["setup"]["post_training"] != "sft":  # a preference trainer's file (memory.reference)
+        reading["post_training"] = data["setup"]["post_training"]
     assert reading == expect
 
 

@@ -49,7 +49,7 @@ READ = {
 }  # fmt: skip
 REFUSED = {
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__asft__qwen2_full_asft.yaml":
-        ["use_asft_loss: true (ASFT: a frozen reference model forwarded every step)"],
+        ["use_asft_loss: true (ASFT: a frozen reference copy forwarded before the policy, its logits alive through the policy's forward and loss)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__fp8__llama3_fp8_deepspeed_sft.yaml": ["fp8: true (FP8 training)"],
     "llamafactory/hiyouga__LLaMA-Factory__examples__extras__llama_pro__llama3_freeze_sft.yaml":
         ["use_llama_pro: true (LLaMA Pro: expanded blocks)"],

@@ -78,9 +78,44 @@ def test_trl_qlora_keys_are_taken(runner, write):
     assert data["setup"]["precision"] == "bf16-true"  # bf16-loaded parameters under DDP
 
 
-def test_a_preference_recipe_is_refused_naming_its_key(runner, write):
+def test_a_preference_recipe_that_does_not_name_its_trainer_is_refused_naming_its_key(runner, write):
     line = refusal(runner, "--from", write("dpo.yaml", {**TRL_SFT, "beta": 0.01}))
-    assert line.startswith("dpo.yaml: beta: 0.01 (a preference-training key") and line.endswith("is not modelled yet")
+    assert line.startswith("dpo.yaml: beta: 0.01 (a key DPOConfig, ORPOConfig and CPOConfig share") and line.endswith(
+        "is not modelled yet")
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    ({"beta": 0.1, "ld_alpha": 0.5}, "dpo"),  # DPOConfig's own key
+    ({"beta": 0.1, "loss_type": ["sigmoid", "apo_zero"]}, "dpo"),  # a loss only DPOConfig declares
+    ({"beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.0}, "simpo"),  # CPOConfig: no reference model
+])
+def test_a_trl_preference_recipe_is_read_by_its_trainers_own_keys(runner, write, keys, expected):
+    data = reading(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
+    assert data["setup"]["post_training"] == expected
+
+
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"beta": 0.1, "desirable_weight": 1.0}, "desirable_weight: 1.0 (KTO"),
+    ({"beta": 0.1, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (DPO with the reference"),
+    ({"ld_alpha": 0.5, "use_liger_kernel": True}, "use_liger_kernel: true (beside a preference trainer"),
+])
+def test_what_a_trl_preference_recipe_asks_beyond_the_model_is_refused(runner, write, keys, said):
+    assert said in refusal(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
+
+
+LF_DPO = {"model_name_or_path": "meta-llama/Llama-3.1-8B", "stage": "dpo", "do_train": True, "finetuning_type": "full",
+          "pref_beta": 0.1, "cutoff_len": 1024, "per_device_train_batch_size": 1, "bf16": True}
+
+
+@pytest.mark.parametrize(("loss", "expected"), [("sigmoid", "dpo"), ("orpo", "orpo"), ("simpo", "simpo"), ("ipo", "dpo")])
+def test_llamafactory_dpo_stage_is_read_with_its_pref_loss(runner, write, loss, expected):
+    data = reading(runner, "--from", write("lf.yaml", {**LF_DPO, "pref_loss": loss}), *LLAMA)
+    assert data["setup"]["post_training"] == expected
+
+
+def test_llamafactory_reference_model_of_its_own_is_refused(runner, write):
+    line = refusal(runner, "--from", write("lf.yaml", {**LF_DPO, "ref_model": "other/model"}), *LLAMA)
+    assert "ref_model: other/model (a reference model other than the policy's base" in line
 
 
 def test_ms_swift_reads_its_deepspeed_preset(runner, write):
@@ -182,3 +217,21 @@ def test_toml_without_tomllib_is_one_line(runner, write, monkeypatch):
     monkeypatch.setitem(sys.modules, "tomllib", None)  # as on Python 3.10, whose standard library has no tomllib
     path = write("job.toml", '[model]\nname = "llama3"\n')
     assert refusal(runner, "--from", path) == "job.toml: reading TOML needs Python 3.11 or later (the standard library's tomllib)"
+
+
+AX = {"base_model": "meta-llama/Llama-3.1-8B", "micro_batch_size": 1, "sequence_len": 1024, "bf16": True}
+
+
+@pytest.mark.parametrize(("rl", "expected"), [("dpo", "dpo"), ("ipo", "dpo"), ("orpo", "orpo")])
+def test_axolotl_rl_is_read_as_the_preference_trainer(runner, write, rl, expected):
+    data = reading(runner, "--from", write("ax.yaml", {**AX, "rl": rl}), *LLAMA)
+    assert data["setup"]["post_training"] == expected
+
+
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"rl": "kto"}, "rl: kto (preference or RL training"),
+    ({"rl": "dpo", "adapter": "lora", "lora_r": 8, "lora_target_linear": True, "rl_adapter_ref_model": True},
+     "rl_adapter_ref_model: true (a reference model loaded beside the adapters)"),
+])
+def test_axolotl_rl_not_modelled_is_refused(runner, write, keys, said):
+    assert said in refusal(runner, "--from", write("ax.yaml", {**AX, **keys}), *LLAMA)

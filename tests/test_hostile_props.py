@@ -231,7 +231,7 @@ def test_every_api_argument_given_a_hostile_value_raises_one_line_or_answers(cas
                             {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": ""}, {"LC_ALL": "POSIX"}]),
        args=st.sampled_from([["estimate", "--model", "llama-3.1-8b"], ["estimate", "--model", "gpt2", "-f", "markdown"],
                              ["throughput", "--model", "gpt2", "--sweep", "auto"], ["models"],
-                             ["estimate", "--model", "gpt2", "--html", "\u2265\x1b.html"]]))  # fmt: skip
+                             ["estimate", "--model", "gpt2", "--html", "\u2265\x1b.html", "--force"]]))  # fmt: skip (--force: hypothesis reuses tmp_path)
 def test_no_traceback_under_any_encoding(tmp_path, env, args):
     full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     res = subprocess.run([sys.executable, "-m", "zeroplan", *args], capture_output=True, cwd=tmp_path, env=full,

@@ -24,6 +24,7 @@ from zeroplan.memory.setup import (
     OffloadDevice,
     Optimizer,
     OptimizerImpl,
+    PostTraining,
     Precision,
     ZeroStage,
     checkpointing_label,
@@ -38,6 +39,7 @@ T = TypeVar("T")
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
 _ENUMS = {"precision": Precision, "optimizer": Optimizer, "optimizer_impl": OptimizerImpl, "attention": Attention, "loss": Loss,
+          "post_training": PostTraining,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config", "from_file", "calibration")

@@ -33,6 +33,7 @@ from zeroplan.memory.setup import (
     Optimizer,
     OptimizerImpl,
     Parallelism,
+    PostTraining,
     Precision,
     TrainingSetup,
     parse_checkpointing,
@@ -114,6 +115,8 @@ class Training(Frozen):
     checkpointing: CheckpointingText = "none"
     attn_implementation: AttnImplementation = "sdpa"
     loss: Loss = Loss.hf
+    post_training: PostTraining = Field(PostTraining.sft, description="sft, or preference pairs: dpo (a reference "
+                                        "model), orpo, simpo (memory.reference)")
 
     @property
     def attention(self) -> Attention:
@@ -277,7 +280,7 @@ class Plan(Frozen):
         return TrainingSetup(
             precision=t.precision, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl, seq_len=t.seq_len, micro_batch=micro_batch or micro,
             grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
-            loss=t.loss,
+            loss=t.loss, post_training=t.post_training,
         )  # fmt: skip
 
     def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:

@@ -20,6 +20,7 @@ from zeroplan.memory.setup import (
     Optimizer,
     OptimizerImpl,
     Parallelism,
+    PostTraining,
     Precision,
     ReduceDtype,
     TrainingSetup,
@@ -141,6 +142,7 @@ TRAINING = group(
     option("grad_accum", str, str(SETUP.grad_accum), "--grad-accum", help="Micro-steps per optimizer step."),
     option("checkpointing", str, SETUP.checkpointing.value, "--checkpointing", help=f"Activation checkpointing: {CHECKPOINTING_NAMES} (docs/activations.md): selective is Korthikanti's attention-core recompute, selective-op torchtitan's per-op policy, full every layer (HF gradient_checkpointing), every:N full on every N-th layer (torchtitan selective_ac_option=N)."),
     option("attention", Attention, SETUP.attention, "--attention", help="eager keeps score matrices; flash (SDPA) does not."),
+    option("post_training", PostTraining, SETUP.post_training, "--post-training", help="What the step trains on: sft, or preference pairs (chosen + rejected rows, 2 x --micro-batch sequences forwarded): dpo (TRL DPOTrainer: a frozen reference model, or under peft the adapter-disabled base, forwarded after the policy), orpo or simpo (no reference model)."),
     option("loss", Loss, SETUP.loss, "--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss)."),
 )
 FINETUNE = group(

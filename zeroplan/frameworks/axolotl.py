@@ -25,7 +25,7 @@ from zeroplan.frameworks.run import (
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.frameworks.tuning import TrainOnly
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
@@ -80,9 +80,17 @@ class AxolotlKeys(FileKeys):
     reward_model: bool | None = None
     process_reward_model: bool | None = None
     rl: str | None = None
+    rl_adapter_ref_model: bool = False
     tiled_mlp: bool | None = None
     plugins: list[str] | None = None
     liger_fused_linear_cross_entropy: bool | None = None  # axolotl.integrations.liger (LigerPlugin) args
+
+
+# rl values read (axolotl-ai-cloud/axolotl@067b021c8b87a9e5e380b9173c704cf7340e30f5: src/axolotl/train.py
+# setup_reference_model: a reference copy for every rl but orpo, none with an adapter (TRL's adapter-disabled base)
+# unless rl_adapter_ref_model); ipo is DPO's loss_type ipo. simpo (a reference loaded, then unused?), kto and the RL
+# trainers stay refused.
+READ_RL = {"dpo": PostTraining.dpo, "ipo": PostTraining.dpo, "orpo": PostTraining.orpo}
 
 
 def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
@@ -110,6 +118,9 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     taken += _engine(keys, origin, refuse)
     if keys.liger_fused_linear_cross_entropy and any("liger" in p.lower() for p in keys.plugins or ()):
         taken.append(take("liger_fused_linear_cross_entropy", "loss", Loss.liger, "--loss liger"))
+    if keys.rl in READ_RL:  # TRL's DPOTrainer / ORPOTrainer on chosen and rejected rows (memory.reference)
+        pt = READ_RL[keys.rl]
+        taken.append(take("rl", "post_training", pt, f"--post-training {pt.value}"))
     refuse.raise_any()
     return FrameworkRun(FromKind.axolotl, origin, tuple(taken), _uncounted(keys))
 
@@ -159,8 +170,12 @@ def _refusals(keys: AxolotlKeys, data: Mapping, refuse: NotModelled) -> None:
     for key in ("reward_model", "process_reward_model"):
         if getattr(keys, key):
             refuse.add(key, True, "a reward model: a score head in place of the language-model head")
-    if keys.rl:
+    if keys.rl and keys.rl not in READ_RL:
         refuse.add("rl", keys.rl, "preference or RL training (reference model, generation)")
+    if keys.rl in READ_RL and keys.adapter and keys.rl_adapter_ref_model:
+        refuse.add("rl_adapter_ref_model", True, "a reference model loaded beside the adapters")
+    if keys.rl in READ_RL and keys.liger_fused_linear_cross_entropy:
+        refuse.add("liger_fused_linear_cross_entropy", True, "beside a preference trainer (Liger's fused loss)")
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.float16:

@@ -28,9 +28,12 @@ from zeroplan.frameworks.run import (
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.frameworks.tuning import TrainOnly, split_arg
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
 
-TRAINED_STAGES = ("pt", "sft")  # pre-training and supervised fine-tuning train one model; rm/ppo/dpo/kto add heads or models
+TRAINED_STAGES = ("pt", "sft", "dpo")  # one model trained (dpo: a frozen reference beside it); rm/ppo/kto are refused
+# hparams/finetuning_args.py __post_init__ (hiyouga/LLaMA-Factory@ff6d4d12e): use_ref_model = stage dpo and pref_loss
+# not orpo or simpo; train/trainer_utils.py create_ref_model: no ref_model and lora -> None (adapter-disabled base)
+NO_REFERENCE_LOSSES = ("orpo", "simpo")
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
                "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip
 # LLaMA-Factory's Megatron backends (examples/megatron/, examples/megatron_bridge/: mcore_adapter, Megatron Bridge)
@@ -63,6 +66,8 @@ class LlamaFactoryKeys(FileKeys):
     quantization_type: Literal["nf4", "fp4"] = "nf4"
     double_quantization: bool = True
     stage: str = "sft"
+    pref_loss: str = "sigmoid"
+    ref_model: str | None = None
     deepspeed: str | None = None
     per_device_train_batch_size: Positive = 8
     gradient_accumulation_steps: Positive = 1
@@ -121,6 +126,11 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
     taken.append(take("disable_gradient_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"))
     if (optimizer := optimizer_taken("optim", keys.optim, "optim" not in stated, refuse)) is not None:
         taken.append(optimizer)
+    if keys.stage == "dpo":  # train/dpo/trainer.py concatenated_forward: chosen and rejected rows in one batch
+        pt = PostTraining(keys.pref_loss) if keys.pref_loss in NO_REFERENCE_LOSSES else PostTraining.dpo
+        taken.append(take("stage", "post_training", pt, f"--post-training {pt.value}"))
+        taken.append(take("pref_loss", None, keys.pref_loss, "with a reference model" if pt.reference else
+                          "no reference model (use_ref_model false)"))
     refuse.raise_any()
     # apply_liger_kernel (src/llamafactory/model/model_utils/liger_kernel.py) keeps Liger's default
     # fused_linear_cross_entropy for the pt and sft stages, the only ones read here
@@ -142,8 +152,16 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
     if keys.finetuning_type == "lora" and keys.adapter_name_or_path is not None:
         refuse.add("adapter_name_or_path", keys.adapter_name_or_path, "an existing adapter merged or resumed; its own "
                    "adapter_config.json sets the rank and targets: give it with --adapter-config, without --from")  # fmt: skip
-    if keys.use_asft_loss:  # src/llamafactory/train/sft/trainer.py: a frozen copy of the model for the ASFT KL term
-        refuse.add("use_asft_loss", True, "ASFT: a frozen reference model forwarded every step")
+    if keys.stage == "dpo" and keys.ref_model is not None and keys.pref_loss not in NO_REFERENCE_LOSSES:
+        refuse.add("ref_model", keys.ref_model, "a reference model other than the policy's base (its own config)")
+    if keys.stage == "dpo" and keys.enable_liger_kernel:
+        refuse.add("enable_liger_kernel", True, "Liger's kernels under the dpo stage (its loss needs the logits)")
+    # hiyouga/LLaMA-Factory@ff6d4d12e src/llamafactory/train/sft/trainer.py compute_loss: the reference forward runs
+    # before the policy's and its logits stay alive through the policy's forward and the fp32 KL loss
+    # (trainer_utils.py asft_loss_func): another placement than DPO's, not modelled
+    if keys.use_asft_loss:
+        refuse.add("use_asft_loss", True, "ASFT: a frozen reference copy forwarded before the policy, its logits alive "
+                   "through the policy's forward and loss")  # fmt: skip
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:

@@ -28,7 +28,11 @@ NO_MEMORY = re.compile(
     r"fault_tolerance|debug|lr_scheduler|validation|optimizer|memory_estimation|float8|mx|ft|dump_folder|description|"
     r"hf_assets_path|output|bf16_full_eval|fp16_full_eval|tf32|max_seq_length|compute_environment|machine_rank|"
     r"main_training_function|rdzv_backend|same_network|tpu_|gpu_ids|main_process|enable_cpu_affinity|debug|"
-    r"downcast_bf16|dynamo_config|image_|video_|audio_|freeze_vision|freeze_multi_modal)",
+    r"downcast_bf16|dynamo_config|image_|video_|audio_|freeze_vision|freeze_multi_modal|"
+    # a preference loss's coefficients and variant, once the trainer is read (frameworks/trl.py, llamafactory.py)
+    r"beta$|pref_beta|pref_ftx|pref_bco_weight|loss_type|loss_weights|label_smoothing|dpo_label_smoothing|ld_alpha|"
+    r"rpo_alpha|simpo_gamma|cpo_alpha|f_divergence_type|f_alpha_divergence_coef|use_weighting|discopop_tau|"
+    r"sync_ref_model|ref_model_mixup_alpha|ref_model_sync_steps)",
     re.IGNORECASE,
 )
 

@@ -25,6 +25,11 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
     from zeroplan.memory.optimizer_step import describe
 
     notes.append(describe(recipe, scn.engine, knobs.offload_optimizer is not OffloadDevice.none))
+    from zeroplan.memory.reference import reference_assumption
+
+    peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
+    if line := reference_assumption(setup, scn.engine, peft):
+        notes.append(line)
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 

@@ -11,6 +11,7 @@ from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.assumptions import scenario_notes
 from zeroplan.memory.recipes import Recipe, make_recipe
 from zeroplan.memory.setup import (
+    Checkpointing,
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
@@ -21,6 +22,13 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 from zeroplan.memory.stage import Overheads, StageBase, StageEstimate, busiest, stage_base
+from zeroplan.memory.reference import (
+    check_reference,
+    forwarded_setup,
+    reference_forward_bytes,
+    reference_parameter_bytes,
+    with_reference,
+)
 from zeroplan.memory.states import ModelSummary
 from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
@@ -131,6 +139,7 @@ def activations_for(arch: Architecture | None, setup: TrainingSetup, mesh=None):
     pipeline stage's that holds the most."""
     if arch is None:
         return None
+    setup = forwarded_setup(setup)  # a preference pair's chosen and rejected rows (memory.reference)
     if arch.hf_config_json is not None:  # counted by transformers: activations measured, not by formula
         from zeroplan.memory.measured import measured_activation_bytes
 
@@ -155,7 +164,7 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
 
     from zeroplan.memory.adapters import kbit_prepared
 
-    setup = setup or scn.setup
+    setup = forwarded_setup(setup or scn.setup)
     cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
     adapter = setup.precision.compute_bytes if cast else 4
     if kbit_prepared(scn.tuning, Engine(scn.engine)) and setup.precision is Precision.bf16_true:
@@ -172,7 +181,22 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
 def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
     """One micro-step's activations by part for the timeline (memory.timeline), computed (and tuned) unless given."""
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn) if acts is None else acts
-    return profile_from(acts, scn.arch, scn.setup)
+    prof = profile_from(acts, scn.arch, scn.setup)
+    if not scn.setup.post_training.reference or acts is None or not hasattr(acts, "layer_bytes"):
+        return prof
+    # the reference forward runs without checkpointing (TRL disables it): its largest layer or its logits
+    plain = activations_for(scn.arch, replace(scn.setup, checkpointing=Checkpointing.none, checkpoint_every=1))
+    forwarded = forwarded_setup(scn.setup)
+    e = forwarded.precision.compute_bytes
+    hidden = forwarded.micro_batch * forwarded.seq_len * scn.arch.hidden_size * e
+    return replace(prof, reference=reference_forward_bytes(plain, forwarded.micro_batch, e, hidden))
+
+
+def reference_bytes(scn: Scenario, stage: ZeroStage, par: Parallelism | None = None) -> int:
+    """This GPU's bytes of a DPO reference copy (memory.reference): 0 under peft or without one."""
+    peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
+    return reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage,
+                                     (par or scn.parallelism).dp, peft)
 
 
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
@@ -203,6 +227,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
     holds: a fine-tune's (memory.tuned), a PyTorch engine's (memory.engines) or DeepSpeed's, a paged optimizer's
     states moved to unified memory (memory.paged)."""
     recipe = recipe or scn.recipe
+    check_reference(scn.setup, scn.mesh)
     if scn.mesh is not None:
         from zeroplan.memory.mesh import mesh_bases
 
@@ -219,7 +244,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
         from zeroplan.memory.paged import paged_base
 
         base = paged_base(base, recipe)
-    return (base,)
+    return (with_reference(base, reference_bytes(scn, stage)),)  # a DPO reference copy (memory.reference)
 
 
 def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
@@ -321,6 +346,7 @@ class Estimate:
 def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
+    check_reference(scn.setup, scn.mesh)
     recipe = scn.recipe
     stages, left_out = refused_stages(scn, stages)
     warnings = warnings + left_out

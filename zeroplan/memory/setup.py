@@ -85,6 +85,32 @@ class Loss(str, Enum):
     liger = "liger"  # Liger Kernel LigerFusedLinearCrossEntropyLoss: no full logits
 
 
+class PostTraining(str, Enum):
+    """What the step trains on (docs/finetune.md, post-training): one batch of sequences, or preference pairs.
+
+    Preference trainers forward the chosen and rejected rows of each pair concatenated (TRL's DPOTrainer
+    `_compute_loss`, ORPOTrainer and CPOTrainer `concatenated_inputs`: huggingface/trl@f2cd577); DPO also
+    forwards a frozen reference model (memory.reference).
+    """
+
+    sft = "sft"  # one sequence per row: pre-training and supervised fine-tuning
+    dpo = "dpo"  # pairs, and a reference model (a frozen copy; under peft the adapter-disabled base)
+    orpo = "orpo"  # pairs, no reference model (trl/experimental/orpo/orpo_trainer.py)
+    simpo = "simpo"  # pairs, no reference model (trl/experimental/cpo/cpo_trainer.py, loss_type simpo)
+
+    @property
+    def rows_per_sequence(self) -> int:
+        """Sequences forwarded per micro-batch row: 2 for a (chosen, rejected) pair."""
+        return 1 if self is PostTraining.sft else PAIR_ROWS
+
+    @property
+    def reference(self) -> bool:
+        return self is PostTraining.dpo
+
+
+PAIR_ROWS = 2  # chosen + rejected, concatenated on the batch dimension (huggingface/trl@f2cd577 dpo_trainer.py)
+
+
 EVERY_PREFIX = "every:"
 
 
@@ -178,6 +204,7 @@ class TrainingSetup:
     checkpoint_every: Annotated[Count, Field(description="full checkpointing: only every n-th layer (torchtitan layer SAC)")] = 1
     attention: Attention = Attention.flash
     loss: Loss = Loss.hf
+    post_training: PostTraining = PostTraining.sft
 
     @property
     def checkpointing_label(self) -> str:

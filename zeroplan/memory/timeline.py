@@ -68,6 +68,7 @@ class ActivationProfile:
     held: int = 0  # of layers_bytes, what the checkpointed layers re-read: alive while any layer is
     transient: int = 0  # alive inside one layer's forward or backward only (a 4-bit base's dequantized weight)
     head_transient: int = 0  # alive while the head's matmul runs: in its forward, before the loss's, and backward
+    reference: int = 0  # a reference model's no-grad forward (DPO, memory.reference): at the end of the policy's
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -150,7 +151,7 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
     # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two
-    ends = max(prof.loss * m.loss, prof.head_transient * m.head)
+    ends = max(prof.loss * m.loss, prof.head_transient * m.head) + prof.reference * m.loss
     return (layers + prof.embedding * m.embedding + prof.head * m.head + ends
             + prof.recompute * m.recompute + prof.transient * (m.layer is not None))
 

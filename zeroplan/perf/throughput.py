@@ -187,6 +187,9 @@ def estimate_throughput(
     Sources: docs/throughput.md (model) and docs/hardware.md (hardware numbers). `tuning` (a fine-tune,
     zeroplan.memory.finetune.Tuning): its FLOPs and a 4-bit base's dequantization (perf/flops.py, 1.1 there).
     """
+    if setup.post_training.value != "sft":  # memory.reference models its memory; the step's time is SFT's
+        raise ZeroplanError(f"--post-training {setup.post_training.value}: the paired batch and the reference "
+                            "forward are not timed (throughput models a supervised step); estimate its memory instead")
     topology = topology or default_topology(hw, par)
     efficiency = hw.default_mfu if mfu is None else mfu
     if not 0 < efficiency <= 1:

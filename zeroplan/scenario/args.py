@@ -17,6 +17,7 @@ from zeroplan.memory.setup import (
     Optimizer,
     OptimizerImpl,
     Parallelism,
+    PostTraining,
     Precision,
     TrainingSetup,
 )
@@ -48,6 +49,7 @@ class ScenarioArgs:
     checkpointing: Checkpointing | str = _SETUP.checkpointing  # str: every:N (memory.setup.parse_checkpointing)
     attention: Attention = _SETUP.attention
     loss: Loss = _SETUP.loss
+    post_training: PostTraining = _SETUP.post_training
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None

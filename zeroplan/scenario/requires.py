@@ -109,7 +109,7 @@ NEEDS = (
 # Options that mean something alone (each command's own, the run's shape, inputs and outputs).
 STANDALONE = frozenset({
     "model", "params", "largest_layer", "gpus", "nodes", "hardware", "stage", "precision", "optimizer",
-    "fp32_grad_accum", "seq_len", "micro_batch", "grad_accum", "checkpointing", "attention", "loss",
+    "fp32_grad_accum", "seq_len", "micro_batch", "grad_accum", "checkpointing", "attention", "loss", "post_training",
     "offload_optimizer", "offload_param", "cuda_context_gib", "nccl_gib", "fragmentation", "deepspeed_config",
     "from_file", "engine", "freeze", "lora_rank", "qlora", "load_in_8bit", "adapter_config", "optimizer_in_backward",
     "method", "tp", "pp", "cp", "ep", "units", "fmt", "html", "global_batch", "topology", "policy", "policy_file",
