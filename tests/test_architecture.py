@@ -211,6 +211,7 @@ FROZEN = {
         "--pp-first-layers", "--pp-last-layers",  # uneven pipeline splits (docs/parallelism.md)
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
         "--reduce-dtype", "--no-sync", "--adapter-wrap",  # PyTorch engine settings (docs/engines.md)
+        "--compile",  # torch.compile of each block: AOTAutograd's saved tensors (docs/activations.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {

@@ -74,6 +74,7 @@ def estimate(
     attention: Attention | str = _SETUP.attention,
     loss: Loss | str = _SETUP.loss,
     post_training: PostTraining | str = _SETUP.post_training,
+    compile: bool = _SETUP.compile,
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
@@ -135,7 +136,8 @@ def estimate(
     `pp_first_layers`, `pp_last_layers` lay the run on a mesh (docs/parallelism.md), as --tp ... do:
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
     the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md). `reduce_dtype`,
-    `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md).
+    `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md). `compile`: torch.compile
+    of each block, as --compile (docs/activations.md).
     """
     options = dict(locals())
     check_needs(estimate, options)

@@ -10,6 +10,7 @@ from zeroplan.cli.options import (
     CALIBRATION,
     DEEPSPEED,
     ENGINE,
+    BLOCK_SETTINGS,
     ENGINE_SETTINGS,
     FINETUNE,
     HARDWARE,
@@ -30,7 +31,7 @@ METHOD_PANEL = "Method"
 
 
 # The run's description, as calibrate takes it too (cli/calibrate.py): everything but how estimate prints.
-RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, FINETUNE, ENGINE, ENGINE_SETTINGS, OFFLOAD, DEEPSPEED,
+RUN = (MODEL, INPUTS, HARDWARE, PROFILE, CALIBRATION, TRAINING, BLOCK_SETTINGS, FINETUNE, ENGINE, ENGINE_SETTINGS, OFFLOAD, DEEPSPEED,
        MESH)
 
 
@@ -54,6 +55,9 @@ def estimate(
             raise UsageError(f"--html draws zeroplan's estimate; --method {method.value} prints its own tables only")
         report = html_target(html, force)
         mesh = mesh_args(options)
+        if args.compile and (method is not Method.zeroplan or mesh.given):
+            raise UsageError("--compile: modelled for zeroplan's own estimate on data parallelism only (measured on "
+                             "one whole block), not with --method deepspeed|megatron or --tp/--pp/--cp/--ep")
         if method is Method.megatron and mesh.cp_comm is not CpComm.p2p:
             raise UsageError("--cp-comm a2a (DeepSpeed-Ulysses) is zeroplan's own model; Megatron-LM's theoretical "
                              "memory formula has no context-parallel communication kind")

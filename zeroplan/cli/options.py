@@ -176,6 +176,11 @@ ENGINE_SETTINGS = group(
     option("no_sync", bool, False, "--no-sync", help="FSDP with --grad-accum: no reduce-scatter until the last micro-step, whole gradients kept until then (Accelerate, HF Trainer and Lightning do this unless sync_each_batch)."),
     option("adapter_wrap", AdapterWrap, AdapterWrap.own, "--adapter-wrap", help="--engine fsdp with LoRA: adapters in FSDP units of their own (peft's policy) or in their block's flat parameter (litgpt, Lightning Fabric; use_orig_params=True)."),
 )
+# How the blocks run (memory.activations.compiled; docs/activations.md "torch.compile"); estimate takes it.
+BLOCK_SETTINGS = group(
+    TRAINING_PANEL,
+    option("compile", bool, SETUP.compile, "--compile", help="torch.compile of each block (inductor; torchtitan, torchtune): the saved tensors AOTAutograd's partitioner keeps, measured on CPU for Llama-style dense models."),
+)
 OFFLOAD = group(
     ENGINE_PANEL,
     option("offload_optimizer", OffloadDevice, OffloadDevice.none, "--offload-optimizer", help="Optimizer offload (ZeRO-1/2: cpu; ZeRO-3: cpu or nvme)."),

@@ -205,6 +205,7 @@ class TrainingSetup:
     attention: Attention = Attention.flash
     loss: Loss = Loss.hf
     post_training: PostTraining = PostTraining.sft
+    compile: Annotated[Flag, Field(description="torch.compile of each block (inductor): AOTAutograd's saved tensors")] = False
 
     @property
     def checkpointing_label(self) -> str:

@@ -98,7 +98,7 @@ def setup_from(args: ScenarioArgs) -> TrainingSetup:
         optimizer_impl=args.optimizer_impl,
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
-        checkpoint_every=every, loss=args.loss, post_training=args.post_training,
+        checkpoint_every=every, loss=args.loss, post_training=args.post_training, compile=args.compile,
     ))
 
 

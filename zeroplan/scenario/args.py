@@ -50,6 +50,7 @@ class ScenarioArgs:
     attention: Attention = _SETUP.attention
     loss: Loss = _SETUP.loss
     post_training: PostTraining = _SETUP.post_training
+    compile: bool = _SETUP.compile  # torch.compile of each block (memory.activations.compiled)
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None

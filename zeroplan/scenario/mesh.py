@@ -14,6 +14,9 @@ from zeroplan.scenario.parallel import MeshArgs
 
 def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = None) -> Estimate:
     """answers.estimate on a mesh: the busiest rank of every requested ZeRO stage."""
+    if args.compile:
+        raise ZeroplanError("--compile: modelled on data parallelism only (measured on one whole block), not with "
+                            "--tp/--pp/--cp/--ep")
     scn, config, found = scenario_config_and_file(args)
     if config is not None or scn.mesh is not None:
         raise ZeroplanError("--tp/--pp/--cp/--ep with a --deepspeed-config or a --from file's mesh: give the mesh "

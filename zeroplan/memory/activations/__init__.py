@@ -23,6 +23,7 @@ from zeroplan.memory.activations.checkpointing import (
     op_sac_layer_terms,
     op_sac_recompute_bytes,
 )
+from zeroplan.memory.activations.compiled import COMPILE_ASSUMPTION, check_compile, compiled_terms
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.llama4 import chunk_mask_bytes
@@ -101,11 +102,17 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     e = setup.precision.compute_bytes
     b, s = setup.micro_batch, setup.seq_len
     flash = setup.attention is Attention.flash and not traits.eager_only
+    if setup.compile:
+        check_compile(arch, setup)
     ckpt = _effective_checkpointing(setup.checkpointing, flash)
     terms = max((layer_terms(layer, traits, b, s, e, flash=flash, selective=False) for layer, _ in layer_variants(arch)),
                 key=lambda ts: sum(t for _, t in ts))
     layer_full = sum(t for _, t in terms)
     per_layer, layers, each, held = _stack_bytes(arch, traits, b, s, e, flash, ckpt, setup.checkpoint_every)
+    if setup.compile:  # dense, no checkpointing (check_compile): every layer is this one
+        terms = compiled_terms(terms, arch, b * s)
+        per_layer = layer_full = sum(t for _, t in terms)
+        each, layers = (per_layer,) * arch.num_layers, per_layer * arch.num_layers
     head = loss_bytes(arch, traits, b, s, e, setup.loss)
     softcap = e * b * s * arch.vocab_size if head.softcap else 0
     loss = head.saved + head.transient
@@ -245,4 +252,6 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("encoder-decoder: encoder and decoder sequences both seq_len")
     if LINEAR_ATTENTION in arch.attention_types:
         notes.append(delta_net_assumption())
+    if setup.compile:
+        notes.append(COMPILE_ASSUMPTION)
     return tuple(notes)
