@@ -61,3 +61,25 @@ def test_compile_refuses_an_unmeasured_family_naming_it(runner):
 
     result = runner.invoke(app, ["estimate", "--model", "gemma2-9b", "--compile"])
     assert result.exit_code == 1 and "not gemma2" in result.stderr
+
+
+def test_compile_refuses_a_mesh_and_the_peer_estimators(runner):
+    import zeroplan
+    from zeroplan.cli.app import app
+
+    for extra in (["--tp", "2"], ["--method", "deepspeed"]):
+        result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--compile", *extra])
+        assert result.exit_code == 2 and "--compile: modelled for zeroplan's own estimate" in result.stderr
+    with pytest.raises(ZeroplanError, match="--compile: modelled on data parallelism only"):
+        zeroplan.estimate(model="llama-3.1-8b", compile=True, tp=2)
+
+
+def test_the_api_and_the_cli_give_the_same_compiled_estimate(runner):
+    import zeroplan
+    from zeroplan.cli.app import app
+
+    api = zeroplan.estimate(model="llama-3.1-8b", stage=3, gpus=8, compile=True)
+    cli = json.loads(runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "--stage", "3", "-g", "8", "--compile",
+                                         "-f", "json"]).stdout)
+    assert zeroplan.to_dict(api)["stages"] == cli["stages"]
+    assert api.stage(3).headroom_bytes > zeroplan.estimate(model="llama-3.1-8b", stage=3, gpus=8).stage(3).headroom_bytes
