@@ -69,7 +69,7 @@ def test_compile_refuses_a_mesh_and_the_peer_estimators(runner):
 
     for extra in (["--tp", "2"], ["--method", "deepspeed"]):
         result = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--compile", *extra])
-        assert result.exit_code == 2 and "--compile: modelled for zeroplan's own estimate" in result.stderr
+        assert result.exit_code == 2 and "--compile" in result.stderr and result.stderr.count("\n") == 1
     with pytest.raises(ZeroplanError, match="--compile: modelled on data parallelism only"):
         zeroplan.estimate(model="llama-3.1-8b", compile=True, tp=2)
 
