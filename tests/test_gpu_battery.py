@@ -21,6 +21,7 @@ RESULTS = sorted(p for p in (ROOT / "validation" / "gpu" / "results").glob("*.js
 @pytest.mark.slow
 def test_dry_run_writes_the_results_shape(tmp_path):
     """Two cases (one run on CPU, one skipped for needing CUDA), each in its own process: ~15 s per run case."""
+    pytest.importorskip("torch")  # the battery's worker imports torch and transformers
     done = subprocess.run([sys.executable, str(BATTERY), "--dry-run", "--cases", "lora,qlora", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -39,6 +40,7 @@ def test_dry_run_writes_the_results_shape(tmp_path):
 @pytest.mark.slow
 def test_a_failing_case_is_recorded_and_the_battery_goes_on(tmp_path):
     """Without --dry-run on a machine without CUDA, the case fails in its own process: recorded with its error."""
+    pytest.importorskip("torch")
     import torch
 
     if torch.cuda.is_available():

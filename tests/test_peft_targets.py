@@ -14,6 +14,7 @@ from zeroplan.models.families import MULTIMODAL_TYPES, TEXT_TYPES
 
 @pytest.mark.torch  # imports peft (and so torch)
 def test_the_table_is_peft_0_21_2s_mapping_for_every_family_zeroplan_describes():
+    pytest.importorskip("peft")
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as peft_map
 
     expected = {k: tuple(v) for k, v in peft_map.items() if k in TEXT_TYPES or k in MULTIMODAL_TYPES}
@@ -63,6 +64,7 @@ def test_a_tied_head_takes_lora_as_peft_wraps_it_its_weight_still_the_embeddings
 
 @pytest.mark.torch
 def test_a_tied_head_as_peft_0_21_2_wraps_it(tmp_path):
+    pytest.importorskip("peft")
     import warnings
 
     from peft import LoraConfig, get_peft_model
