@@ -21,6 +21,7 @@ from zeroplan.frameworks.run import (
     NotModelled,
     Positive,
     Taken,
+    taker,
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
@@ -99,8 +100,7 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     stated, refuse = keys.model_fields_set, NotModelled(origin)
     _refusals(keys, data, refuse)
 
-    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
-        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+    take = taker(keys)
 
     taken = _tuning(keys, stated, refuse)
     if keys.adapter in ("lora", "qlora") and data.get("peft_autocast_adapter_dtype") is False:

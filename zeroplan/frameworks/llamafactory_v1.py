@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zeroplan.frameworks.kinds import FromKind
-from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
+from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of
 from zeroplan.frameworks.tuning import TrainOnly, split_arg
 from zeroplan.memory.setup import Checkpointing, Engine, Precision
@@ -38,7 +38,7 @@ class LlamaFactoryV1Keys(FileKeys):
 
 def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
     keys = validate_keys(LlamaFactoryV1Keys, data, origin)
-    stated, refuse = keys.model_fields_set, NotModelled(origin)
+    refuse = NotModelled(origin)
     tuning = _v1_tuning(keys.peft_config or {}, refuse)
     if keys.quant_config:
         refuse.add("quant_config.name", keys.quant_config.get("name"), "a quantized base model")
@@ -47,8 +47,7 @@ def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
     if keys.cp_size > 1:
         refuse.add("cp_size", keys.cp_size, "context parallelism")
 
-    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
-        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+    take = taker(keys)
 
     precision = Precision.bf16_mixed if keys.bf16 else Precision.fp32
     checkpointing = Checkpointing.full if keys.enable_activation_checkpointing else Checkpointing.none

@@ -5,7 +5,7 @@ Pure: no I/O. The readers (accelerate.py, llamafactory.py, axolotl.py) build the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -48,6 +48,17 @@ class Taken:
     value: Any
     means: str
     default: bool = False
+
+
+def taker(keys: BaseModel) -> Callable[[str, str | None, Any, str], Taken]:
+    """`take(key, option, value, means)`: the Taken for one of `keys`' fields, marked as the tool's default when
+    the file leaves the key out (the readers' one way of recording what they take)."""
+    stated = keys.model_fields_set
+
+    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
+        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+
+    return take
 
 
 @dataclass(frozen=True)

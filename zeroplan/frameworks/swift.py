@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from zeroplan.frameworks.kinds import FromKind
-from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
+from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.memory.setup import Checkpointing, Engine, Precision
 
@@ -75,8 +75,7 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     if keys.fsdp:
         refuse.add("fsdp", keys.fsdp, "ms-swift's FSDP2 presets")
 
-    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
-        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+    take = taker(keys)
 
     taken = _tuning(keys, tuner, tuner_key, stated, take, refuse)
     if keys.model is not None:

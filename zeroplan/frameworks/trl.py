@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from zeroplan.frameworks.kinds import FromKind
-from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
+from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken, trainer_fsdp
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
 
@@ -79,8 +79,7 @@ def read_trl(data: Mapping, origin: str) -> FrameworkRun:
     stated, refuse = keys.model_fields_set, NotModelled(origin)
     _refusals(keys, data, refuse)
 
-    def take(key: str, option: str | None, value: Any, means: str) -> Taken:
-        return Taken(key, getattr(keys, key), option, value, means, key not in stated)
+    take = taker(keys)
 
     taken = _tuning(keys, stated, take)
     if (preference := preference_of(data, refuse)) is not None and keys.use_liger_kernel:
