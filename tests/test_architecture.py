@@ -212,6 +212,7 @@ FROZEN = {
         "--html", "--force",  # the self-contained HTML report, and replacing an existing one (docs/report.md)
         "--reduce-dtype", "--no-sync", "--adapter-wrap",  # PyTorch engine settings (docs/engines.md)
         "--compile",  # torch.compile of each block: AOTAutograd's saved tensors (docs/activations.md)
+        "--training-loop",  # whose loop runs the micro-steps: what it keeps between them (docs/activations.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {

@@ -27,7 +27,7 @@ from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, acti
 from zeroplan.memory.activations.checkpointing import checkpointed_layers
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.traits import traits_of
-from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingLoop, TrainingSetup
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.hf import measure_activations
 from zeroplan.models.hf.nearest import nearest_architecture
@@ -43,6 +43,9 @@ def measured_activation_bytes(arch: Architecture, setup: TrainingSetup) -> Activ
                             f"{arch.family}, a model counted by transformers")
     if setup.checkpoint_every > 1 and setup.checkpointing is not Checkpointing.full:
         raise ZeroplanError("checkpoint_every applies to full checkpointing only (--checkpointing every:N)")
+    if setup.training_loop is not TrainingLoop.trainer:
+        raise ZeroplanError(f"--training-loop {setup.training_loop.value}: modelled for the families zeroplan "
+                            f"describes, not for {arch.family}, a model counted by transformers")
     flash = setup.attention is Attention.flash
     try:
         m = measure_activations(arch.hf_config_json, micro_batch=setup.micro_batch, seq_len=setup.seq_len,

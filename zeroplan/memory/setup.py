@@ -85,6 +85,20 @@ class Loss(str, Enum):
     liger = "liger"  # Liger Kernel LigerFusedLinearCrossEntropyLoss: no full logits
 
 
+class TrainingLoop(str, Enum):
+    """Whose loop runs the micro-steps, for what it keeps alive from one micro-step into the next (docs/activations.md).
+
+    trainer: HF Trainer, Accelerate, TRL, torchtune, torchtitan: a micro-step's outputs and graph are gone before the
+    next forward. litgpt: litgpt's finetune scripts on Lightning Fabric (Lightning-AI/litgpt@00af8b0
+    litgpt/finetune/lora.py lines 303-310): Fabric returns the logits in fp32 (HalfPrecision.convert_output), and the
+    loop's `logits` keeps the previous micro-step's, and through their grad_fn its graph, until the next forward
+    returns (memory.activations.loop).
+    """
+
+    trainer = "trainer"
+    litgpt = "litgpt"
+
+
 class PostTraining(str, Enum):
     """What the step trains on (docs/finetune.md, post-training): one batch of sequences, or preference pairs.
 
@@ -206,6 +220,7 @@ class TrainingSetup:
     loss: Loss = Loss.hf
     post_training: PostTraining = PostTraining.sft
     compile: Annotated[Flag, Field(description="torch.compile of each block (inductor): AOTAutograd's saved tensors")] = False
+    training_loop: TrainingLoop = TrainingLoop.trainer
 
     @property
     def checkpointing_label(self) -> str:

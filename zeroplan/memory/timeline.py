@@ -69,6 +69,12 @@ class ActivationProfile:
     transient: int = 0  # alive inside one layer's forward or backward only (a 4-bit base's dequantized weight)
     head_transient: int = 0  # alive while the head's matmul runs: in its forward, before the loss's, and backward
     reference: int = 0  # a reference model's no-grad forward (DPO, memory.reference): at the end of the policy's
+    # --training-loop litgpt (memory.activations.loop): the previous micro-step's tensors the loop holds, from the step's
+    # start to the end of this forward; the compute-dtype logits beside them while Fabric casts the logits to fp32;
+    # this micro-step's logits the loop holds after the loss's backward, through the backward and the optimizer step
+    carried: int = 0
+    handoff: int = 0
+    loop_held: int = 0
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -117,7 +123,9 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
                              loss=acts.loss_bytes, recompute=recompute, accumulating=accumulating,
                              layer_prefix=tuple(prefix), held=acts.held_bytes,
                              transient=getattr(acts, "dequant_bytes", 0),
-                             head_transient=getattr(acts, "head_dequant_bytes", 0))
+                             head_transient=getattr(acts, "head_dequant_bytes", 0),
+                             carried=getattr(acts, "carried_bytes", 0), handoff=getattr(acts, "handoff_bytes", 0),
+                             loop_held=getattr(acts, "loop_held_bytes", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +158,13 @@ class Timeline:
 def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
-    # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two
-    ends = max(prof.loss * m.loss, prof.head_transient * m.head) + prof.reference * m.loss
-    return (layers + prof.embedding * m.embedding + prof.head * m.head + ends
+    # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two;
+    # a loop's carried tensors die when the forward returns, before the loss (memory.activations.loop)
+    ends = max(prof.loss * m.loss, (prof.carried + max(prof.head_transient, prof.handoff)) * m.head * m.loss,
+               prof.head_transient * m.head) + prof.reference * m.loss
+    carried = prof.carried if m.phase in ("start", "forward") and not m.loss else 0
+    held = prof.loop_held if m.phase in ("backward", "step") and not m.head else 0
+    return (layers + prof.embedding * m.embedding + prof.head * m.head + ends + carried + held
             + prof.recompute * m.recompute + prof.transient * (m.layer is not None))
 
 
@@ -193,7 +205,7 @@ def _groups(skeleton: tuple[Moment, ...]) -> list[tuple[int, ...]]:
     groups: dict[tuple, list[int]] = {}
     for i, m in enumerate(skeleton):
         key = (m.phase, _static(m, False), _static(m, True), m.embedding, m.head, m.loss, m.recompute,
-               m.layer is not None)
+               m.layer is not None)  # carried and held follow phase, head and loss: alike within a group
         groups.setdefault(key, []).append(i)
     ordered = [tuple(sorted(g, key=lambda i: (skeleton[i].layers, -i))) for g in groups.values()]
     # within a group a later event with as many layers alive is never the first largest: keep rising layers only

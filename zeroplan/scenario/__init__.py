@@ -99,6 +99,7 @@ def setup_from(args: ScenarioArgs) -> TrainingSetup:
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
         checkpoint_every=every, loss=args.loss, post_training=args.post_training, compile=args.compile,
+        training_loop=args.training_loop,
     ))
 
 

@@ -19,6 +19,7 @@ from zeroplan.memory.setup import (
     Parallelism,
     PostTraining,
     Precision,
+    TrainingLoop,
     TrainingSetup,
 )
 
@@ -51,6 +52,7 @@ class ScenarioArgs:
     loss: Loss = _SETUP.loss
     post_training: PostTraining = _SETUP.post_training
     compile: bool = _SETUP.compile  # torch.compile of each block (memory.activations.compiled)
+    training_loop: TrainingLoop = _SETUP.training_loop  # what the loop keeps between micro-steps (activations.loop)
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None

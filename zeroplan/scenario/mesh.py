@@ -17,6 +17,9 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
     if args.compile:
         raise ZeroplanError("--compile: modelled on data parallelism only (measured on one whole block), not with "
                             "--tp/--pp/--cp/--ep")
+    if (loop := str(getattr(args.training_loop, "value", args.training_loop))) != "trainer":
+        raise ZeroplanError(f"--training-loop {loop}: modelled on data parallelism only (litgpt's "
+                            "finetune scripts), not with --tp/--pp/--cp/--ep")
     scn, config, found = scenario_config_and_file(args)
     if config is not None or scn.mesh is not None:
         raise ZeroplanError("--tp/--pp/--cp/--ep with a --deepspeed-config or a --from file's mesh: give the mesh "

@@ -115,7 +115,7 @@ STANDALONE = frozenset({
     "method", "tp", "pp", "cp", "ep", "units", "fmt", "html", "global_batch", "topology", "policy", "policy_file",
     "set", "emit_deepspeed", "emit_accelerate", "search_parallelism", "plans", "ignore", "strict", "output", "mfu",
     "sweep", "stages", "gpu_counts", "micro_batches", "assignments", "checkpointings", "offload_optimizers",
-    "offload_params", "calibration", "records", "plan", "save", "optimizer_impl",
+    "offload_params", "calibration", "records", "plan", "save", "optimizer_impl", "training_loop",
 })  # fmt: skip
 
 # Options that need another and are refused without it by their own check, in their own words (exit 1):

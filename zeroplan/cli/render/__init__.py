@@ -153,6 +153,9 @@ def activations_table(est: Estimate, unit: Unit) -> Table | None:
         if (value := getattr(acts, field)):
             table.add_row(label, f"{to_unit(value, unit):,.2f}")
     table.add_row("= activations", f"{to_unit(acts.total_bytes, unit):,.2f}", style="bold")
+    if acts.carried_bytes:  # --training-loop litgpt (memory.activations.loop): not in the micro-step's own total
+        table.add_row("+ the previous micro-step's, alive until this forward returns (training loop)",
+                      f"{to_unit(acts.carried_bytes, unit):,.2f}", style="dim")
     return table
 
 

@@ -25,6 +25,13 @@ from zeroplan.memory.activations.checkpointing import (
 )
 from zeroplan.memory.activations.compiled import COMPILE_ASSUMPTION, check_compile, compiled_terms
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
+from zeroplan.memory.activations.loop import (
+    carried_logits_bytes,
+    check_loop,
+    handoff_bytes,
+    litgpt_loss,
+    loop_assumption,
+)
 from zeroplan.memory.activations.loss import loss_assumption, loss_bytes
 from zeroplan.memory.activations.llama4 import chunk_mask_bytes
 from zeroplan.memory.activations.moe import layer_kinds, layer_variants, moe_assumptions
@@ -36,7 +43,7 @@ from zeroplan.memory.activations.terms import (
     recompute_held_bytes,
 )
 from zeroplan.memory.activations.traits import Traits, activation_saves, traits_of
-from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingSetup
+from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingLoop, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
 
@@ -85,6 +92,13 @@ class ActivationEstimate:
     # The same for a quantized output head (litgpt): alive while the head's matmul runs, in its forward (before the
     # loss's transient) and in the loss's backward; not in total_bytes.
     head_dequant_bytes: int = 0
+    # --training-loop litgpt (memory.activations.loop), none in total_bytes: the previous micro-step's tensors the loop
+    # still holds, alive until this forward returns (its fp32 logits; under bitsandbytes before 0.43.2 each 4-bit
+    # matmul's input); the compute-dtype logits alive while Fabric casts them to fp32; and what the loop holds of
+    # this micro-step after the loss's backward (its fp32 logits, through the backward and the optimizer step).
+    carried_bytes: int = 0
+    handoff_bytes: int = 0
+    loop_held_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:
@@ -99,6 +113,7 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     """
     traits = traits_of(arch)
     check_supported(arch, setup, traits.eager_only)
+    check_loop(setup)
     e = setup.precision.compute_bytes
     b, s = setup.micro_batch, setup.seq_len
     flash = setup.attention is Attention.flash and not traits.eager_only
@@ -113,7 +128,8 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         terms = compiled_terms(terms, arch, b * s)
         per_layer = layer_full = sum(t for _, t in terms)
         each, layers = (per_layer,) * arch.num_layers, per_layer * arch.num_layers
-    head = loss_bytes(arch, traits, b, s, e, setup.loss)
+    litgpt = setup.training_loop is TrainingLoop.litgpt
+    head = litgpt_loss(arch, b, s, e, chunked_head=False) if litgpt else loss_bytes(arch, traits, b, s, e, setup.loss)
     softcap = e * b * s * arch.vocab_size if head.softcap else 0
     loss = head.saved + head.transient
     recompute = max(0, _recompute_bytes(arch, traits, b, s, e, flash, ckpt, layer_full, setup.checkpoint_every)
@@ -141,6 +157,9 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         checkpointing=setup.checkpointing_label,
         loss=setup.loss.value,
         loss_transient_bytes=head.transient,
+        carried_bytes=carried_logits_bytes(arch, b, s) if litgpt else 0,
+        handoff_bytes=handoff_bytes(arch, b, s, e) if litgpt else 0,
+        loop_held_bytes=head.logits if litgpt else 0,
     )
 
 
@@ -232,7 +251,7 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("flash attention (SDPA flash/efficient, FlashAttention): q, k, v, output and fp32 log-sum-exp")
     else:
         notes.append("eager attention: score and probability matrices of a x s x s per layer")
-    notes.append(loss_assumption(traits, setup.loss))
+    notes.append(loss_assumption(traits, setup.loss) if (loop := loop_assumption(setup)) is None else loop)
     if setup.checkpointing is Checkpointing.full and setup.checkpoint_every > 1:
         notes.append(f"every:{setup.checkpoint_every} checkpointing (torchtitan layer SAC): layers "
                      f"{setup.checkpoint_every}, {2 * setup.checkpoint_every}, ... (from 1) keep only their input")

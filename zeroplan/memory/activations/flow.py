@@ -18,6 +18,7 @@ graph there): a frozen prefix saves nothing.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from zeroplan.memory.activations.attention import attention_terms
@@ -203,9 +204,12 @@ def wrapped_bytes(site: Site, router_copies: bool, grad_in: bool) -> int:
 
 
 @lru_cache(maxsize=1024)  # a LoRA's layers are alike: one computation per layer kind
-def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -> tuple[int, int, bool, bool]:
-    """One layer: (its full-training bytes, the fine-tune's delta, output needs a gradient, core saved anything)."""
+def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -> tuple[int, int, bool, bool, int]:
+    """One layer: (its full-training bytes, the fine-tune's delta, output needs a gradient, core saved anything, the
+    bytes of the inputs an old bitsandbytes MatMul4Bit keeps on its ctx: Site.held)."""
     traits = traits_of(kind)
+    held: list[int] = []
+    site = replace(site, held=held)
     attn = attention_terms(kind, traits, b, s, site.e, flash=flash, selective=False)
     mlp = mlp_norm_terms(kind, traits, site.t, site.e)
     mlp += moe_mlp_terms(kind, site.t, site.e, traits) if kind.is_moe else dense_mlp_terms(kind, traits, site.t, site.e)
@@ -217,5 +221,5 @@ def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -
     d_mlp, g_mlp = mlp_change(site, kind, dict(mlp), traits.norm, g2)
     delta = d_attn + d_mlp
     if not grad_in and not site.trained and not site.adapted:
-        delta = -full  # nothing trains and nothing flows in: autograd records nothing here
-    return full, delta, g2 or g_mlp, core
+        return full, -full, g2 or g_mlp, core, 0  # nothing trains and nothing flows in: autograd records nothing here
+    return full, delta, g2 or g_mlp, core, sum(held)

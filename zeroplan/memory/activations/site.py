@@ -14,7 +14,7 @@ MatMul4Bit keeps its input too, wherever the input needs a gradient (Site.quant_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from zeroplan.memory.activations.ops import FP32_BYTES, MASK_BYTES
 
@@ -34,6 +34,9 @@ class Site:
     dora: bool
     # bitsandbytes before 0.43.2: a 4-bit linear keeps its input wherever a gradient flows through it (memory/quant.py)
     quant_input: bool = False
+    # where readers() notes the bytes of each input such a MatMul4Bit keeps on its ctx (flow.layer_change sets it:
+    # a loop that holds the previous graph keeps them after the backward, memory.activations.loop); None: not noted
+    held: list[int] | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, prefix: str, trains, adapted, wrapped, t: int, e: int, a: int = 0, rank: int = 0,
@@ -98,6 +101,8 @@ def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in:
     shared = bool(adapters) and a == e and p == 0  # lora_A saves the input tensor itself, once for all of them
     quantized = site.quant_input and grad_in  # an old bitsandbytes MatMul4Bit keeps it (ctx.tensors = (A, B))
     delta = 0 if base or shared or quantized else -x_bytes
+    if quantized and site.held is not None:
+        site.held.append(site.e * site.t * width)  # the whole input, whoever else saves it
     for name in adapters:
         if p > 0:
             delta += a * t * width + (MASK_BYTES * t * width if grad_in else 0)

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from zeroplan.memory.activations.attention import recompute_extra_bytes
 from zeroplan.memory.activations.flow import layer_change
+from zeroplan.memory.activations.loop import litgpt_loss
 from zeroplan.memory.activations.loss import loss_bytes
 from zeroplan.memory.activations.moe import layer_kinds
 from zeroplan.memory.activations.ops import INDEX_BYTES, norm_bytes
@@ -30,6 +31,7 @@ from zeroplan.memory.activations.terms import (
 from zeroplan.memory.activations.traits import GEMMA_FAMILIES, traits_of
 from zeroplan.memory.finetune import unit_of
 from zeroplan.memory.quant import QloraStack, saves_matmul_input
+from zeroplan.memory.setup import TrainingLoop
 
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
@@ -60,6 +62,7 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     if spec.full:
         return acts
     if not modelled(arch):
+        acts = _looped(acts, arch, setup, 0)  # the inputs an old MatMul4Bit keeps are not walked: not carried
         return replace(acts, assumptions=acts.assumptions + (UPPER_BOUND.format(family=arch.family),))
     b, s, e = setup.micro_batch, setup.seq_len, setup.precision.compute_bytes
     t, flash = b * s, setup.attention.value == "flash"
@@ -67,16 +70,39 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     full_ckpt = setup.checkpointing.value == "full"
     # transformers' gradient_checkpointing_enable calls enable_input_require_grads (modeling_utils.py): under
     # checkpointing the embeddings' output requires grad, so a gradient flows from the first layer on
-    layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt)
+    held: list[int] = []  # the inputs an old MatMul4Bit keeps on its ctx (Site.held)
+    layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt, held)
     final = _head_change(arch, setup, tuning, t, e, embed=embed, grad=grad, cores=cores)
+    if _head_input_kept(arch, tuning, grad):
+        held.append(e * t * arch.hidden_size)
     dequant = dequantized_weight_bytes(tuning, e), dequantized_head_bytes(tuning, e)
+    acts = _looped(acts, arch, setup, sum(held))
     if not full_ckpt:
         deltas = tuple(d for _, d, _ in layers)
         return _with(acts, sum(deltas) + final, final, deltas=deltas, recompute=acts.recompute_bytes, dequant=dequant)
-    copy = loss_bytes(arch, traits_of(arch), b, s, e, setup.loss).transient
+    copy = _loss(arch, setup, e).transient
     raw = max(full + delta - own for full, delta, own in layers) + recompute_extra_bytes(arch, s)
     recompute = max(0, raw - copy)
     return _with(acts, final + recompute - acts.recompute_bytes, final, deltas=(), recompute=recompute, dequant=dequant)
+
+
+def _loss(arch, setup, e: int):
+    """The head and loss of an adapter fine-tune: litgpt's lora.py runs its head in chunks (memory.activations.loop)."""
+    b, s = setup.micro_batch, setup.seq_len
+    if setup.training_loop is TrainingLoop.litgpt:
+        return litgpt_loss(arch, b, s, e, chunked_head=True)
+    return loss_bytes(arch, traits_of(arch), b, s, e, setup.loss)
+
+
+def _looped(acts, arch, setup, held: int):
+    """`acts` with litgpt lora.py's loss (its head chunked) and the inputs an old MatMul4Bit keeps carried into the
+    next micro-step beside the logits (memory.activations.loop); unchanged under any other loop."""
+    if setup.training_loop is not TrainingLoop.litgpt:
+        return acts
+    loss = _loss(arch, setup, setup.precision.compute_bytes)
+    total = loss.saved + loss.transient
+    return replace(acts, loss_bytes=total, loss_transient_bytes=loss.transient,
+                   total_bytes=acts.total_bytes - acts.loss_bytes + total, carried_bytes=acts.carried_bytes + held)
 
 
 def keeps_matmul_input(spec) -> bool:
@@ -102,7 +128,7 @@ def dequantized_head_bytes(tuning, e: int) -> int:
     return e * tuning.head_quantized
 
 
-def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool):
+def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool, held: list[int]):
     """The layers in order: [(full-training bytes, delta, own input saved)], the last output's grad, any core's."""
     adapted = frozenset(tuning.adapted)
     by_layer: dict[int, list[str]] = {}
@@ -114,7 +140,8 @@ def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad:
         site = Site.of(f"model.layers.{i}.", [n for n in names if n in tuning.trainable_names],
                        [n for n in names if n in adapted], tuning.adapted_params, b * s, e, a,
                        spec.lora_rank, spec.lora_dropout, spec.dora, quant_input=keeps_matmul_input(spec))
-        full, delta, grad_out, core = layer_change(site, kind, b, s, flash, grad)
+        full, delta, grad_out, core, kept = layer_change(site, kind, b, s, flash, grad)
+        held.append(kept)
         own_input = layer_input_saved_bytes(kind, traits_of(kind), b, s, e) if grad else 0
         layers.append((full, delta, own_input))
         grad = grad_out
@@ -131,9 +158,8 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     head = "lm_head.weight" in trains or (arch.tie_word_embeddings and embed)
     site = Site.of("model.", [n for n in trains if unit_of(n) == 0], (), (), t, e)
     delta = norm_change(site, "norm", traits.norm, norm_bytes(traits.norm, t, h, e), t, h, grad)
-    head_quantized = tuning.spec.qlora_stack is QloraStack.litgpt and not arch.tie_word_embeddings
-    kept = head_quantized and keeps_matmul_input(tuning.spec) and grad  # an old MatMul4Bit keeps the head's input
-    if not head and not kept and loss_bytes(arch, traits, setup.micro_batch, setup.seq_len, e, setup.loss).head_input_saved:
+    kept = _head_input_kept(arch, tuning, grad)
+    if not head and not kept and _loss(arch, setup, e).head_input_saved:
         delta -= e * t * h
     if not embed:
         delta -= INDEX_BYTES * t + (e if arch.family in GEMMA_FAMILIES else 0)
@@ -141,6 +167,12 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     tables = sum(v for n, v in embedding_terms(arch, traits, setup.micro_batch, setup.seq_len, e)
                  if n.startswith("rotary"))
     return delta - tables // sets * (sets - len(cores))
+
+
+def _head_input_kept(arch, tuning, grad: bool) -> bool:
+    """litgpt quantizes the head too: an old MatMul4Bit keeps its input wherever a gradient flows into it."""
+    head_quantized = tuning.spec.qlora_stack is QloraStack.litgpt and not arch.tie_word_embeddings
+    return head_quantized and keeps_matmul_input(tuning.spec) and grad
 
 
 def _with(acts, delta: int, final: int, *, deltas: tuple[int, ...], recompute: int, dequant: tuple[int, int]):
