@@ -45,7 +45,7 @@ def test_trainer_loop_carries_nothing_and_litgpt_carries_the_previous_fp32_logit
     t = LORA["micro_batch"] * LORA["seq_len"]
     assert (trainer.carried_bytes, trainer.handoff_bytes, trainer.loop_held_bytes) == (0, 0, 0)
     assert litgpt.carried_bytes == FP32_BYTES * t * V  # a 16-bit base keeps no input on a ctx
-    assert litgpt.handoff_bytes == 2 * t * V  # the bf16 logits while Fabric casts them
+    assert litgpt.handoff_bytes == 2 * t * V  # the bf16 logits the head makes, alive while Fabric casts them
     assert litgpt.logits_bytes == litgpt.loop_held_bytes == FP32_BYTES * t * V
 
 
@@ -70,8 +70,14 @@ def test_the_timeline_holds_the_carried_bytes_until_the_forward_returns():
     end = by_name[END_OF_FORWARD].by_category()["activations"]
     # the end of the forward: every layer, the head's fp32 logits and the larger of the loss and the hand-off
     # (carried + the bf16 logits while they are cast, or + the head's dequantized weight)
-    layers_and_head = end - max(litgpt.loss_bytes, litgpt.carried_bytes + max(litgpt.handoff_bytes, litgpt.head_dequant_bytes))
-    assert layers_and_head == litgpt.layers_bytes + litgpt.embedding_bytes + litgpt.final_norm_bytes + litgpt.logits_bytes
+    # the end of the forward: every layer, the head's fp32 logits, and the largest of three moments: the head's matmul
+    # (its dequantized weight beside the bf16 logits, before the fp32 copy exists), Fabric's cast (the bf16 logits
+    # beside the fp32 copy) and the loss; the carried bytes die when the forward returns, before the loss
+    fp32_minus_bf16 = litgpt.loop_held_bytes - litgpt.handoff_bytes
+    ends = max(litgpt.loss_bytes, litgpt.head_dequant_bytes,
+               litgpt.carried_bytes + litgpt.head_dequant_bytes - fp32_minus_bf16,
+               litgpt.carried_bytes + litgpt.handoff_bytes)
+    assert end - ends == litgpt.layers_bytes + litgpt.embedding_bytes + litgpt.final_norm_bytes + litgpt.logits_bytes
     # after the loss's backward the loop still holds this micro-step's fp32 logits, through the optimizer step
     step_trainer = {ev.name: ev for ev in tl_trainer.events}[STEP].by_category()["activations"]
     assert by_name[STEP].by_category()["activations"] - step_trainer == litgpt.loop_held_bytes
@@ -108,3 +114,13 @@ def test_a_mesh_is_refused_and_the_assumption_names_the_loop():
     est = api.estimate(**LORA, training_loop="litgpt")
     assert any(a.startswith("training loop litgpt (Lightning Fabric)") for a in est.assumptions)
     assert not any("training loop" in a for a in api.estimate(**LORA).assumptions)
+
+
+def test_lightnings_quantizer_dequantizes_to_fp16_then_casts_two_copies_alive():
+    """litgpt's QLoRA: Lightning quantizes weight.to(torch.half), so bitsandbytes 0.42.0 dequantizes to fp16 and
+    MatMul4Bit casts to bf16: the fp16 copy beside the bf16 one; peft's quantizer keeps the bf16 state: one copy."""
+    _, lit, _ = _acts(**QLORA)
+    _, trl, _ = _acts(**{**QLORA, "qlora_stack": "trl"})
+    h, inter = 4096, 14336
+    assert lit.dequant_bytes == (2 + 2) * inter * h and trl.dequant_bytes == 2 * inter * h
+    assert lit.head_dequant_bytes == (2 + 2) * V * h and trl.head_dequant_bytes == 0  # peft leaves the head alone

@@ -160,8 +160,12 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
     # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two;
     # a loop's carried tensors die when the forward returns, before the loss (memory.activations.loop)
-    ends = max(prof.loss * m.loss, (prof.carried + max(prof.head_transient, prof.handoff)) * m.head * m.loss,
-               prof.head_transient * m.head) + prof.reference * m.loss
+    ends = max(prof.loss * m.loss, prof.head_transient * m.head) + prof.reference * m.loss
+    if prof.carried and m.loss:
+        # the head's matmul runs before Fabric's fp32 copy exists (only the compute-dtype logits do), the copy is
+        # made beside them (none in fp32), then the forward returns and the loss runs
+        ends = max(ends, prof.carried + prof.head_transient - (prof.loop_held - prof.handoff),
+                   prof.carried + (prof.handoff if prof.handoff < prof.loop_held else 0))
     carried = prof.carried if m.phase in ("start", "forward") and not m.loss else 0
     held = prof.loop_held if m.phase in ("backward", "step") and not m.head else 0
     return (layers + prof.embedding * m.embedding + prof.head * m.head + ends + carried + held

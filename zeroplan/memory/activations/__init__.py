@@ -94,8 +94,8 @@ class ActivationEstimate:
     head_dequant_bytes: int = 0
     # --training-loop litgpt (memory.activations.loop), none in total_bytes: the previous micro-step's tensors the loop
     # still holds, alive until this forward returns (its fp32 logits; under bitsandbytes before 0.43.2 each 4-bit
-    # matmul's input); the compute-dtype logits alive while Fabric casts them to fp32; and what the loop holds of
-    # this micro-step after the loss's backward (its fp32 logits, through the backward and the optimizer step).
+    # matmul's input); the compute-dtype logits the head makes before Fabric casts them to fp32; and what the loop
+    # holds of this micro-step after the loss's backward (its fp32 logits, through the backward and the optimizer step).
     carried_bytes: int = 0
     handoff_bytes: int = 0
     loop_held_bytes: int = 0

@@ -53,8 +53,9 @@ def litgpt_loss(arch, b: int, s: int, e: int, chunked_head: bool) -> LossBytes:
 
 
 def handoff_bytes(arch, b: int, s: int, e: int) -> int:
-    """The compute-dtype logits alive while Fabric's convert_output makes their fp32 copy (none in fp32)."""
-    return e * b * s * arch.vocab_size if e < FP32_BYTES else 0
+    """The compute-dtype logits the head makes before Fabric's convert_output copies them to fp32 (in fp32 they are
+    the logits themselves: no copy)."""
+    return e * b * s * arch.vocab_size
 
 
 def carried_logits_bytes(arch, b: int, s: int) -> int:

@@ -31,7 +31,7 @@ from zeroplan.memory.activations.terms import (
 from zeroplan.memory.activations.traits import GEMMA_FAMILIES, traits_of
 from zeroplan.memory.finetune import unit_of
 from zeroplan.memory.quant import QloraStack, saves_matmul_input
-from zeroplan.memory.setup import TrainingLoop
+from zeroplan.memory.setup import Precision, TrainingLoop
 
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
@@ -75,7 +75,7 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     final = _head_change(arch, setup, tuning, t, e, embed=embed, grad=grad, cores=cores)
     if _head_input_kept(arch, tuning, grad):
         held.append(e * t * arch.hidden_size)
-    dequant = dequantized_weight_bytes(tuning, e), dequantized_head_bytes(tuning, e)
+    dequant = dequantized_weight_bytes(tuning, e, setup), dequantized_head_bytes(tuning, e, setup)
     acts = _looped(acts, arch, setup, sum(held))
     if not full_ckpt:
         deltas = tuple(d for _, d, _ in layers)
@@ -110,8 +110,25 @@ def keeps_matmul_input(spec) -> bool:
     return spec.quant.four_bit and spec.qlora_stack is not QloraStack.torchtune and saves_matmul_input(spec.bnb_version)
 
 
-def dequantized_weight_bytes(tuning, e: int) -> int:
-    """The weight bitsandbytes dequantizes for one quantized linear's matmul: e x its elements, the largest one's.
+# Lightning's BitsandbytesPrecision quantizes `weight.to(dtype=torch.half)` (lightning==2.4.0
+# src/lightning/fabric/plugins/precision/bitsandbytes.py _NF4Linear.quantize), so the quant state's dtype is fp16
+# (bitsandbytes@0.42.0 functional.py quantize_4bit: QuantState(dtype=A.dtype)) and dequantize_4bit returns fp16
+# (`torch.empty(quant_state.shape, dtype=quant_state.dtype)`), which MatMul4Bit casts to the input's dtype
+# (`F.dequantize_4bit(B, quant_state).to(A.dtype)`, autograd/_functions.py@0.42.0, forward and backward): while
+# it casts, the fp16 copy is alive beside the compute-dtype one
+LIGHTNING_STATE_BYTES = 2
+
+
+def _state_copy_bytes(tuning, setup) -> int:
+    """Bytes per element of the fp16 copy a Lightning-quantized weight dequantizes to before its cast (none in fp16)."""
+    spec = tuning.spec
+    lightning = spec.quant.four_bit and spec.qlora_stack is QloraStack.litgpt
+    return LIGHTNING_STATE_BYTES if lightning and setup.precision is not Precision.fp16_mixed else 0
+
+
+def dequantized_weight_bytes(tuning, e: int, setup=None) -> int:
+    """The weight bitsandbytes dequantizes for one quantized linear's matmul: e x its elements, the largest one's
+    (and its fp16 copy under Lightning's quantizer, which dequantizes to fp16 first: LIGHTNING_STATE_BYTES).
 
     Transient, alive inside that linear's forward and backward (and its recompute), never saved. Sources,
     bitsandbytes==0.50.2: autograd/_functions.py MatMul4Bit.forward calls gemm_4bit, whose CUDA kernel
@@ -120,12 +137,13 @@ def dequantized_weight_bytes(tuning, e: int) -> int:
     always does (`F.dequantize_4bit(B, ctx.state).to(grad_output.dtype)`). LLM.int8's MatMul8bitLt backward
     rebuilds CB x SCB / 127 in the input dtype the same way.
     """
-    return e * tuning.largest_quantized
+    return (e + (_state_copy_bytes(tuning, setup) if setup else 0)) * tuning.largest_quantized
 
 
-def dequantized_head_bytes(tuning, e: int) -> int:
-    """A quantized output head's dequantized weight (litgpt quantizes it): e V h, alive while the head's matmul runs."""
-    return e * tuning.head_quantized
+def dequantized_head_bytes(tuning, e: int, setup=None) -> int:
+    """A quantized output head's dequantized weight (litgpt quantizes it): e V h (and its fp16 copy under
+    Lightning's quantizer), alive while the head's matmul runs."""
+    return (e + (_state_copy_bytes(tuning, setup) if setup else 0)) * tuning.head_quantized
 
 
 def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool, held: list[int]):
