@@ -62,7 +62,7 @@ def test_an_old_bitsandbytes_adds_every_4bit_input_it_keeps_and_a_new_one_none()
 
 
 def test_the_timeline_holds_the_carried_bytes_until_the_forward_returns():
-    _, trainer, tl_trainer = _acts(**QLORA)
+    _, trainer, tl_trainer = _acts(**QLORA, training_loop="trainer")
     _, litgpt, tl = _acts(**QLORA, training_loop="litgpt")
     by_name = {ev.name: ev for ev in tl.events}
     start = by_name[START].by_category()["activations"]
@@ -119,8 +119,18 @@ def test_a_mesh_is_refused_and_the_assumption_names_the_loop():
 def test_lightnings_quantizer_dequantizes_to_fp16_then_casts_two_copies_alive():
     """litgpt's QLoRA: Lightning quantizes weight.to(torch.half), so bitsandbytes 0.42.0 dequantizes to fp16 and
     MatMul4Bit casts to bf16: the fp16 copy beside the bf16 one; peft's quantizer keeps the bf16 state: one copy."""
-    _, lit, _ = _acts(**QLORA)
+    _, lit, _ = _acts(**QLORA, training_loop="trainer")
     _, trl, _ = _acts(**{**QLORA, "qlora_stack": "trl"})
     h, inter = 4096, 14336
     assert lit.dequant_bytes == (2 + 2) * inter * h and trl.dequant_bytes == 2 * inter * h
     assert lit.head_dequant_bytes == (2 + 2) * V * h and trl.head_dequant_bytes == 0  # peft leaves the head alone
+
+
+def test_litgpts_qlora_stack_runs_litgpts_loop_unless_told_otherwise():
+    """--qlora-stack litgpt is litgpt's finetune scripts, so their loop is the default; --training-loop overrides."""
+    _, stack, _ = _acts(**QLORA)
+    _, told, _ = _acts(**QLORA, training_loop="litgpt")
+    _, trainer, _ = _acts(**QLORA, training_loop="trainer")
+    assert stack == told and stack.carried_bytes > 0 and trainer.carried_bytes == 0
+    _, peft, _ = _acts(**{**QLORA, "qlora_stack": "peft"})
+    assert peft.carried_bytes == 0

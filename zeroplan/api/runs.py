@@ -76,7 +76,7 @@ def estimate(
     loss: Loss | str = _SETUP.loss,
     post_training: PostTraining | str = _SETUP.post_training,
     compile: bool = _SETUP.compile,
-    training_loop: TrainingLoop | str = _SETUP.training_loop,
+    training_loop: TrainingLoop | str | None = None,
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
     engine: Engine | str = Engine.deepspeed,
@@ -139,7 +139,7 @@ def estimate(
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
     the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md). `reduce_dtype`,
     `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md). `compile`: torch.compile
-    of each block, as --compile; `training_loop`: "trainer" or "litgpt", as --training-loop (docs/activations.md).
+    of each block, as --compile; `training_loop`: "trainer" or "litgpt", as --training-loop (None: litgpt under `qlora_stack="litgpt"`, else trainer; docs/activations.md).
     """
     options = dict(locals())
     check_needs(estimate, options)

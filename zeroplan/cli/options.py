@@ -181,7 +181,7 @@ ENGINE_SETTINGS = group(
 BLOCK_SETTINGS = group(
     TRAINING_PANEL,
     option("compile", bool, SETUP.compile, "--compile", help="torch.compile of each block (inductor; torchtitan, torchtune): the saved tensors AOTAutograd's partitioner keeps, measured on CPU for Llama-style dense models."),
-    option("training_loop", TrainingLoop, SETUP.training_loop, "--training-loop", help="Whose loop runs the micro-steps: trainer (HF Trainer, Accelerate, TRL, torchtune, torchtitan: nothing kept between them) or litgpt (Lightning Fabric: fp32 logits, the previous micro-step's logits and graph alive until the next forward returns)."),
+    option("training_loop", Optional[TrainingLoop], None, "--training-loop", help="Whose loop runs the micro-steps: trainer (HF Trainer, Accelerate, TRL, torchtune, torchtitan: nothing kept between them) or litgpt (Lightning Fabric: fp32 logits, the previous micro-step's logits and graph alive until the next forward returns). Default: litgpt under --qlora --qlora-stack litgpt, else trainer."),
 )
 OFFLOAD = group(
     ENGINE_PANEL,

@@ -52,7 +52,8 @@ class ScenarioArgs:
     loss: Loss = _SETUP.loss
     post_training: PostTraining = _SETUP.post_training
     compile: bool = _SETUP.compile  # torch.compile of each block (memory.activations.compiled)
-    training_loop: TrainingLoop = _SETUP.training_loop  # what the loop keeps between micro-steps (activations.loop)
+    # what the loop keeps between micro-steps (activations.loop); None: litgpt's under --qlora-stack litgpt, else trainer
+    training_loop: TrainingLoop | None = None
     offload_optimizer: OffloadDevice = OffloadDevice.none
     offload_param: OffloadDevice = OffloadDevice.none
     reduce_bucket_size: str | None = None

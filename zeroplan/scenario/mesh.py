@@ -17,7 +17,7 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
     if args.compile:
         raise ZeroplanError("--compile: modelled on data parallelism only (measured on one whole block), not with "
                             "--tp/--pp/--cp/--ep")
-    if (loop := str(getattr(args.training_loop, "value", args.training_loop))) != "trainer":
+    if (loop := str(getattr(args.training_loop, "value", args.training_loop))) not in ("trainer", "None"):
         raise ZeroplanError(f"--training-loop {loop}: modelled on data parallelism only (litgpt's "
                             "finetune scripts), not with --tp/--pp/--cp/--ep")
     scn, config, found = scenario_config_and_file(args)
