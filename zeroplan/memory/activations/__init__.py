@@ -85,6 +85,8 @@ class ActivationEstimate:
     # The same for a quantized output head (litgpt): alive while the head's matmul runs, in its forward (before the
     # loss's transient) and in the loss's backward; not in total_bytes.
     head_dequant_bytes: int = 0
+    # The loss's backward at its high-water mark (memory.activations.loss LossBytes.backward); 0 = not modelled.
+    loss_backward_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:
@@ -141,6 +143,7 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         checkpointing=setup.checkpointing_label,
         loss=setup.loss.value,
         loss_transient_bytes=head.transient,
+        loss_backward_bytes=head.backward,
     )
 
 
