@@ -81,11 +81,13 @@ def liger_transient_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
 
 
 def loss_assumption(traits: Traits, loss: Loss) -> str:
+    backward = ("; its backward holds the saved log-softmax and two T x V gradients, the logits already dropped by "
+                "the loop (HF Trainer, torchtitan)")
     if loss is Loss.hf:
         return ("loss: HF ForCausalLMLoss upcasts logits to fp32 before cross-entropy" if traits.loss_upcast else
-                "loss: HF cross-entropy on the compute-dtype logits (T5's CrossEntropyLoss)")
+                "loss: HF cross-entropy on the compute-dtype logits (T5's CrossEntropyLoss)") + backward
     if loss is Loss.no_upcast:
-        return "loss: cross-entropy on the compute-dtype logits (no fp32 upcast)"
+        return "loss: cross-entropy on the compute-dtype logits (no fp32 upcast)" + backward
     if loss is Loss.chunked:
         return (f"loss: torchtune CEWithChunkedOutputLoss, {TORCHTUNE_OUTPUT_CHUNKS} chunks upcast one at a time, "
                 "eager (not torch.compile'd)")
