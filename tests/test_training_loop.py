@@ -134,3 +134,16 @@ def test_litgpts_qlora_stack_runs_litgpts_loop_unless_told_otherwise():
     assert stack == told and stack.carried_bytes > 0 and trainer.carried_bytes == 0
     _, peft, _ = _acts(**{**QLORA, "qlora_stack": "peft"})
     assert peft.carried_bytes == 0
+
+
+def test_litgpts_loss_backward_keeps_the_logits_the_loop_holds_and_two_chunk_gradients():
+    """The loop holds the fp32 logits through the backward; chunked_cross_entropy's first chunk backward holds every
+    chunk's saved log-softmax and that chunk's two gradients (b x 128 rows for lora.py's chunked head)."""
+    est, acts, tl = _acts(**LORA, training_loop="litgpt")
+    b, s = LORA["micro_batch"], LORA["seq_len"]
+    chunk = FP32_BYTES * b * LITGPT_HEAD_CHUNK * V
+    assert acts.loss_backward_bytes == acts.logits_bytes + FP32_BYTES * b * s * V + INDEX_BYTES * b * s + 2 * chunk
+    by_name = {ev.name: ev.by_category()["activations"] for ev in tl.events}
+    own = acts.loss_backward_bytes - acts.logits_bytes
+    assert by_name[LOSS_BACKWARD] == (acts.layers_bytes + acts.embedding_bytes + acts.final_norm_bytes
+                                      + acts.logits_bytes + max(own, acts.head_dequant_bytes))

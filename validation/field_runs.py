@@ -7,8 +7,9 @@ Each run zeroplan can express is estimated with `zeroplan estimate ARGS -f json`
 itself) and compared with its measured per-GPU peak. The figure compared depends on what was measured, since
 the counters see different things (docs/validation.md, "What is compared"):
 
-- nvidia-smi (or NVML) and unstated counters: zeroplan's whole peak;
-- max_memory_reserved: the peak less the CUDA context and NCCL buffers, which live outside PyTorch's allocator;
+- nvidia-smi (or NVML) and unstated counters: zeroplan's whole peak, plus what it reports reserved beyond the peak
+  (`reserved_beyond_peak`: FSDP2's stream pools, which the caching allocator keeps for those streams);
+- max_memory_reserved: the same less the CUDA context and NCCL buffers, which live outside PyTorch's allocator;
 - peak_memory_active / max_memory_allocated: the peak less all of zeroplan's overhead (context, NCCL and the
   allocator's fragmentation margin).
 
@@ -128,10 +129,11 @@ def estimate(args: list[str]) -> dict:
 def compared_bytes(stage: dict, measurement: str) -> int:
     """The part of zeroplan's peak that the measurement's counter sees."""
     total = stage["gpu_bytes"]["total"]
+    reserved = sum(t["bytes"] for t in stage.get("reserved_beyond_peak", []))  # FSDP2's stream pools
     if measurement in ("nvidia-smi", "unstated"):
-        return total
+        return total + reserved
     if measurement == "max_memory_reserved":
-        return total - sum(t["bytes"] for t in stage["overhead"] if t["name"] in OUTSIDE_ALLOCATOR)
+        return total + reserved - sum(t["bytes"] for t in stage["overhead"] if t["name"] in OUTSIDE_ALLOCATOR)
     return total - stage["gpu_bytes"]["overhead"]
 
 

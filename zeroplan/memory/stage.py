@@ -125,6 +125,15 @@ class StageEstimate:
         return self.timeline.peak
 
     @property
+    def reserved_beyond_peak(self) -> tuple[Term, ...]:
+        """What the caching allocator also keeps reserved beyond the peak (memory.engines.streams): counted by
+        max_memory_reserved and nvidia-smi, not in `total` (freed before an allocation would fail)."""
+        from zeroplan.memory.engines.streams import reserved_terms
+
+        moments, layers = skeleton_of(self.base, self.profile)
+        return reserved_terms(moments, build_timeline(moments, layers, self.profile), self.profile, self.peak_bytes)
+
+    @property
     def overhead(self) -> tuple[Term, ...]:
         """The overhead lines, named; built on demand (a sweep needs only their sum)."""
         return () if self.overheads is None else overhead_terms(self.overhead_sizes, self.overheads)

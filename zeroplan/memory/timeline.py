@@ -51,6 +51,15 @@ class Moment:
     head: bool = False
     loss: bool = False
     recompute: bool = False
+    loss_backward: bool = False  # the loss's own backward (log_softmax's and nll_loss's), the logits freed
+    # What an engine's own streams keep reserved (memory.engines.streams), and the part of it this event's buffers
+    # hold; the rest less the gradients (allocated on such a stream) is cached there: reserved, not allocated
+    stream_pool: int = 0
+    stream_live: int = 0
+
+    def stream_cached(self, accumulating: bool) -> int:
+        grads = self.grads_accumulated if accumulating else self.gradients
+        return max(0, self.stream_pool - self.stream_live - grads) if self.stream_pool else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +84,11 @@ class ActivationProfile:
     carried: int = 0
     handoff: int = 0
     loop_held: int = 0
+    # The loss's backward at its high-water mark less the logits, which the loop has dropped by then (HF Trainer's
+    # compute_loss returns the loss alone; torchtitan's train.py `del pred`): in place of the head's logits
+    loss_backward: int = 0
+    # Reserved, not allocated, at the loss's backward (memory.engines.streams.reserved_terms): the freed logits' block
+    loss_hole: int = 0
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -125,7 +139,11 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
                              transient=getattr(acts, "dequant_bytes", 0),
                              head_transient=getattr(acts, "head_dequant_bytes", 0),
                              carried=getattr(acts, "carried_bytes", 0), handoff=getattr(acts, "handoff_bytes", 0),
-                             loop_held=getattr(acts, "loop_held_bytes", 0))
+                             loop_held=getattr(acts, "loop_held_bytes", 0),
+                             loss_backward=max(0, getattr(acts, "loss_backward_bytes", 0) - acts.logits_bytes),
+                             # a loop that holds the logits (litgpt) frees no block beside them
+                             loss_hole=acts.logits_bytes if getattr(acts, "loss_backward_bytes", 0)
+                             and acts.loss_transient_bytes and not getattr(acts, "loop_held_bytes", 0) else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +176,11 @@ class Timeline:
 def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     # Without layer events (a model of one unit), the layers' activations live as long as the embedding's.
     layers = prof.layers_alive(m.layers, num_layers) if num_layers else prof.layers_bytes * m.embedding
-    # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two;
-    # a loop's carried tensors die when the forward returns, before the loss (memory.activations.loop)
-    ends = max(prof.loss * m.loss, prof.head_transient * m.head) + prof.reference * m.loss
+    # the head's matmul and the loss run one after the other: the end of the forward holds the larger of the two,
+    # as does the loss's backward (its own tensors, then the head matmul's backward); a loop's carried tensors die
+    # when the forward returns, before the loss (memory.activations.loop)
+    ends = (max(prof.loss * m.loss, prof.head_transient * m.head, prof.loss_backward * m.loss_backward)
+            + prof.reference * m.loss)
     if prof.carried and m.loss:
         # the head's matmul runs before Fabric's fp32 copy exists (only the compute-dtype logits do), the copy is
         # made beside them (none in fp32), then the forward returns and the loss runs
@@ -209,7 +229,7 @@ def _groups(skeleton: tuple[Moment, ...]) -> list[tuple[int, ...]]:
     groups: dict[tuple, list[int]] = {}
     for i, m in enumerate(skeleton):
         key = (m.phase, _static(m, False), _static(m, True), m.embedding, m.head, m.loss, m.recompute,
-               m.layer is not None)  # carried and held follow phase, head and loss: alike within a group
+               m.loss_backward, m.layer is not None)  # carried and held follow phase, head and loss
         groups.setdefault(key, []).append(i)
     ordered = [tuple(sorted(g, key=lambda i: (skeleton[i].layers, -i))) for g in groups.values()]
     # within a group a later event with as many layers alive is never the first largest: keep rising layers only
@@ -242,7 +262,7 @@ def step_moments(num_layers: int, at) -> list[Moment]:
     out = [at(START, "start", None)]
     out += [at(forward_name(i), "forward", i, layers=i + 1, embedding=True) for i in range(num_layers)]
     out.append(at(END_OF_FORWARD, "forward", None, layers=num_layers, embedding=True, head=True, loss=True))
-    out.append(at(LOSS_BACKWARD, "backward", None, layers=num_layers, embedding=True, head=True))
+    out.append(at(LOSS_BACKWARD, "backward", None, layers=num_layers, embedding=True, head=True, loss_backward=True))
     out += [at(backward_name(i), "backward", i, layers=i + 1, embedding=True, recompute=True)
             for i in reversed(range(num_layers))]
     out.append(at(EMBEDDING_BACKWARD, "backward", None, embedding=True))

@@ -33,6 +33,7 @@ def stage_view(s: StageEstimate) -> dict:
         "timeline": timeline_view(s.timeline),
         "buffers": [_term(t) for t in s.buffers],
         "overhead": [_term(t) for t in s.overhead],
+        "reserved_beyond_peak": [_term(t) for t in s.reserved_beyond_peak],
         "cpu_bytes_per_node": s.cpu_bytes_per_node,
         "cpu_terms_per_gpu": [_term(t) for t in s.cpu_terms],
         "nvme_bytes_per_node": s.nvme_bytes_per_node,

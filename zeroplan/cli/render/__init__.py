@@ -79,10 +79,10 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
 def buffers_table(est: Estimate, unit: Unit) -> Table | None:
     """Every engine buffer and overhead line per stage, with its phase and source."""
     names: dict[str, str] = {}
-    for group in ("buffers", "overhead"):
+    for group in ("buffers", "overhead", "reserved_beyond_peak"):
         for s in est.stages:
             for t in getattr(s, group):
-                names.setdefault(t.name, t.phase.value)
+                names.setdefault(t.name, "reserved, not in the peak" if group == "reserved_beyond_peak" else t.phase.value)
     if not names:
         return None
     table = Table(title="buffers and overhead", title_justify="left", show_edge=False)
@@ -93,7 +93,7 @@ def buffers_table(est: Estimate, unit: Unit) -> Table | None:
     for name, where in names.items():
         cells = []
         for s in est.stages:
-            match = [t.bytes for t in (*s.buffers, *s.overhead) if t.name == name]
+            match = [t.bytes for t in (*s.buffers, *s.overhead, *s.reserved_beyond_peak) if t.name == name]
             cells.append(f"{to_unit(match[0], unit):,.2f}" if match else "-")
         table.add_row(name, *cells, where)
     return table

@@ -99,6 +99,8 @@ class ActivationEstimate:
     carried_bytes: int = 0
     handoff_bytes: int = 0
     loop_held_bytes: int = 0
+    # The loss's backward at its high-water mark (memory.activations.loss LossBytes.backward); 0 = not modelled.
+    loss_backward_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:
@@ -160,6 +162,7 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         carried_bytes=carried_logits_bytes(arch, b, s) if litgpt else 0,
         handoff_bytes=handoff_bytes(arch, b, s, e) if litgpt else 0,
         loop_held_bytes=head.logits if litgpt else 0,
+        loss_backward_bytes=head.backward,
     )
 
 

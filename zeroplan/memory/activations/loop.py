@@ -27,7 +27,7 @@ activation element).
 from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.activations.loss import LossBytes
+from zeroplan.memory.activations.loss import LOSS_BACKWARD_TENSORS, LossBytes
 from zeroplan.memory.activations.ops import FP32_BYTES, INDEX_BYTES
 from zeroplan.memory.setup import Loss, TrainingLoop
 
@@ -44,12 +44,17 @@ def check_loop(setup) -> None:
 
 def litgpt_loss(arch, b: int, s: int, e: int, chunked_head: bool) -> LossBytes:
     """The head and loss of a litgpt micro-step (module docstring): fp32 logits kept, their log-softmax saved, the
-    shifted slice's copy while the loss runs."""
+    shifted slice's copy while the loss runs. Its backward: the loop still holds the logits, every chunk's saved
+    log-softmax is alive when the first chunk's backward makes its two gradients (memory.activations.loss
+    LOSS_BACKWARD_TENSORS), a chunk of b x 128 rows (lora.py's head chunks) or 128 rows (full.py's flat split)."""
     t, vocab = b * s, arch.vocab_size
     sliced = (s - LITGPT_HEAD_CHUNK * ((s - 1) // LITGPT_HEAD_CHUNK) if chunked_head else s) - 1
     copy = FP32_BYTES * b * sliced * vocab if b > 1 else 0
-    return LossBytes(logits=FP32_BYTES * t * vocab, saved=FP32_BYTES * t * vocab + INDEX_BYTES * t, transient=copy,
-                     head_input_saved=True, softcap=bool(arch.final_logit_softcapping))
+    logits, saved = FP32_BYTES * t * vocab, FP32_BYTES * t * vocab + INDEX_BYTES * t
+    rows = min(t, (b if chunked_head else 1) * LITGPT_HEAD_CHUNK)
+    gradients = (LOSS_BACKWARD_TENSORS - 1) * FP32_BYTES * rows * vocab
+    return LossBytes(logits=logits, saved=saved, transient=copy, head_input_saved=True,
+                     softcap=bool(arch.final_logit_softcapping), backward=logits + saved + gradients)
 
 
 def handoff_bytes(arch, b: int, s: int, e: int) -> int:

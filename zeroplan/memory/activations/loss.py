@@ -27,6 +27,10 @@ from zeroplan.models.architecture import Architecture
 # torchtune CEWithChunkedOutputLoss(num_output_chunks: int = 8)
 TORCHTUNE_OUTPUT_CHUNKS = 8
 MASK_BYTES = 1  # Liger's target_mask (bool)
+# cross_entropy = log_softmax + nll_loss (torch==2.13.0:aten/src/ATen/native/LossNLL.cpp cross_entropy_loss);
+# their backward (tools/autograd/derivatives.yaml): nll_loss_backward makes a dense T x V gradient (zeros, then
+# scatter), _log_softmax_backward_data(grad, output, ...) reads it and the saved output and returns a third
+LOSS_BACKWARD_TENSORS = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +40,9 @@ class LossBytes:
     transient: int  # alive only while the loss's forward runs, freed before the backward starts
     head_input_saved: bool  # the LM head matmul saves its input (Liger's kernel saves grad_input instead)
     softcap: bool  # a b x s x V soft-capping tanh output exists (Liger soft-caps inside the kernel)
+    # The loss's backward at its high-water mark: log_softmax's saved output, the gradient nll_loss_backward hands
+    # it and the one _log_softmax_backward_data returns (3 T V in the log-softmax dtype) + labels; 0 = not modelled
+    backward: int = 0
 
 
 def loss_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, loss: Loss) -> LossBytes:
@@ -51,8 +58,9 @@ def loss_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, loss:
         copy = FP32_BYTES * b * -(-s // TORCHTUNE_OUTPUT_CHUNKS) * vocab if upcast else 0  # the largest chunk
     else:
         copy = FP32_BYTES * t * vocab if upcast else 0
+    backward = LOSS_BACKWARD_TENSORS * log_softmax * t * vocab + labels if loss is not Loss.chunked else 0
     return LossBytes(logits=e * t * vocab, saved=log_softmax * t * vocab + labels, transient=copy,
-                     head_input_saved=True, softcap=softcap)
+                     head_input_saved=True, softcap=softcap, backward=backward)
 
 
 def liger_chunk_rows(tokens: int, vocab: int, hidden: int) -> int:
@@ -73,11 +81,13 @@ def liger_transient_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
 
 
 def loss_assumption(traits: Traits, loss: Loss) -> str:
+    backward = ("; its backward holds the saved log-softmax and two T x V gradients, the logits already dropped by "
+                "the loop (HF Trainer, torchtitan)")
     if loss is Loss.hf:
         return ("loss: HF ForCausalLMLoss upcasts logits to fp32 before cross-entropy" if traits.loss_upcast else
-                "loss: HF cross-entropy on the compute-dtype logits (T5's CrossEntropyLoss)")
+                "loss: HF cross-entropy on the compute-dtype logits (T5's CrossEntropyLoss)") + backward
     if loss is Loss.no_upcast:
-        return "loss: cross-entropy on the compute-dtype logits (no fp32 upcast)"
+        return "loss: cross-entropy on the compute-dtype logits (no fp32 upcast)" + backward
     if loss is Loss.chunked:
         return (f"loss: torchtune CEWithChunkedOutputLoss, {TORCHTUNE_OUTPUT_CHUNKS} chunks upcast one at a time, "
                 "eager (not torch.compile'd)")

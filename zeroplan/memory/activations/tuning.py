@@ -101,7 +101,7 @@ def _looped(acts, arch, setup, held: int):
         return acts
     loss = _loss(arch, setup, setup.precision.compute_bytes)
     total = loss.saved + loss.transient
-    return replace(acts, loss_bytes=total, loss_transient_bytes=loss.transient,
+    return replace(acts, loss_bytes=total, loss_transient_bytes=loss.transient, loss_backward_bytes=loss.backward,
                    total_bytes=acts.total_bytes - acts.loss_bytes + total, carried_bytes=acts.carried_bytes + held)
 
 

@@ -14,17 +14,21 @@ parameters, unsharded gradients, buckets and staging tensors are the engine's bu
   (BACKWARD_PRE); the root is never resharded after forward. A unit's backward holds its whole padded gradient
   until the reduce-scatter leaves its shard.
 - FSDP2 (_fsdp_param_group.py): as FSDP1 per unit; the last all-gather's output is kept (all_gather_state)
-  through the forward; the last reduce-scatter's input (reduce_scatter_states) until the next one.
+  through the forward; the last reduce-scatter's input (reduce_scatter_states) until the next one. Its
+  all-gather and reduce-scatter streams' pools stay reserved (memory.engines.streams): each Moment carries them
+  (stream_pool) and the part of them its own lines already hold (stream_live, beside the gradients).
 Each checked op by op against validation/measure_engines.py (docs/engines.md). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 
 from zeroplan.memory.engines.fsdp import dim0_shard, flat_shard
 from zeroplan.memory.engines.layout import ModelLayout
 from zeroplan.memory.engines.storage import Storage
+from zeroplan.memory.engines.streams import all_gather_stream_bytes, reduce_stream_bytes
 from zeroplan.memory.setup import EngineOptions, ZeroStage
 from zeroplan.memory.states import ModelStates
 from zeroplan.memory.timeline import EMBEDDING_BACKWARD, END_OF_FORWARD, Moment, step_moments
@@ -137,7 +141,13 @@ def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
             return 0
         return block_rs
 
-    return _unit_moments(p, o, g_all, blocks, block_shard_g, False, 0, gathered, unsharded, reduce_input)
+    def staged(name, phase, layer):  # the all-gather output among the buffers: the copy-in stream's, allocated
+        return staging - offload_copy if phase == "forward" else 0
+
+    pools = (reduce_stream_bytes(layout, dp, store, reduce_bytes or c, offloaded)
+             + all_gather_stream_bytes(layout, dp, store, not keep))
+    moments = _unit_moments(p, o, g_all, blocks, block_shard_g, False, 0, gathered, unsharded, reduce_input)
+    return tuple(replace(m, stream_pool=pools, stream_live=staged(m.name, m.phase, m.layer)) for m in moments)
 
 
 def _none(name, phase, layer) -> int:
