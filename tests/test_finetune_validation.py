@@ -107,43 +107,14 @@ def test_preset_adapter_counts_are_peft_own(row):
     assert (tuning.num_trainable, tuning.num_params) == (row["trainable_params"], row["all_params"])
 
 
-ACTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "finetune_activations.json").read_text())
-# validation/measure_finetune_activations.py: rows whose fine-tune leaves nothing trainable (a tied head frozen with
-# everything else) are the ones zeroplan refuses; every other row is held to the numbers below.
-NOTHING = {(r["family"], r["dtype"], r["mode"]) for r in ACTS["rows"] if r.get("trainable_params", 1) == 0}
-TRAINS = [r for r in ACTS["rows"] if (r["family"], r["dtype"], r["mode"]) not in NOTHING]
-
-
-def _row_finetune(row) -> Finetune:
-    lora = row["lora"]
-    if lora is None:
-        return Finetune(freeze=tuple(row["freeze"]))
-    targets = lora["target_modules"]
-    quant = {"quant": Quant.nf4, "double_quant": True} if lora.get("qlora") else {}
-    return Finetune(lora_rank=lora["r"], lora_targets=(ALL_LINEAR,) if targets == ALL_LINEAR else tuple(targets),
-                    lora_dropout=lora["lora_dropout"], dora=lora.get("use_dora", False), **quant)
-
-
-def _acts_spec(row):
-    return model_from_data({"model_type": row["family"], **ACTS["config"][row["family"]]}, "tiny", hf_name="tiny")
-
-
-def predicted_activations(row) -> int:
-    from zeroplan.memory.activations import activation_bytes
-    from zeroplan.memory.activations.tuning import tuned_activations
-    from zeroplan.memory.setup import Checkpointing, TrainingSetup
-
-    spec = _acts_spec(row)
-    finetune = _row_finetune(row)
-    tuning = None if finetune.full else tune(named_parameters(spec), finetune, row["family"])
-    setup = TrainingSetup(precision=Precision.fp32 if row["dtype"] == "fp32" else Precision.bf16_mixed,
-                          seq_len=row["seq_len"], micro_batch=row["micro_batch"],
-                          checkpointing=Checkpointing(row["checkpointing"]))
-    acts = activation_bytes(spec.architecture(), setup)
-    if tuning is None:
-        return acts.total_bytes
-    # peft: fp32 adapters. The weight bitsandbytes dequantizes is transient (dequant_bytes), not in total_bytes.
-    return tuned_activations(acts, spec.architecture(), setup, tuning, 4).total_bytes
+from validation.compare_finetune_activations import (  # noqa: E402
+    ACTS,
+    TRAINS,
+    model_type,
+    predicted as predicted_activations,
+)
+from validation.compare_finetune_activations import finetune_of as _row_finetune  # noqa: E402
+from validation.compare_finetune_activations import spec_of as _acts_spec  # noqa: E402
 
 
 def _case(r) -> str:
@@ -160,7 +131,7 @@ def test_activation_cases_train_what_peft_trains(row):
     """peft's trainable count, the gradients and torch AdamW's m + v after one step (harness rows), exactly."""
     spec = _acts_spec(row)
     finetune = _row_finetune(row)
-    tuning = tune(named_parameters(spec), finetune, row["family"])
+    tuning = tune(named_parameters(spec), finetune, model_type(row))
     assert tuning.num_trainable == row["trainable_params"]
     precision = Precision.fp32 if row["dtype"] == "fp32" else (
         Precision.bf16_mixed if finetune.lora_rank else Precision.bf16_true)
@@ -175,12 +146,13 @@ def test_activation_cases_train_what_peft_trains(row):
 @pytest.mark.parametrize("row", [r for r in ACTS["rows"] if r not in TRAINS], ids=_case)
 def test_a_fine_tune_that_trains_nothing_is_refused(row):
     with pytest.raises(ZeroplanError, match="nothing would train"):
-        tune(named_parameters(_acts_spec(row)), _row_finetune(row), row["family"])
+        tune(named_parameters(_acts_spec(row)), _row_finetune(row), model_type(row))
 
 
 def test_the_activation_grid_is_the_issue_grid():
     rows = ACTS["rows"]
-    assert {r["family"] for r in rows} == {"llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "gpt_oss"}
+    assert {r["family"] for r in rows} == {"llama", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "deepseek_v3", "gpt_oss",
+                                           "phi", "phi3", "gpt_neox", "gpt_neox-sequential", "falcon", "falcon-new"}
     assert {r["dtype"] for r in rows} == {"bf16", "fp32"} and {r["checkpointing"] for r in rows} == {"none", "full"}
     qwen3 = {r["mode"] for r in rows if r["family"] == "qwen3"}
     assert {f"lora r{r} {t} p{p}" for r in (8, 64) for t in ("q,v", "all-linear") for p in (0.0, 0.05)} <= qwen3

@@ -2,16 +2,19 @@
 
 Same counting (unique storages autograd saves and still holds when the forward ends, parameters excluded,
 CUDA-like dropout masks, the logits and the fp32 loss copy, checkpoint-held arguments, the recompute of one layer
-less what the layer was handed), with peft 0.21.2 (bitsandbytes 0.50.2 for QLoRA) on tiny models of seven families:
+less what the layer was handed), with peft 0.21.2 (bitsandbytes 0.50.2 for QLoRA) on tiny models of thirteen families and wirings:
   llama, qwen2, qwen3 (qk-norm): the issue's grid: LoRA r in {8, 64}, targets q,v and all-linear, lora_dropout 0 and
       0.05; DoRA r 8; QLoRA (NF4, double quantization); frozen embeddings, a frozen first half, a frozen layer 0
       (embeddings trainable), frozen attention blocks, everything but the head frozen;
   qwen3_moe, gemma3_text, gpt_oss, deepseek_v3 (MLA, a dense layer then routed and shared experts): a smaller grid;
+  phi, phi3, gpt_neox (and gpt_neox-sequential), falcon (and falcon-new): the smaller grid, two QLoRA rows and the
+      freezes in their own module names (LAYOUT_FAMILIES);
 checkpointing none and full; bf16 (adapters fp32, peft's autocast_adapter_dtype) and fp32. Each row also records
 what one backward and one torch.optim.AdamW step keep: peft's trainable count, gradient bytes, AdamW m + v bytes.
     python validation/measure_finetune_activations.py [--family F ...]   # (re)writes those rows of
                                                                           # validation/finetune_activations.json
     python validation/measure_finetune_activations.py --all-linear-moe   # peft's all-linear counts on 9 MoE families
+zeroplan's figures for these rows: validation/compare_finetune_activations.py (and the tables of docs/finetune.md).
 """
 
 from __future__ import annotations
@@ -34,59 +37,16 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure_activations as ma  # noqa: E402
+from finetune_grids import ATTENTION, GRIDS, LAYOUT_FAMILIES  # noqa: E402
 from measure_new_families import NEW_FAMILIES  # noqa: E402
 
 torch.set_num_threads(1)
 OUT = Path(__file__).resolve().parent / "finetune_activations.json"
 SEQ, BATCH = 64, 2
-QV = ["q_proj", "v_proj"]
-MLA_QV = ["q_b_proj", "kv_b_proj"]  # DeepSeek-V3 has no q_proj / v_proj: the up-projections of q and of k/v
-
-
-def lora(r, targets, p=0.0, **extra):
-    return {"r": r, "target_modules": targets, "lora_dropout": p, **extra}
-
-
-def _short(targets) -> str:
-    return targets if isinstance(targets, str) else ",".join(t.removesuffix("_proj") for t in targets)
-
-
-def issue_grid(qv) -> dict:
-    modes = {"full": None}
-    for r, t, p in itertools.product((8, 64), (qv, "all-linear"), (0.0, 0.05)):
-        modes[f"lora r{r} {_short(t)} p{p}"] = lora(r, t, p)
-    for t, p in itertools.product((qv, "all-linear"), (0.0, 0.05)):
-        modes[f"dora r8 {_short(t)} p{p}"] = lora(8, t, p, use_dora=True)
-    # QLoRA: the base linears in bitsandbytes NF4 (double quantization), loaded as transformers loads them
-    modes[f"qlora r8 {_short(qv)} p0.0"] = lora(8, qv, 0.0, qlora=True)
-    modes["qlora r64 all-linear p0.05"] = lora(64, "all-linear", 0.05, qlora=True)
-    return modes | FREEZES
-
-
-FREEZES = {  # the measured models have 2 layers
-    "frozen embeddings": ["model.embed_tokens.*"],
-    "frozen first half": ["model.embed_tokens.*", "model.layers.0.*"],
-    "frozen layer 0": ["model.layers.0.*"],
-    "frozen attention": ["model.layers.*.self_attn.*"],
-    "frozen all but head": ["model.*"],
-}
-
-
-def small_grid(qv, moe: bool) -> dict:
-    """peft refuses lora_dropout > 0 on the fused experts all-linear reaches on an MoE model (ParamWrapper)."""
-    p = 0.0 if moe else 0.05
-    return {"full": None, f"lora r8 {_short(qv)} p0.0": lora(8, qv), f"lora r8 {_short(qv)} p0.05": lora(8, qv, 0.05),
-            "lora r8 all-linear p0.0": lora(8, "all-linear"), f"lora r64 all-linear p{p}": lora(64, "all-linear", p),
-            f"dora r8 {_short(qv)} p0.0": lora(8, qv, 0.0, use_dora=True)} | FREEZES
-
-
-GRIDS = {"llama": issue_grid(QV), "qwen2": issue_grid(QV), "qwen3": issue_grid(QV),
-         "qwen3_moe": small_grid(QV, True), "gemma3_text": small_grid(QV, False), "deepseek_v3": small_grid(MLA_QV, True),
-         "gpt_oss": small_grid(QV, False)}  # not converted by peft: all-linear is the attention, dropout allowed
 
 
 def fresh(family: str, dtype: str, checkpointing):
-    return ma.build.__wrapped__(family, dtype, "sdpa", checkpointing)
+    return ma.build.__wrapped__(family, dtype, ATTENTION.get(family, "sdpa"), checkpointing)
 
 
 def quantized(model, dtype: torch.dtype):
@@ -159,6 +119,10 @@ def measure(model, arch, checkpointing):
         hooks.append(layer.register_forward_pre_hook(functools.partial(ma._enter_layer, rec, i), with_kwargs=True))
         hooks.append(layer.register_forward_pre_hook(functools.partial(_handed, handed), with_kwargs=True))
         hooks.append(layer.register_forward_hook(lambda *_: setattr(rec, "layer", None)))
+    for module in model.modules():  # LayerNorm's mean and rstd count as fp32, CUDA's accumulate type (as ma does)
+        if isinstance(module, torch.nn.LayerNorm):
+            hooks.append(module.register_forward_pre_hook(lambda m, _: rec.module_stack.append(m)))
+            hooks.append(module.register_forward_hook(lambda *_: rec.module_stack.pop() and None))
     torch.manual_seed(1)
     ids = torch.randint(1, arch.vocab_size, (BATCH, SEQ))
     try:
@@ -230,6 +194,7 @@ def run(family: str) -> list[dict]:
                 reference = recompute_reference(family, dtype, mode)
             reference = reference or m
             row = {"family": family, "dtype": dtype, "mode": mode_name, "checkpointing": ckpt.value,
+                   "attention": ATTENTION.get(family, "sdpa"),
                    "lora": {k: v for k, v in mode.items()} if isinstance(mode, dict) else None,
                    "freeze": mode if isinstance(mode, list) else [],
                    "seq_len": SEQ, "micro_batch": BATCH, "measured": m.total(ckpt, reference),
@@ -281,6 +246,7 @@ def main(argv=None) -> None:
     parser.add_argument("--all-linear-moe", action="store_true", help="only (re)measure peft's all-linear on MoE")
     args = parser.parse_args(argv)
     ma.FAMILIES.update(NEW_FAMILIES)
+    ma.FAMILIES.update(LAYOUT_FAMILIES)
     if args.all_linear_moe:
         data = json.loads(OUT.read_text())
         data["all_linear_moe"] = all_linear_moe()
@@ -299,7 +265,8 @@ def write(family: str, rows: list[dict]) -> None:
     """Replace `family`'s rows of the JSON (written after each family)."""
     old = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
     kept = [r for r in old["rows"] if r["family"] != family and r["family"] in GRIDS]
-    config = {f: dict(ma.FAMILIES[f][1]) for f in GRIDS}
+    config = {f: dict(ma.FAMILIES[f][1]) | ({"model_type": ma.FAMILIES[f][0]} if ma.FAMILIES[f][0] != f else {})
+              for f in GRIDS}
     OUT.write_text(json.dumps({"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                             "peft": _version("peft"), "bitsandbytes": _version("bitsandbytes")},
                                "config": config, "rows": kept + rows,

@@ -22,6 +22,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.layouts import LAYOUTS, layout_change
 from zeroplan.memory.activations.moe import (
     CLAMPED_SWIGLU_FAMILIES,
     CLAMPED_SWIGLU_SAVED,
@@ -30,6 +31,7 @@ from zeroplan.memory.activations.ops import (
     FP32_BYTES,
     INDEX_BYTES,
     PRE_AND_POST_NORMS,
+    dropout_mask_bytes,
     norm_bytes,
 )
 from zeroplan.memory.activations.site import Site, norm_change, readers
@@ -215,11 +217,14 @@ def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -
     mlp += moe_mlp_terms(kind, site.t, site.e, traits) if kind.is_moe else dense_mlp_terms(kind, traits, site.t, site.e)
     if kind.norms_per_layer == PRE_AND_POST_NORMS:
         mlp.append(("post-MLP norm", norm_bytes(traits.norm, site.t, kind.hidden_size, site.e)))
+    if kind.family in LAYOUTS:  # memory.activations.layouts: phi, phi3, gpt_neox, falcon
+        mlp.append(("MLP output dropout mask", dropout_mask_bytes(traits, "mlp_out", site.t * kind.hidden_size)))
+        delta, g_out, core = layout_change(site, kind, dict(attn), dict(mlp), traits.norm, grad_in)
+    else:
+        d_attn, ga, core = attention_change(site, kind, dict(attn), traits.norm, grad_in)
+        d_mlp, g_mlp = mlp_change(site, kind, dict(mlp), traits.norm, grad_in or ga)
+        delta, g_out = d_attn + d_mlp, grad_in or ga or g_mlp
     full = sum(v for _, v in attn + mlp)
-    d_attn, ga, core = attention_change(site, kind, dict(attn), traits.norm, grad_in)
-    g2 = grad_in or ga
-    d_mlp, g_mlp = mlp_change(site, kind, dict(mlp), traits.norm, g2)
-    delta = d_attn + d_mlp
     if not grad_in and not site.trained and not site.adapted:
-        return full, -full, g2 or g_mlp, core, 0  # nothing trains and nothing flows in: autograd records nothing here
-    return full, delta, g2 or g_mlp, core, sum(held)
+        return full, -full, g_out, core, 0  # nothing trains and nothing flows in: autograd records nothing here
+    return full, delta, g_out, core, sum(held)

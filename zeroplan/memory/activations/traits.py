@@ -28,9 +28,10 @@ FUSED_QKV_FAMILIES = frozenset({"gpt2", "phi3", "gpt_neox", "bloom"})
 # k/v heads to the query heads with expand (no repeat_kv copy).
 KV_BROADCAST_FAMILIES = frozenset({"falcon"})
 ALIBI_FAMILIES = frozenset({"bloom"})  # no rotary tables; the ALiBi bias is not saved by baddbmm
-# Eager softmax in the compute dtype (GPT2/T5 eager_attention_forward, FalconAttention); the others
-# call softmax(..., dtype=torch.float32) and cast the probabilities back.
-SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "falcon", "llama4_text"}) | T5_FAMILIES  # Llama 4: softmax(x.float()).to(e)
+# Eager softmax in the compute dtype (GPT2/T5 eager_attention_forward); the others (Falcon too since transformers 5:
+# transformers==5.25.0 models/falcon/modeling_falcon.py eager_attention_forward) call softmax(..., dtype=torch.float32)
+# and cast the probabilities back.
+SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "llama4_text"}) | T5_FAMILIES  # Llama 4: softmax(x.float()).to(e)
 EAGER_ONLY_FAMILIES = frozenset({"bloom"})  # BloomAttention has no SDPA / FlashAttention path
 EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_layernorm
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from zeroplan.memory.activations.attention import recompute_extra_bytes
 from zeroplan.memory.activations.flow import layer_change
+from zeroplan.memory.activations.layouts import embeddings_prefix, final_norm, layer_prefix
 from zeroplan.memory.activations.loop import litgpt_loss
 from zeroplan.memory.activations.loss import loss_bytes
 from zeroplan.memory.activations.moe import layer_kinds
@@ -36,9 +37,10 @@ from zeroplan.memory.setup import Precision, TrainingLoop
 # Families whose decoder layers name their modules as flow.py reads them (model.layers.i.input_layernorm,
 # self_attn.{q,k,v,o}_proj or DeepSeek's MLA projections, post_attention_layernorm, Gemma's pre/post feed-forward
 # norms, mlp.{gate,up,down}_proj or mlp.gate + mlp.experts + mlp.shared_experts), pre-norm, gated MLP.
+# The families of memory.activations.layouts name theirs otherwise (phi, phi3, gpt_neox, falcon).
 MODELLED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", "gemma", "gemma2", "gemma3_text",
                                "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe",
-                               "gpt_oss"})
+                               "gpt_oss", "phi", "phi3", "gpt_neox", "falcon"})
 UPPER_BOUND = ("fine-tune on {family}: activations are full training's (an upper bound but for the adapters' own "
                "tensors); the frozen-part rules are modelled for " + ", ".join(sorted(MODELLED_FAMILIES)))
 
@@ -66,7 +68,7 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
         return replace(acts, assumptions=acts.assumptions + (UPPER_BOUND.format(family=arch.family),))
     b, s, e = setup.micro_batch, setup.seq_len, setup.precision.compute_bytes
     t, flash = b * s, setup.attention.value == "flash"
-    embed = any(n.startswith("model.embed_tokens.") for n in tuning.trainable_names)
+    embed = any(n.startswith(embeddings_prefix(arch.family)) for n in tuning.trainable_names)
     full_ckpt = setup.checkpointing.value == "full"
     # transformers' gradient_checkpointing_enable calls enable_input_require_grads (modeling_utils.py): under
     # checkpointing the embeddings' output requires grad, so a gradient flows from the first layer on
@@ -155,7 +157,7 @@ def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad:
     cores, layers = set(), []
     for i, kind in enumerate(layer_kinds(arch)):
         names = by_layer.get(i, [])
-        site = Site.of(f"model.layers.{i}.", [n for n in names if n in tuning.trainable_names],
+        site = Site.of(layer_prefix(arch.family, i), [n for n in names if n in tuning.trainable_names],
                        [n for n in names if n in adapted], tuning.adapted_params, b * s, e, a,
                        spec.lora_rank, spec.lora_dropout, spec.dora, quant_input=keeps_matmul_input(spec))
         full, delta, grad_out, core, kept = layer_change(site, kind, b, s, flash, grad)
@@ -174,8 +176,9 @@ def _head_change(arch, setup, tuning, t: int, e: int, *, embed: bool, grad: bool
     (Gemma 3: local and global) are saved only by layers of that type whose core needs a gradient."""
     h, trains, traits = arch.hidden_size, tuning.trainable_names, traits_of(arch)
     head = "lm_head.weight" in trains or (arch.tie_word_embeddings and embed)
-    site = Site.of("model.", [n for n in trains if unit_of(n) == 0], (), (), t, e)
-    delta = norm_change(site, "norm", traits.norm, norm_bytes(traits.norm, t, h, e), t, h, grad)
+    root, norm = final_norm(arch.family)
+    site = Site.of(root, [n for n in trains if unit_of(n) == 0], (), (), t, e)
+    delta = norm_change(site, norm, traits.norm, norm_bytes(traits.norm, t, h, e), t, h, grad)
     kept = _head_input_kept(arch, tuning, grad)
     if not head and not kept and _loss(arch, setup, e).head_input_saved:
         delta -= e * t * h
