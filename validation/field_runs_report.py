@@ -102,7 +102,8 @@ def render(runs: list[dict], results: dict[str, dict]) -> str:
         "",
         (f"{len(runs)} published training runs whose per-GPU peak was measured, gathered from "
          "torchtitan's benchmark tables, torchtune's README and tutorials, litgpt's config-hub table and resource tables, "
-         "peft's DeepSpeed and FSDP guides and README, Qwen's profiling table and the transformers single-GPU guide "
+         "peft's DeepSpeed and FSDP guides and README, Qwen's profiling table, the transformers single-GPU guide, ms-swift's "
+         "benchmark and examples, BigScience's tr11 Megatron-DeepSpeed benchmark chronicle and the Hugging Face Ulysses blog "
          "(validation/field_runs.yaml holds each "
          "run's setup, number, counter and URL). "
          f"zeroplan can express {len(expressed)} of them, each as the `zeroplan estimate` arguments a new user would write; "
