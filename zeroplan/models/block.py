@@ -50,6 +50,8 @@ class Attention:
     conv1d: bool = False  # GPT-2's Conv1D stores weights (in, out)
     qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")  # Phi: q_layernorm, k_layernorm
     qk_norm_stacked: bool = False  # Cohere's per-head norms: one weight (heads, h_d), not one h_d shared by all
+    kv_shared: bool = False  # Gemma 4's kv-sharing layers: no k/v projections nor k norm (they reuse an earlier layer's)
+    k_eq_v: bool = False  # Gemma 4's attention_k_eq_v global layers: no v_proj (the keys serve as values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +148,8 @@ class Layer:
     mlp: FeedForward
     attention_type: str = "full_attention"  # sliding_attention, chunked_attention, linear_attention, ...
     rope: bool = True  # False: a NoPE layer (SmolLM3's no_rope_layers, Llama 4's global layers)
+    beside: MoE | None = None  # routed experts beside the dense MLP, at the layer's own level (Gemma 4's MoE block)
+    extras: tuple[Extra, ...] = ()  # the layer's own modules no field above covers (Gemma 4's per-layer input gate)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +162,7 @@ class Extra:
     in_features: int = 0
     out_features: int = 0
     embedding: bool = False
+    tensors: tuple[str, ...] = ()  # attribute names where they are not weight/bias (Gemma 4's router `scale`)
 
 
 @dataclass(frozen=True, kw_only=True)

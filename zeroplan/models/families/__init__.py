@@ -48,6 +48,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "qwen3": ("dense", "Qwen3Config"),
     "gemma": ("dense", "GemmaConfig"),
     "gemma3_text": ("dense", "Gemma3TextConfig"),
+    "gemma4_text": ("gemma4", "Gemma4TextConfig"),
     "glm4": ("dense", "Glm4Config"),
     "olmo2": ("dense", "Olmo2Config"),
     "olmo3": ("dense", "Olmo3Config"),
@@ -76,6 +77,7 @@ TEXT_TYPES = frozenset(_WHERE)  # the language models zeroplan describes
 # Mistral3Config -> MistralConfig, Qwen2_5_VLConfig -> Qwen2_5_VLTextConfig). A family helper adds its own here.
 TEXT_MODEL_TYPES: dict[str, str] = {
     "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
     "llama4": "llama4_text",
     "mistral3": "mistral",
     "qwen2_5_vl": "qwen2_5_vl_text",

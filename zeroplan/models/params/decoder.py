@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from math import prod
 
-from zeroplan.models.block import MLA, MLP, Attention, Decoder, Layer, LinearAttention, MoE
+from zeroplan.models.block import MLA, MLP, Attention, Decoder, Extra, Layer, LinearAttention, MoE
 from zeroplan.models.params.modules import (
     BODY,
     COLUMN,
@@ -62,11 +62,9 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
         width = a.fused_width or q_out + 2 * kv_width
         projections = [linear_module(_join(p, a.fused), d, width, a.qkv_bias, COLUMN, a.conv1d)]
     else:
-        projections = [
-            linear_module(_join(p, q), d, q_out, a.qkv_bias, COLUMN),
-            linear_module(_join(p, k), d, kv_width, a.qkv_bias, COLUMN),
-            linear_module(_join(p, v), d, kv_width, a.qkv_bias, COLUMN),
-        ]
+        keys = [] if a.kv_shared else [linear_module(_join(p, k), d, kv_width, a.qkv_bias, COLUMN)]
+        values = [] if a.kv_shared or a.k_eq_v else [linear_module(_join(p, v), d, kv_width, a.qkv_bias, COLUMN)]
+        projections = [linear_module(_join(p, q), d, q_out, a.qkv_bias, COLUMN), *keys, *values]
     modules = [*projections, linear_module(_join(p, o), q_width, d, a.o_bias, ROW, a.conv1d)]
     if a.qk_norm != "none":
         full = a.qk_norm == "full"
@@ -75,8 +73,9 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
             modules += [_module(_join(p, q_norm), ((a.heads, a.head_dim),), NORM),
                         _module(_join(p, k_norm), ((a.kv_heads, a.head_dim),), NORM)]
         else:
-            modules += [norm_module(_join(p, q_norm), q_width if full else a.head_dim, dec),
-                        norm_module(_join(p, k_norm), kv_width if full else a.head_dim, dec)]
+            modules.append(norm_module(_join(p, q_norm), q_width if full else a.head_dim, dec))
+            if not a.kv_shared:  # a kv-sharing layer has no k norm (Gemma4TextAttention)
+                modules.append(norm_module(_join(p, k_norm), kv_width if full else a.head_dim, dec))
     if a.sinks:
         modules.append(_module(p, ((a.heads,),), OTHER, tensors=("sinks",)))  # GptOssAttention.sinks
     return modules
@@ -182,9 +181,18 @@ def layer_modules(layer: Layer, dec: Decoder) -> list[Module]:
     modules = [
         *_MIXERS[type(layer.mixer)](layer.mixer, base, dec),
         *_FEED_FORWARDS[type(layer.mlp)](layer.mlp, base, dec),
+        *(_moe(layer.beside, base, dec) if layer.beside is not None else ()),
         *(norm_module(_join(base, name), dec.hidden, dec) for name in dec.layer_norms),
+        *(extra_module(extra, base) for extra in layer.extras),
     ]
     return [m for m in modules if m is not None]
+
+
+def extra_module(extra: Extra, base: str) -> Module:
+    """A module a block description lists by hand (Extra), under `base` (the body, or a layer)."""
+    role = EMBEDDING if extra.embedding else BODY
+    return _module(_join(base, extra.name), extra.shapes, extra.kind, role=role, in_features=extra.in_features,
+                   out_features=extra.out_features, tensors=extra.tensors)
 
 
 def decoder_modules(dec: Decoder) -> list[Module]:
@@ -202,10 +210,7 @@ def decoder_modules(dec: Decoder) -> list[Module]:
             before = merged[key].count if key in merged else 0
             merged[key] = m._replace(count=before + count)
     modules += merged.values()
-    for extra in dec.extras:
-        modules.append(_module(_join(dec.body, extra.name), extra.shapes, extra.kind,
-                               role=EMBEDDING if extra.embedding else BODY,
-                               in_features=extra.in_features, out_features=extra.out_features))
+    modules += [extra_module(extra, dec.body) for extra in dec.extras]
     if dec.final_norm is not None:
         modules.append(norm_module(_join(dec.body, dec.final_norm), dec.hidden, dec))
     head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias, EMBEDDING_KIND)
