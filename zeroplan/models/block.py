@@ -134,6 +134,7 @@ class MoE:
     router_statics: bool = False  # ERNIE 4.5: gate.moe_statics.e_score_correction_bias (1, E), a parameter
     prefix: str = "mlp"
     router: str = "gate"
+    router_kind: str = ROUTER  # LINEAR where the router's projection is an nn.Linear LoRA can target (Gemma 4's proj)
     shared_gate_name: str = "shared_expert_gate"
 
 

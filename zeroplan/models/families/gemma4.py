@@ -133,7 +133,7 @@ class Gemma4TextConfig(RMSNormDecoderConfig):
         if not self.enable_moe_block:
             return None
         return MoE(experts=self.num_experts or 0, top_k=self.top_k_experts or 0, inner=self.moe_intermediate_size or 0,
-                   prefix="", router="router.proj")
+                   prefix="", router="router.proj", router_kind=LINEAR)  # Gemma4TextRouter.proj: an nn.Linear
 
     def layer_extras(self) -> tuple[Extra, ...]:
         d, p, extras = self.hidden_size, self.per_layer_input, []

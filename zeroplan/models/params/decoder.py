@@ -22,7 +22,6 @@ from zeroplan.models.params.modules import (
     LINEAR,
     NORM,
     OTHER,
-    ROUTER,
     ROW,
     Module,
     linear_shapes,
@@ -158,7 +157,7 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
         shapes = (shapes[0], (e, GATE_UP * i), shapes[1], (e, d))
     experts = _module(_join(p, "experts"), shapes, EXPERTS_KIND, role=EXPERTS, in_features=d, out_features=i)
     modules = [
-        linear_module(_join(p, m.router), d, e, m.router_bias, ROUTER),
+        linear_module(_join(p, m.router), d, e, m.router_bias, m.router_kind),
         experts._replace(active=experts.params // e * m.top_k),
     ]
     if m.router_statics:  # Ernie4_5_MoeStatics: a (1, E) parameter the router adds to its scores
