@@ -105,13 +105,14 @@ def _mlp_terms(traits: Traits, t: int, inner: int, e: int, prefix: str = "") -> 
             (f"{prefix}gate product inputs", 2 * e * t * inner), (f"{prefix}down projection input", e * t * inner)]
 
 
-def gemma4_mlp_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> list[tuple[str, int]]:
+def gemma4_mlp_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int,
+                     experts: list[tuple[str, int]]) -> list[tuple[str, int]]:
     t, h = b * s, arch.hidden_size
     dense = arch.dense_intermediate_size if arch.is_moe else arch.intermediate_size
     terms = [("MLP norm", norm_bytes(traits.norm, t, h, e)), ("MLP input", e * t * h)]
     terms += _mlp_terms(traits, t, dense, e)
     if arch.is_moe:
-        terms += moe_block_terms(arch, traits, t, e)
+        terms += moe_block_terms(arch, traits, t, e, experts)
     terms.append(("post-MLP norm", norm_bytes(traits.norm, t, h, e)))
     p = arch.per_layer_input_size
     if p:
@@ -124,32 +125,31 @@ def gemma4_mlp_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int)
     return terms + [("layer scalar", e)]
 
 
-def moe_block_terms(arch: Architecture, traits: Traits, t: int, e: int) -> list[tuple[str, int]]:
+def moe_block_terms(arch: Architecture, traits: Traits, t: int, e: int,
+                    experts: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Gemma4TextRouter and Gemma4TextExperts beside the MLP, on the layer's residual, and the norms around them.
 
     The router normalises without a weight, multiplies by its scale (keeping the normed input) and projects, then a
     softmax router as memory.activations.moe's (top-k renormalised) whose weights take per_expert_scale[top_k_index];
-    the experts are grouped_mm experts (terms.moe_mlp_terms). In fp32 the residual itself is the norms' saved input,
-    already kept by the MLP's norm.
+    the experts are grouped_mm experts (`experts`: terms.moe_mlp_terms, router included). In fp32 the residual
+    itself is the norms' saved input, already kept by the MLP's norm.
     """
-    from zeroplan.memory.activations.terms import moe_mlp_terms  # terms reads this module
-
     h, k, norm = arch.hidden_size, arch.num_experts_per_tok, traits.norm
     residual = FP32_BYTES * t * h if e == FP32_BYTES else 0
     return [("MoE branch: MLP output norm", norm_bytes(norm, t, h, e)),
             ("router norm (no weight)", FP32_BYTES * t * h - residual + 2 * FP32_BYTES * t),
             ("router normed input (scale product)", e * t * h), ("router projection input", e * t * h),
-            *moe_mlp_terms(arch, t, e, traits),
+            *experts,
             ("router per-expert scale (gathered) and top-k weights", e * t * k + FP32_BYTES * t * k),
             ("experts' input norm", norm_bytes(norm, t, h, e) - residual),
             ("experts' output norm", norm_bytes(norm, t, h, e))]
 
 
-def gemma4_layer_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool,
-                       selective: bool) -> list[tuple[str, int]]:
-    """One Gemma 4 decoder layer (a gemma4_variant)."""
+def gemma4_layer_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool, selective: bool,
+                       experts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """One Gemma 4 decoder layer (a gemma4_variant); `experts`: its routed experts' terms (terms.moe_mlp_terms)."""
     terms = gemma4_attention_terms(arch, traits, b, s, e, flash=flash, selective=selective)
-    return [(n, v) for n, v in terms + gemma4_mlp_terms(arch, traits, b, s, e) if v]
+    return [(n, v) for n, v in terms + gemma4_mlp_terms(arch, traits, b, s, e, experts) if v]
 
 
 def gemma4_model_terms(arch: Architecture, b: int, s: int, e: int, norm: str, *,

@@ -168,7 +168,8 @@ def layer_terms(
         return []
     t = b * s
     if arch.family in GEMMA4_FAMILIES:
-        return gemma4_layer_terms(arch, traits, b, s, e, flash=flash, selective=selective)
+        experts = moe_mlp_terms(arch, t, e, traits) if arch.is_moe else []
+        return gemma4_layer_terms(arch, traits, b, s, e, flash=flash, selective=selective, experts=experts)
     if is_linear_layer(arch):  # Qwen3-Next / Qwen3.5: the gated delta net in place of attention
         terms = [("attention norm", norm_bytes(traits.norm, t, arch.hidden_size, e)),
                  ("delta net input projections' input", e * t * arch.hidden_size)] + delta_net_terms(arch, b, s, e)
