@@ -93,7 +93,30 @@ class LinearAttention:
     split: bool = False  # Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3-Next fuses qkvz and ba)
 
 
-Mixer = Attention | MLA | LinearAttention
+@dataclass(frozen=True, kw_only=True)
+class CompressedAttention:
+    """DeepSeek-V4's attention (DeepseekV4Attention): a low-rank query, one shared k=v head, per-head sinks, a grouped
+    low-rank output projection, and on compressed layers a KV compressor (and on CSA layers its lightning indexer).
+
+    q_a_proj d -> r_q, q_a_norm (r_q), q_b_proj r_q -> h h_d, kv_proj d -> h_d, kv_norm (h_d), sinks (h),
+    o_a_proj (g o_r, h h_d / g) (one weight, g block-diagonal groups), o_b_proj g o_r -> d; compressor: kv_proj and
+    gate_proj d -> w h_d, position_bias (m, w h_d), kv_norm (h_d), w = 2 on CSA layers (two overlapping series),
+    1 on HCA; indexer (CSA): kv_proj and gate_proj d -> 2 i_d, position_bias (m, 2 i_d), kv_norm (i_d), q_b_proj
+    r_q -> i_h i_d, scorer.weights_proj d -> i_h.
+    """
+
+    heads: int
+    head_dim: int
+    q_lora_rank: int
+    o_groups: int
+    o_lora_rank: int
+    compress_rate: int = 0  # 0: a sliding-only layer, no compressor
+    overlap: bool = False  # CSA: the compressor's two series (w = 2) and a lightning indexer
+    indexer: tuple[int, int] = (0, 0)  # (index_n_heads, index_head_dim), read with overlap
+    prefix: str = "self_attn"
+
+
+Mixer = Attention | MLA | LinearAttention | CompressedAttention
 
 
 @dataclass(frozen=True, kw_only=True)

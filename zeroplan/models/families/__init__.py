@@ -42,6 +42,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "deepseek_v3": ("deepseek", "DeepseekV3Config"),
     "kimi_k2": ("deepseek", "DeepseekV3Config"),
     "deepseek_v32": ("recent_moe", "DeepseekV32Config"),
+    "deepseek_v4": ("deepseek_v4", "DeepseekV4Config"),
     "glm4_moe": ("deepseek", "Glm4MoeConfig"),
     "gpt_oss": ("moe", "GptOssConfig"),
     "granitemoe": ("moe", "GraniteMoeConfig"),

@@ -19,7 +19,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "exaone4": "EXAONE 4.0", "starcoder2": "StarCoder2", "cohere": "Cohere Command R",
     "cohere2": "Cohere 2 (Command R7B, A)", "qwen2_moe": "Qwen1.5/2-MoE", "qwen3_moe": "Qwen3-MoE",
     "qwen3_next": "Qwen3-Next", "llama4_text": "Llama 4", "deepseek_v2": "DeepSeek-V2", "deepseek_v3": "DeepSeek-V3",
-    "deepseek_v32": "DeepSeek-V3.2",
+    "deepseek_v32": "DeepSeek-V3.2", "deepseek_v4": "DeepSeek-V4",
     "kimi_k2": "Kimi K2", "glm4_moe": "GLM-4.5", "gpt_oss": "gpt-oss", "granitemoe": "Granite-MoE",
     "olmoe": "OLMoE", "ernie4_5_moe": "ERNIE 4.5 MoE",
     # multimodal configs, read through their language model

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from math import prod
 
-from zeroplan.models.block import MLA, MLP, Attention, Decoder, Extra, Layer, LinearAttention, MoE
+from zeroplan.models.block import (
+    MLA,
+    MLP,
+    Attention,
+    CompressedAttention,
+    Decoder,
+    Extra,
+    Layer,
+    LinearAttention,
+    MoE,
+)
 from zeroplan.models.params.modules import (
     BODY,
     COLUMN,
@@ -170,7 +180,40 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
     return modules
 
 
-_MIXERS = {Attention: _attention, MLA: _mla, LinearAttention: _linear_attention}
+def _compressed_attention(a: CompressedAttention, base: str, dec: Decoder) -> list[Module | None]:
+    d, p, hd = dec.hidden, _join(base, a.prefix), a.head_dim
+    grouped = a.o_groups * a.o_lora_rank
+    modules = [
+        _module(p, ((a.heads,),), OTHER, tensors=("sinks",)),  # DeepseekV4Attention.sinks
+        linear_module(_join(p, "q_a_proj"), d, a.q_lora_rank, False, LINEAR),
+        norm_module(_join(p, "q_a_norm"), a.q_lora_rank, dec),
+        linear_module(_join(p, "q_b_proj"), a.q_lora_rank, a.heads * hd, False, COLUMN),
+        linear_module(_join(p, "kv_proj"), d, hd, False, LINEAR),
+        norm_module(_join(p, "kv_norm"), hd, dec),
+        linear_module(_join(p, "o_a_proj"), a.heads * hd // a.o_groups, grouped, False, LINEAR),
+        linear_module(_join(p, "o_b_proj"), grouped, d, False, ROW),
+    ]
+    if a.compress_rate:
+        modules += _compressor(_join(p, "compressor"), d, hd, a.compress_rate, 2 if a.overlap else 1, dec)
+    if a.overlap:
+        heads, width = a.indexer
+        base_i = _join(p, "compressor", "indexer")
+        modules += [*_compressor(base_i, d, width, a.compress_rate, 2, dec),
+                    linear_module(_join(base_i, "q_b_proj"), a.q_lora_rank, heads * width, False, LINEAR),
+                    linear_module(_join(base_i, "scorer", "weights_proj"), d, heads, False, LINEAR)]
+    return modules
+
+
+def _compressor(p: str, d: int, width: int, rate: int, series: int, dec: Decoder) -> list[Module | None]:
+    """DeepseekV4HCACompressor / CSACompressor / Indexer's own: position_bias, kv_proj, gate_proj, kv_norm."""
+    return [_module(p, ((rate, series * width),), OTHER, tensors=("position_bias",)),
+            linear_module(_join(p, "kv_proj"), d, series * width, False, LINEAR),
+            linear_module(_join(p, "gate_proj"), d, series * width, False, LINEAR),
+            norm_module(_join(p, "kv_norm"), width, dec)]
+
+
+_MIXERS = {Attention: _attention, MLA: _mla, LinearAttention: _linear_attention,
+           CompressedAttention: _compressed_attention}
 _FEED_FORWARDS = {MLP: _mlp, MoE: _moe}
 
 
