@@ -100,7 +100,8 @@ _GEMMA4 = _BASE | dict(sliding_window=WINDOW, global_head_dim=24, layer_types=["
 NEW_FAMILIES |= {
     "gemma4_text": ("gemma4_text", _GEMMA4 | dict(
         num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2, num_kv_shared_layers=2,
-        use_double_wide_mlp=True, hidden_size_per_layer_input=8, vocab_size_per_layer_input=1000)),
+        use_double_wide_mlp=True, hidden_size_per_layer_input=8, vocab_size_per_layer_input=1000,
+        final_logit_softcapping=30.0)),
     "gemma4_text-k-eq-v": ("gemma4_text", _GEMMA4 | dict(attention_k_eq_v=True, num_global_key_value_heads=1)),
     "gemma4_text-moe": ("gemma4_text", _GEMMA4 | dict(intermediate_size=48, enable_moe_block=True, num_experts=4,
                                                       top_k_experts=2, moe_intermediate_size=32)),
