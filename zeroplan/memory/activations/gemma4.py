@@ -81,7 +81,8 @@ def _core(arch: Architecture, traits: Traits, b: int, s: int, e: int, flash: boo
     # the k and v the producer layer kept: flash and selective keep them as received (g heads); eager keeps
     # repeat_kv's a-head copies, new in every layer, unless there is nothing to repeat (g = a, b = 1: views)
     reused = 2 * e * t * g * d if (flash or selective) else (2 * e * t * a * d if g == a and b == 1 else 0)
-    return terms + [("k and v of the earlier layer (kept there)", -reused)]
+    return [(f"{name} (k and v: an earlier layer's, {reused} B kept there)", value - reused)
+            if name.startswith("q, k, v") else (name, value) for name, value in terms]
 
 
 def gemma4_attention_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int, *, flash: bool,
@@ -98,11 +99,11 @@ def gemma4_attention_terms(arch: Architecture, traits: Traits, b: int, s: int, e
     return terms + [("post-attention norm", norm_bytes(norm, t, h, e))]
 
 
-def _mlp_terms(traits: Traits, t: int, inner: int, e: int, prefix: str = "") -> list[tuple[str, int]]:
+def _mlp_terms(traits: Traits, t: int, inner: int, e: int) -> list[tuple[str, int]]:
     """Gemma4TextMLP: act(gate(x)) * up(x), down: the activation's saves, the product's two inputs, down's input."""
     saves = activation_saves(traits)
-    return [(f"{prefix}activation", (saves.tensors * e + saves.mask_bytes) * t * inner),
-            (f"{prefix}gate product inputs", 2 * e * t * inner), (f"{prefix}down projection input", e * t * inner)]
+    return [("activation", (saves.tensors * e + saves.mask_bytes) * t * inner),
+            ("activation output and up projection (gate product)", 2 * e * t * inner), ("down projection input", e * t * inner)]
 
 
 def gemma4_mlp_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int,
