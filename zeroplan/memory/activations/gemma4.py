@@ -103,7 +103,8 @@ def _mlp_terms(traits: Traits, t: int, inner: int, e: int) -> list[tuple[str, in
     """Gemma4TextMLP: act(gate(x)) * up(x), down: the activation's saves, the product's two inputs, down's input."""
     saves = activation_saves(traits)
     return [("activation", (saves.tensors * e + saves.mask_bytes) * t * inner),
-            ("activation output and up projection (gate product)", 2 * e * t * inner), ("down projection input", e * t * inner)]
+            ("activation output and up projection (gate product)", 2 * e * t * inner),
+            ("down projection input", e * t * inner)]
 
 
 def gemma4_mlp_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int,

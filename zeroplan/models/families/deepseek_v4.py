@@ -163,8 +163,8 @@ class DeepseekV4Config(FamilyConfig):
                      tensors=("hc_fn", "hc_base", "hc_scale"))
         notes = (f"num_nextn_predict_layers: {self.num_nextn_predict_layers} multi-token-prediction layer(s) in the "
                  "checkpoint, not built by transformers: not counted",) if self.num_nextn_predict_layers else ()
-        return Decoder(hidden=d, vocab=self.vocab_size, layers=runs(layers), tie_word_embeddings=self.tie_word_embeddings,
-                       extras=(head,), notes=notes)
+        return Decoder(hidden=d, vocab=self.vocab_size, layers=runs(layers),
+                       tie_word_embeddings=self.tie_word_embeddings, extras=(head,), notes=notes)
 
     def architecture(self) -> Architecture:
         """The flat facts; the activations are measured (hf_config_json: this config, as transformers reads it)."""
