@@ -56,7 +56,7 @@ def test_k_eq_v_drops_the_global_layers_v_proj_and_takes_their_own_kv_heads():
     ({"per_layer_config": {"0": {"head_dim": 8}}}, "per_layer_config"),
     ({"num_kv_shared_layers": 5, "layer_types": ["sliding_attention"] + ["full_attention"] * 5},
      "no earlier layer of that type"),
-    ({"enable_moe_block": True, "num_experts": 4}, "top_k_experts, moe_intermediate_size is null"),
+    ({"enable_moe_block": True, "num_experts": 4}, "top_k_experts, moe_intermediate_size are null"),
     ({"num_kv_shared_layers": 7}, "exceeds num_hidden_layers"),
 ])
 def test_configs_transformers_refuses_or_zeroplan_does_not_read_are_one_error(change, message):

@@ -98,7 +98,8 @@ class Gemma4TextConfig(RMSNormDecoderConfig):
         if self.enable_moe_block:
             missing = [k for k in ("num_experts", "top_k_experts", "moe_intermediate_size") if getattr(self, k) is None]
             if missing:
-                raise ValueError(f"enable_moe_block is true but {', '.join(missing)} is null")
+                raise ValueError(f"enable_moe_block is true but {', '.join(missing)} "
+                                 f"{'is' if len(missing) == 1 else 'are'} null")
             check_top_k("top_k_experts", self.top_k_experts, "num_experts", self.num_experts)
         return self
 
