@@ -46,9 +46,10 @@ def test_per_family_variant_counts_as_transformers_builds_it(name: str) -> None:
     counted = count_params(config)
     assert (counted.num_params, counted.largest_layer_params, counted.num_embedding_params) == (
         ref["num_params"], ref["largest_layer_params"], ref["num_embedding_params"])
-    assert counted_layers(config) == sorted(str(sorted({m["module"]: sorted(m["params"].values())
-                                                        for m in kind["modules"]}.items()))
-                                            for kind in ref["layer_types"])
+    # kinds transformers tells apart by class only (DeepSeek-V4's hash and top-k routers) have one signature here
+    assert counted_layers(config) == sorted({str(sorted({m["module"]: sorted(m["params"].values())
+                                                         for m in kind["modules"]}.items()))
+                                             for kind in ref["layer_types"]})
 
 
 @pytest.mark.parametrize("model", PUBLISHED)

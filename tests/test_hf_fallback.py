@@ -50,29 +50,36 @@ def _file(tmp_path: Path, data: dict, name: str) -> Path:
 
 
 def test_gemma4_per_layer_head_dim_is_counted_and_said(build, tmp_path, runner):
+    """transformers' own count of Gemma 4 says its head_dim differs by layer; the CLI reads gemma4 with zeroplan's
+    own reader now (models/families/gemma4.py), whose count is transformers' and whose activations are formulas."""
+    from zeroplan.models.params import count_params
+
     counted = build.describe(json.loads(json.dumps(GEMMA4)), "gemma4-tiny")
     assert counted.arch.head_dim == 16  # the sliding layers' (5 of 6), not the global layer's 32
     assert any("head_dim differs by layer (16 in 5, 32 in 1 layers)" in n for n in counted.notes), counted.notes
+    ours = count_params(parse_family_config(json.loads(json.dumps(GEMMA4)), strict=False))
+    assert replace(ours, notes=()) == replace(counted.counts, notes=())
     result = runner.invoke(app, ["estimate", "--model", str(_file(tmp_path, GEMMA4, "gemma4-tiny")), "-f", "json"])
     assert result.exit_code == 0, result.output
-    assert "activations estimated, not measured" in result.output and "gemma3_text block" in result.output
+    assert "activations estimated, not measured" not in result.output
+    assert json.loads(result.output)["model"]["num_params"] == ours.num_params
 
 
 def test_a_forward_that_cannot_run_on_meta_takes_the_nearest_block(build):
-    """Gemma 4's forward fails on the shallow copy (its per-layer inputs are reshaped by the full depth): the count is
-    transformers' own, the activations are zeroplan's Gemma 3 block read from the same text_config, and the first
-    assumption says which and why."""
+    """Gemma 4's forward fails on the shallow copy (its per-layer inputs are reshaped by the full depth): counted by
+    transformers (zeroplan.models.hf.describe), its activations are zeroplan's own Gemma 4 block read from the same
+    text_config, and the first assumption says which and why."""
     from zeroplan.memory.activations import activation_bytes
     from zeroplan.memory.measured import measured_activation_bytes
 
     arch = build.describe(json.loads(json.dumps(GEMMA4)), "gemma4-tiny").arch
-    gemma3 = parse_family_config({**GEMMA4["text_config"], "model_type": "gemma3_text"}, strict=False).architecture()
+    gemma4 = parse_family_config({**GEMMA4["text_config"], "model_type": "gemma4_text"}, strict=False).architecture()
     setup = TrainingSetup(seq_len=64, micro_batch=2)
     acts = measured_activation_bytes(arch, setup)
-    assert acts.total_bytes == activation_bytes(gemma3, setup).total_bytes
+    assert acts.total_bytes == activation_bytes(gemma4, setup).total_bytes
     assert acts.assumptions[0].startswith("activations estimated, not measured: model_type 'gemma4': its forward "
                                           "cannot run on the meta device")
-    assert "zeroplan's gemma3_text block read from the same config" in acts.assumptions[0]
+    assert "zeroplan's gemma4_text block read from the same config" in acts.assumptions[0]
 
 
 def test_deepseek_v32_is_described_and_counts_as_transformers_does(build):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from zeroplan.cli.app import app
-from zeroplan.memory.peft_targets import PEFT_LORA_DEFAULT_TARGETS
+from zeroplan.memory.peft_targets import PEFT_LORA_DEFAULT_TARGETS, PEFT_REGEX_TARGETS
 from zeroplan.models.families import MULTIMODAL_TYPES, TEXT_TYPES
 
 
@@ -17,7 +17,12 @@ def test_the_table_is_peft_0_21_2s_mapping_for_every_family_zeroplan_describes()
     pytest.importorskip("peft")
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as peft_map
 
-    expected = {k: tuple(v) for k, v in peft_map.items() if k in TEXT_TYPES or k in MULTIMODAL_TYPES}
+    expected = {k: tuple(v) for k, v in peft_map.items()
+                if (k in TEXT_TYPES or k in MULTIMODAL_TYPES) and k not in PEFT_REGEX_TARGETS}
+    for k in PEFT_REGEX_TARGETS:  # a regex over the multimodal model: its language model's (a|b) names
+        regex = peft_map[k]
+        assert isinstance(regex, str) and regex.startswith(r".*language_model\.")
+        expected[k] = tuple(regex[regex.rindex("(") + 1:regex.rindex(")")].split("|"))
     assert PEFT_LORA_DEFAULT_TARGETS == expected
 
 

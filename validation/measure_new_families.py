@@ -93,6 +93,19 @@ NEW_FAMILIES |= {
     "qwen3_vl_moe": ("qwen3_vl_moe", dict(text_config=_BASE | _MOE | dict(num_experts=4), vision_config=_VISION,
                                           pad_token_id=0)),
 }
+# Gemma 4's language model (transformers 5.25): per-layer input embeddings, global layers of their own head width,
+# the last two layers sharing the earlier layers' k/v with a double-wide MLP; attention_k_eq_v; the MoE block.
+_GEMMA4 = _BASE | dict(sliding_window=WINDOW, global_head_dim=24, layer_types=["sliding_attention", "full_attention"],
+                       hidden_size_per_layer_input=0)
+NEW_FAMILIES |= {
+    "gemma4_text": ("gemma4_text", _GEMMA4 | dict(
+        num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2, num_kv_shared_layers=2,
+        use_double_wide_mlp=True, hidden_size_per_layer_input=8, vocab_size_per_layer_input=1000,
+        final_logit_softcapping=30.0)),
+    "gemma4_text-k-eq-v": ("gemma4_text", _GEMMA4 | dict(attention_k_eq_v=True, num_global_key_value_heads=1)),
+    "gemma4_text-moe": ("gemma4_text", _GEMMA4 | dict(intermediate_size=48, enable_moe_block=True, num_experts=4,
+                                                      top_k_experts=2, moe_intermediate_size=32)),
+}
 # gpt-oss has no SDPA path in transformers (GptOssPreTrainedModel._supports_sdpa = False; FlashAttention with
 # sinks is its fast path): the harness's SDPA stand-in measures the saved set of such a kernel, sinks dropped.
 CHECKPOINTING = (Checkpointing.none, Checkpointing.full)  # and selective with eager attention (the core recomputed)

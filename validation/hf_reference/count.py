@@ -254,7 +254,7 @@ def moe_counts(model: torch.nn.Module, config) -> dict | None:
     if not experts:
         return None
     n_experts = num_routed_experts(config)
-    top_k = getattr(config, "num_experts_per_tok", None)
+    top_k = getattr(config, "num_experts_per_tok", None) or getattr(config, "top_k_experts", None)  # Gemma 4
     total_expert = 0
     active_expert = 0
     for name, module in experts:
@@ -274,6 +274,15 @@ def moe_counts(model: torch.nn.Module, config) -> dict | None:
     }
 
 
+def _readable(config, key: str) -> bool:
+    """hasattr, except that a heterogeneous config's per-layer keys (Gemma 4's num_key_value_heads, head_dim) raise
+    transformers' AmbiguousGlobalPerLayerAttributeError, a RuntimeError: those are not reported."""
+    try:
+        return hasattr(config, key)
+    except RuntimeError:
+        return False
+
+
 def count(model_name: str) -> dict:
     raw = json.loads((CONFIG_DIR / f"{model_name}.json").read_text())
     config, build_type, outer_type, published, outer = load_config(raw)
@@ -291,6 +300,9 @@ def count(model_name: str) -> dict:
     embed = model.get_input_embeddings()
     head = model.get_output_embeddings()
     embed_numel = sum(p.numel() for p in embed.parameters())
+    # Gemma 4's per-layer input table (Gemma4TextModel.embed_tokens_per_layer) is a token embedding too
+    embed_numel += sum(p.numel() for name, m in model.named_modules() if name.endswith("embed_tokens_per_layer")
+                       for p in m.parameters())
     tied = head is not None and head.weight is embed.weight
     head_numel = 0 if (head is None or tied) else sum(p.numel() for p in head.parameters())
 
@@ -313,7 +325,7 @@ def count(model_name: str) -> dict:
         "layer_types": layer_kinds(model, config),
         "resolved_config": {
             key: {"value": jsonable(getattr(config, key)), "from_published_config": key in published}
-            for key in ARCH_KEYS if hasattr(config, key)
+            for key in ARCH_KEYS if _readable(config, key)
         },
     }
     moe = moe_counts(model, config)

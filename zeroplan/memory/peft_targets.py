@@ -32,7 +32,12 @@ PEFT_LORA_DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "qwen3": ("q_proj", "v_proj"),
     "phi": ("q_proj", "v_proj", "fc1", "fc2"),
     "llama4": ("q_proj", "v_proj"),  # the multimodal Llama 4 (its text model, llama4_text, is not in the mapping)
+    # the multimodal Gemma 4: a regex in peft, r".*language_model\..*\.(q_proj|v_proj)", the language model's q_proj
+    # and v_proj (its text model, gemma4_text, is not in the mapping); zeroplan counts that language model only
+    "gemma4": ("q_proj", "v_proj"),
 }
+# Entries peft writes as a regex over the whole multimodal model's module names: the names it selects.
+PEFT_REGEX_TARGETS = frozenset({"gemma4"})
 
 
 def peft_default_targets(family: str) -> tuple[str, ...]:

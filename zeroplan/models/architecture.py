@@ -83,6 +83,14 @@ class Architecture:
     linear_key_head_dim: Size = 0
     linear_value_head_dim: Size = 0
     linear_conv_kernel_dim: Size = 0
+    # Gemma 4 (gemma4_text): its global layers' own widths, kv sharing, its double-wide MLP and per-layer inputs.
+    global_head_dim: Annotated[Size, Field(description="full_attention layers' head width; 0 = head_dim")] = 0
+    global_key_value_heads: Annotated[Size, Field(description="full_attention layers' kv heads; 0 = "
+                                                              "num_key_value_heads")] = 0
+    kv_shared_layers: Annotated[Size, Field(description="the last N layers reuse earlier layers' k and v")] = 0
+    attention_k_eq_v: Annotated[Flag, Field(description="full_attention layers' values are their keys")] = False
+    double_wide_mlp: Annotated[Flag, Field(description="the kv-sharing layers' MLP is 2 x intermediate_size")] = False
+    per_layer_input_size: Annotated[Size, Field(description="per-layer input embedding width (Gemma 4 PLE)")] = 0
     # Routing facts only the activations read (memory/activations/moe.py): how the router's top-k is formed.
     router_norm_topk: Annotated[Flag, Field(description="top-k weights renormalised (norm_topk_prob; Mixtral "
                                                         "always)")] = True

@@ -50,6 +50,8 @@ class Attention:
     conv1d: bool = False  # GPT-2's Conv1D stores weights (in, out)
     qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")  # Phi: q_layernorm, k_layernorm
     qk_norm_stacked: bool = False  # Cohere's per-head norms: one weight (heads, h_d), not one h_d shared by all
+    kv_shared: bool = False  # Gemma 4's kv-sharing layers: no k/v projections nor k norm (they reuse an earlier layer's)
+    k_eq_v: bool = False  # Gemma 4's attention_k_eq_v global layers: no v_proj (the keys serve as values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +93,30 @@ class LinearAttention:
     split: bool = False  # Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3-Next fuses qkvz and ba)
 
 
-Mixer = Attention | MLA | LinearAttention
+@dataclass(frozen=True, kw_only=True)
+class CompressedAttention:
+    """DeepSeek-V4's attention (DeepseekV4Attention): a low-rank query, one shared k=v head, per-head sinks, a grouped
+    low-rank output projection, and on compressed layers a KV compressor (and on CSA layers its lightning indexer).
+
+    q_a_proj d -> r_q, q_a_norm (r_q), q_b_proj r_q -> h h_d, kv_proj d -> h_d, kv_norm (h_d), sinks (h),
+    o_a_proj (g o_r, h h_d / g) (one weight, g block-diagonal groups), o_b_proj g o_r -> d; compressor: kv_proj and
+    gate_proj d -> w h_d, position_bias (m, w h_d), kv_norm (h_d), w = 2 on CSA layers (two overlapping series),
+    1 on HCA; indexer (CSA): kv_proj and gate_proj d -> 2 i_d, position_bias (m, 2 i_d), kv_norm (i_d), q_b_proj
+    r_q -> i_h i_d, scorer.weights_proj d -> i_h.
+    """
+
+    heads: int
+    head_dim: int
+    q_lora_rank: int
+    o_groups: int
+    o_lora_rank: int
+    compress_rate: int = 0  # 0: a sliding-only layer, no compressor
+    overlap: bool = False  # CSA: the compressor's two series (w = 2) and a lightning indexer
+    indexer: tuple[int, int] = (0, 0)  # (index_n_heads, index_head_dim), read with overlap
+    prefix: str = "self_attn"
+
+
+Mixer = Attention | MLA | LinearAttention | CompressedAttention
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +157,7 @@ class MoE:
     router_statics: bool = False  # ERNIE 4.5: gate.moe_statics.e_score_correction_bias (1, E), a parameter
     prefix: str = "mlp"
     router: str = "gate"
+    router_kind: str = ROUTER  # LINEAR where the router's projection is an nn.Linear LoRA can target (Gemma 4's proj)
     shared_gate_name: str = "shared_expert_gate"
 
 
@@ -146,6 +172,8 @@ class Layer:
     mlp: FeedForward
     attention_type: str = "full_attention"  # sliding_attention, chunked_attention, linear_attention, ...
     rope: bool = True  # False: a NoPE layer (SmolLM3's no_rope_layers, Llama 4's global layers)
+    beside: MoE | None = None  # routed experts beside the dense MLP, at the layer's own level (Gemma 4's MoE block)
+    extras: tuple[Extra, ...] = ()  # the layer's own modules no field above covers (Gemma 4's per-layer input gate)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +186,7 @@ class Extra:
     in_features: int = 0
     out_features: int = 0
     embedding: bool = False
+    tensors: tuple[str, ...] = ()  # attribute names where they are not weight/bias (Gemma 4's router `scale`)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,10 +34,13 @@ def attention_fwd_flops_per_token(arch: Architecture, seq_len: int, *, causal: b
 
     L layers (decoder + encoder), d_attn = heads x head_dim, s = sequence length. Times 3 for a training
     step this is torchtitan's 12 L H Q T non-causal term (`get_num_flop_per_token`), 6 L d s causal.
-    Sliding windows (Gemma 2, Mistral) are ignored: exact for s <= window.
+    Sliding windows (Gemma 2, Mistral) are ignored: exact for s <= window. Gemma 4's global layers attend with
+    their own global_head_dim.
     """
     layers = arch.num_layers + arch.num_encoder_layers
-    full = ATTN_FWD_FLOPS * layers * arch.num_attention_heads * arch.head_dim * seq_len
+    wide = arch.attention_types.count("full_attention") if arch.global_head_dim else 0
+    widths = layers * arch.head_dim + wide * (arch.global_head_dim - arch.head_dim)
+    full = ATTN_FWD_FLOPS * arch.num_attention_heads * widths * seq_len
     return full * CAUSAL_FRACTION if causal else full
 
 

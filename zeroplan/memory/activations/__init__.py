@@ -25,6 +25,7 @@ from zeroplan.memory.activations.checkpointing import (
 )
 from zeroplan.memory.activations.compiled import COMPILE_ASSUMPTION, check_compile, compiled_terms
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
+from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, core_recompute
 from zeroplan.memory.activations.loop import (
     carried_logits_bytes,
     check_loop,
@@ -231,6 +232,8 @@ def _recompute_bytes(
         return op_sac_recompute_bytes(arch, b, s, e, layer_full, own_input, flash=flash)
     if ckpt is Checkpointing.selective:
         cores = 2 if arch.num_encoder_layers else 1  # a T5 decoder layer recomputes self- and cross-attention
+        if arch.family in GEMMA4_FAMILIES:  # its global layers' cores are wider: the largest one
+            return core_recompute([v for v, _ in layer_variants(arch)], traits, b, s, e, flash=flash)
         return cores * core_recompute_bytes(arch, traits, b, s, e, flash=flash)
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, gemma4_variant
 from zeroplan.memory.activations.ops import FP32_BYTES, INDEX_BYTES, MASK_BYTES
 from zeroplan.models.architecture import Architecture
 
@@ -72,26 +73,37 @@ def norm_topk(arch: Architecture) -> bool:
     return arch.router_norm_topk
 
 
+def _layer_key(arch: Architecture, i: int, nope: set[int]) -> tuple[str, str, bool, bool]:
+    mlp = arch.mlp_types[i] if arch.mlp_types else ("moe" if arch.is_moe else "dense")
+    return mlp, arch.attention_type(i), i in nope, i >= arch.num_layers - arch.kv_shared_layers
+
+
+def _uniform(arch: Architecture) -> bool:
+    return not (arch.mlp_types or arch.attention_types or arch.no_rope_layers or arch.kv_shared_layers)
+
+
 def layer_variants(arch: Architecture) -> list[tuple[Architecture, int]]:
     """The distinct layers of the stack and how many of each, each as a one-layer-kind Architecture.
 
     An MoE model's dense layers (first_k_dense_replace, mlp_only_layers, Llama 4's interleave) are its dense MLP
     at dense_intermediate_size; a layer's attention type (attention_types[0]) and rope (no_rope_layers == (0,)
-    for a NoPE layer) are kept where they change what is saved (Llama 4's chunked and NoPE layers).
+    for a NoPE layer) are kept where they change what is saved (Llama 4's chunked and NoPE layers); Gemma 4's global
+    layers take their own head width and kv heads, its kv-sharing layers say so (gemma4.gemma4_variant).
     """
-    if not arch.mlp_types and not arch.attention_types and not arch.no_rope_layers:
+    if _uniform(arch):
         return [(arch, arch.num_layers)]
     nope = set(arch.no_rope_layers)
-    counts: dict[tuple[str, str, bool], int] = {}
+    counts: dict[tuple[str, str, bool, bool], int] = {}
     for i in range(arch.num_layers):
-        mlp = arch.mlp_types[i] if arch.mlp_types else ("moe" if arch.is_moe else "dense")
-        key = (mlp, arch.attention_type(i), i in nope)
+        key = _layer_key(arch, i, nope)
         counts[key] = counts.get(key, 0) + 1
     return [(_variant(arch, *key), n) for key, n in counts.items()]
 
 
-def _variant(arch: Architecture, mlp: str, attention: str, nope: bool) -> Architecture:
+def _variant(arch: Architecture, mlp: str, attention: str, nope: bool, shared: bool) -> Architecture:
     layer = replace(arch, mlp_types=(), attention_types=(attention,), no_rope_layers=(0,) if nope else ())
+    if arch.family in GEMMA4_FAMILIES:
+        return gemma4_variant(layer, shared)
     if mlp == "dense" and arch.is_moe:
         return replace(layer, num_experts=0, num_experts_per_tok=0, shared_expert_intermediate_size=0,
                        intermediate_size=arch.dense_intermediate_size or arch.intermediate_size)
@@ -100,14 +112,13 @@ def _variant(arch: Architecture, mlp: str, attention: str, nope: bool) -> Archit
 
 def layer_kinds(arch: Architecture) -> list[Architecture]:
     """Each decoder layer's kind, in layer order (one object per distinct kind, as layer_variants makes them)."""
-    if not arch.mlp_types and not arch.attention_types and not arch.no_rope_layers:
+    if _uniform(arch):
         return [arch] * arch.num_layers
     nope = set(arch.no_rope_layers)
-    made: dict[tuple[str, str, bool], Architecture] = {}
+    made: dict[tuple[str, str, bool, bool], Architecture] = {}
     kinds = []
     for i in range(arch.num_layers):
-        mlp = arch.mlp_types[i] if arch.mlp_types else ("moe" if arch.is_moe else "dense")
-        key = (mlp, arch.attention_type(i), i in nope)
+        key = _layer_key(arch, i, nope)
         if key not in made:
             made[key] = _variant(arch, *key)
         kinds.append(made[key])

@@ -23,6 +23,7 @@ T5_DECODER_BIASES = 2  # a later T5 decoder layer receives the self-attention bi
 # Norm implementations, by what they save (counts per token unless said otherwise):
 #   llama: LlamaRMSNorm  -> fp32 input (the upcast, or the input itself in fp32), rsqrt, normed in e
 #   gemma: Gemma2RMSNorm -> fp32 input, rsqrt, normed in fp32, and (1 + weight) in fp32 (h elements)
+#   gemma4: Gemma4RMSNorm -> fp32 input, mean square and its -0.5 power, normed in fp32, weight.float() (16-bit)
 #   olmo2: Olmo2RMSNorm  -> fp32 input, rsqrt, normed in fp32 (the weight multiplies before the cast back)
 #   t5:    T5LayerNorm   -> fp32 upcast (16-bit only), the input itself, rsqrt, normed in e
 #   layernorm: native_layer_norm -> input, mean and rstd (fp32 on CUDA: the accumulate type)
@@ -36,6 +37,8 @@ def norm_bytes(style: str, tokens: int, h: int, e: int) -> int:
         return FP32_BYTES * tokens * h + stats + e * tokens * h
     if style == "gemma":
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h + FP32_BYTES * h
+    if style == "gemma4":  # Gemma4RMSNorm: pow(mean_squared, -0.5) keeps its input and output; weight.float() a copy
+        return FP32_BYTES * tokens * h + 2 * stats + FP32_BYTES * tokens * h + (FP32_BYTES * h if upcast else 0)
     if style == "olmo2":  # Olmo2RMSNorm, GptOssRMSNorm: weight * normed in fp32, cast after; the fp32 normed is saved
         return FP32_BYTES * tokens * h + stats + FP32_BYTES * tokens * h
     if style == "t5":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, gemma4_layer_terms, gemma4_model_terms
 from zeroplan.memory.activations.gated_delta import delta_net_terms, is_linear_layer, output_gate_terms
 from zeroplan.memory.activations.llama4 import (
     LLAMA4_FAMILIES,
@@ -57,7 +58,7 @@ PER_SAMPLE_ROTARY_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})  # 
 
 def layer_input_saved_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
     """Bytes of a layer's saved set that are its input tensor itself (already kept by a checkpoint)."""
-    if traits.norm in ("llama", "gemma"):
+    if traits.norm in ("llama", "gemma", "gemma4"):
         return e * b * s * arch.hidden_size if e == FP32_BYTES else 0
     return e * b * s * arch.hidden_size
 
@@ -166,6 +167,9 @@ def layer_terms(
     if encoder and not arch.num_encoder_layers:
         return []
     t = b * s
+    if arch.family in GEMMA4_FAMILIES:
+        experts = moe_mlp_terms(arch, t, e, traits) if arch.is_moe else []
+        return gemma4_layer_terms(arch, traits, b, s, e, flash=flash, selective=selective, experts=experts)
     if is_linear_layer(arch):  # Qwen3-Next / Qwen3.5: the gated delta net in place of attention
         terms = [("attention norm", norm_bytes(traits.norm, t, arch.hidden_size, e)),
                  ("delta net input projections' input", e * t * arch.hidden_size)] + delta_net_terms(arch, b, s, e)
@@ -206,6 +210,8 @@ def embedding_terms(
     t = b * s
     stacks = 2 if arch.num_encoder_layers else 1
     terms = [("token ids", stacks * INDEX_BYTES * t)]
+    if arch.family in GEMMA4_FAMILIES:
+        return terms + gemma4_model_terms(arch, b, s, e, traits.norm, full=full)
     if traits.rope:
         rotary_dims = arch.qk_rope_head_dim if arch.is_mla else int(arch.head_dim * traits.rotary_fraction)
         if traits.rotary_by_cat:

@@ -146,7 +146,12 @@ def activation_saves(traits: Traits) -> ActivationSaves:
     return ACTIVATION_SAVES[traits.act]
 
 
+GEMMA4_NORM_FAMILIES = frozenset({"gemma4_text", "gemma4"})  # Gemma4RMSNorm (ops.norm_bytes "gemma4")
+
+
 def _norm_style(arch: Architecture) -> str:
+    if arch.family in GEMMA4_NORM_FAMILIES:
+        return "gemma4"
     if arch.family in GEMMA_NORM_FAMILIES:
         return "gemma"
     if arch.family in T5_FAMILIES:
@@ -170,6 +175,6 @@ def _activation(arch: Architecture, family: str) -> str:
         return arch.hidden_act
     if family == "t5":
         return "gelu_new" if arch.gated_mlp else "relu"
-    if arch.family in GEMMA_FAMILIES:
+    if arch.family in GEMMA_FAMILIES | GEMMA4_NORM_FAMILIES:
         return "gelu_pytorch_tanh"
     return FAMILY_ACTIVATION.get(family, "silu")

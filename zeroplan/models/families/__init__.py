@@ -42,12 +42,14 @@ _WHERE: dict[str, tuple[str, str]] = {
     "deepseek_v3": ("deepseek", "DeepseekV3Config"),
     "kimi_k2": ("deepseek", "DeepseekV3Config"),
     "deepseek_v32": ("recent_moe", "DeepseekV32Config"),
+    "deepseek_v4": ("deepseek_v4", "DeepseekV4Config"),
     "glm4_moe": ("deepseek", "Glm4MoeConfig"),
     "gpt_oss": ("moe", "GptOssConfig"),
     "granitemoe": ("moe", "GraniteMoeConfig"),
     "qwen3": ("dense", "Qwen3Config"),
     "gemma": ("dense", "GemmaConfig"),
     "gemma3_text": ("dense", "Gemma3TextConfig"),
+    "gemma4_text": ("gemma4", "Gemma4TextConfig"),
     "glm4": ("dense", "Glm4Config"),
     "olmo2": ("dense", "Olmo2Config"),
     "olmo3": ("dense", "Olmo3Config"),
@@ -76,6 +78,7 @@ TEXT_TYPES = frozenset(_WHERE)  # the language models zeroplan describes
 # Mistral3Config -> MistralConfig, Qwen2_5_VLConfig -> Qwen2_5_VLTextConfig). A family helper adds its own here.
 TEXT_MODEL_TYPES: dict[str, str] = {
     "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
     "llama4": "llama4_text",
     "mistral3": "mistral",
     "qwen2_5_vl": "qwen2_5_vl_text",

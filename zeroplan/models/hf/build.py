@@ -33,7 +33,8 @@ from zeroplan.validate import validated
 
 # Config keys transformers' MoE configs use for the routed experts and the experts per token.
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token")
+# Gemma 4 names its top-k top_k_experts
+TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token", "top_k_experts")
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")  # a ModuleList index inside a module path
 
 

@@ -17,13 +17,12 @@ from pydantic import ValidationError
 from zeroplan.models.architecture import Architecture
 
 # model_type -> the described family whose blocks it extends, and what the formula then leaves out.
+# zeroplan describes Gemma 4 itself (models/families/gemma4.py): from the CLI a gemma4 config never reaches
+# transformers; a caller of zeroplan.models.hf.describe on one gets Gemma 4's own block (its meta forward cannot run:
+# the shallow copy cuts the depth its per-layer inputs are reshaped by, modeling_gemma4.py, transformers 5.25).
 NEAREST_DESCRIBED: dict[str, tuple[str, str]] = {
-    # Gemma4TextDecoderLayer is Gemma 3's sandwich-norm block with per-layer input embeddings and global layers of
-    # their own head_dim (modeling_gemma4.py, transformers 5.25).
-    "gemma4": ("gemma3_text", "the per-layer input embeddings' tensors and the global layers' wider heads are taken "
-                              "as the sliding layers' ones"),
-    "gemma4_text": ("gemma3_text", "the per-layer input embeddings' tensors and the global layers' wider heads are "
-                                   "taken as the sliding layers' ones"),
+    "gemma4": ("gemma4_text", "its own block, nothing left out"),
+    "gemma4_text": ("gemma4_text", "its own block, nothing left out"),
 }
 
 

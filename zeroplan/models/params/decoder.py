@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from math import prod
 
-from zeroplan.models.block import MLA, MLP, Attention, Decoder, Layer, LinearAttention, MoE
+from zeroplan.models.block import (
+    MLA,
+    MLP,
+    Attention,
+    CompressedAttention,
+    Decoder,
+    Extra,
+    Layer,
+    LinearAttention,
+    MoE,
+)
 from zeroplan.models.params.modules import (
     BODY,
     COLUMN,
@@ -22,7 +32,6 @@ from zeroplan.models.params.modules import (
     LINEAR,
     NORM,
     OTHER,
-    ROUTER,
     ROW,
     Module,
     linear_shapes,
@@ -62,11 +71,9 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
         width = a.fused_width or q_out + 2 * kv_width
         projections = [linear_module(_join(p, a.fused), d, width, a.qkv_bias, COLUMN, a.conv1d)]
     else:
-        projections = [
-            linear_module(_join(p, q), d, q_out, a.qkv_bias, COLUMN),
-            linear_module(_join(p, k), d, kv_width, a.qkv_bias, COLUMN),
-            linear_module(_join(p, v), d, kv_width, a.qkv_bias, COLUMN),
-        ]
+        keys = [] if a.kv_shared else [linear_module(_join(p, k), d, kv_width, a.qkv_bias, COLUMN)]
+        values = [] if a.kv_shared or a.k_eq_v else [linear_module(_join(p, v), d, kv_width, a.qkv_bias, COLUMN)]
+        projections = [linear_module(_join(p, q), d, q_out, a.qkv_bias, COLUMN), *keys, *values]
     modules = [*projections, linear_module(_join(p, o), q_width, d, a.o_bias, ROW, a.conv1d)]
     if a.qk_norm != "none":
         full = a.qk_norm == "full"
@@ -75,8 +82,9 @@ def _attention(a: Attention, base: str, dec: Decoder) -> list[Module | None]:
             modules += [_module(_join(p, q_norm), ((a.heads, a.head_dim),), NORM),
                         _module(_join(p, k_norm), ((a.kv_heads, a.head_dim),), NORM)]
         else:
-            modules += [norm_module(_join(p, q_norm), q_width if full else a.head_dim, dec),
-                        norm_module(_join(p, k_norm), kv_width if full else a.head_dim, dec)]
+            modules.append(norm_module(_join(p, q_norm), q_width if full else a.head_dim, dec))
+            if not a.kv_shared:  # a kv-sharing layer has no k norm (Gemma4TextAttention)
+                modules.append(norm_module(_join(p, k_norm), kv_width if full else a.head_dim, dec))
     if a.sinks:
         modules.append(_module(p, ((a.heads,),), OTHER, tensors=("sinks",)))  # GptOssAttention.sinks
     return modules
@@ -159,7 +167,7 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
         shapes = (shapes[0], (e, GATE_UP * i), shapes[1], (e, d))
     experts = _module(_join(p, "experts"), shapes, EXPERTS_KIND, role=EXPERTS, in_features=d, out_features=i)
     modules = [
-        linear_module(_join(p, m.router), d, e, m.router_bias, ROUTER),
+        linear_module(_join(p, m.router), d, e, m.router_bias, m.router_kind),
         experts._replace(active=experts.params // e * m.top_k),
     ]
     if m.router_statics:  # Ernie4_5_MoeStatics: a (1, E) parameter the router adds to its scores
@@ -172,7 +180,40 @@ def _moe(m: MoE, base: str, dec: Decoder) -> list[Module]:
     return modules
 
 
-_MIXERS = {Attention: _attention, MLA: _mla, LinearAttention: _linear_attention}
+def _compressed_attention(a: CompressedAttention, base: str, dec: Decoder) -> list[Module | None]:
+    d, p, hd = dec.hidden, _join(base, a.prefix), a.head_dim
+    grouped = a.o_groups * a.o_lora_rank
+    modules = [
+        _module(p, ((a.heads,),), OTHER, tensors=("sinks",)),  # DeepseekV4Attention.sinks
+        linear_module(_join(p, "q_a_proj"), d, a.q_lora_rank, False, LINEAR),
+        norm_module(_join(p, "q_a_norm"), a.q_lora_rank, dec),
+        linear_module(_join(p, "q_b_proj"), a.q_lora_rank, a.heads * hd, False, COLUMN),
+        linear_module(_join(p, "kv_proj"), d, hd, False, LINEAR),
+        norm_module(_join(p, "kv_norm"), hd, dec),
+        linear_module(_join(p, "o_a_proj"), a.heads * hd // a.o_groups, grouped, False, LINEAR),
+        linear_module(_join(p, "o_b_proj"), grouped, d, False, ROW),
+    ]
+    if a.compress_rate:
+        modules += _compressor(_join(p, "compressor"), d, hd, a.compress_rate, 2 if a.overlap else 1, dec)
+    if a.overlap:
+        heads, width = a.indexer
+        base_i = _join(p, "compressor", "indexer")
+        modules += [*_compressor(base_i, d, width, a.compress_rate, 2, dec),
+                    linear_module(_join(base_i, "q_b_proj"), a.q_lora_rank, heads * width, False, LINEAR),
+                    linear_module(_join(base_i, "scorer", "weights_proj"), d, heads, False, LINEAR)]
+    return modules
+
+
+def _compressor(p: str, d: int, width: int, rate: int, series: int, dec: Decoder) -> list[Module | None]:
+    """DeepseekV4HCACompressor / CSACompressor / Indexer's own: position_bias, kv_proj, gate_proj, kv_norm."""
+    return [_module(p, ((rate, series * width),), OTHER, tensors=("position_bias",)),
+            linear_module(_join(p, "kv_proj"), d, series * width, False, LINEAR),
+            linear_module(_join(p, "gate_proj"), d, series * width, False, LINEAR),
+            norm_module(_join(p, "kv_norm"), width, dec)]
+
+
+_MIXERS = {Attention: _attention, MLA: _mla, LinearAttention: _linear_attention,
+           CompressedAttention: _compressed_attention}
 _FEED_FORWARDS = {MLP: _mlp, MoE: _moe}
 
 
@@ -182,9 +223,18 @@ def layer_modules(layer: Layer, dec: Decoder) -> list[Module]:
     modules = [
         *_MIXERS[type(layer.mixer)](layer.mixer, base, dec),
         *_FEED_FORWARDS[type(layer.mlp)](layer.mlp, base, dec),
+        *(_moe(layer.beside, base, dec) if layer.beside is not None else ()),
         *(norm_module(_join(base, name), dec.hidden, dec) for name in dec.layer_norms),
+        *(extra_module(extra, base) for extra in layer.extras),
     ]
     return [m for m in modules if m is not None]
+
+
+def extra_module(extra: Extra, base: str) -> Module:
+    """A module a block description lists by hand (Extra), under `base` (the body, or a layer)."""
+    role = EMBEDDING if extra.embedding else BODY
+    return _module(_join(base, extra.name), extra.shapes, extra.kind, role=role, in_features=extra.in_features,
+                   out_features=extra.out_features, tensors=extra.tensors)
 
 
 def decoder_modules(dec: Decoder) -> list[Module]:
@@ -202,10 +252,7 @@ def decoder_modules(dec: Decoder) -> list[Module]:
             before = merged[key].count if key in merged else 0
             merged[key] = m._replace(count=before + count)
     modules += merged.values()
-    for extra in dec.extras:
-        modules.append(_module(_join(dec.body, extra.name), extra.shapes, extra.kind,
-                               role=EMBEDDING if extra.embedding else BODY,
-                               in_features=extra.in_features, out_features=extra.out_features))
+    modules += [extra_module(extra, dec.body) for extra in dec.extras]
     if dec.final_norm is not None:
         modules.append(norm_module(_join(dec.body, dec.final_norm), dec.hidden, dec))
     head = linear_module(dec.head, width, dec.vocab, dec.lm_head_bias, EMBEDDING_KIND)
