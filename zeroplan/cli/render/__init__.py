@@ -78,10 +78,12 @@ def estimate_table(est: Estimate, unit: Unit) -> Table:
 
 def buffers_table(est: Estimate, unit: Unit) -> Table | None:
     """Every engine buffer and overhead line per stage, with its phase and source."""
+    # Each stage's lines read once: reserved_beyond_peak walks the stage's timeline on every read.
+    lines = [(s.buffers, s.overhead, s.reserved_beyond_peak) for s in est.stages]
     names: dict[str, str] = {}
-    for group in ("buffers", "overhead", "reserved_beyond_peak"):
-        for s in est.stages:
-            for t in getattr(s, group):
+    for i, group in enumerate(("buffers", "overhead", "reserved_beyond_peak")):
+        for stage_lines in lines:
+            for t in stage_lines[i]:
                 names.setdefault(t.name, "reserved, not in the peak" if group == "reserved_beyond_peak" else t.phase.value)
     if not names:
         return None
@@ -92,8 +94,8 @@ def buffers_table(est: Estimate, unit: Unit) -> Table | None:
     table.add_column("alive", style="dim")
     for name, where in names.items():
         cells = []
-        for s in est.stages:
-            match = [t.bytes for t in (*s.buffers, *s.overhead, *s.reserved_beyond_peak) if t.name == name]
+        for stage_lines in lines:
+            match = [t.bytes for group in stage_lines for t in group if t.name == name]
             cells.append(f"{to_unit(match[0], unit):,.2f}" if match else "-")
         table.add_row(name, *cells, where)
     return table

@@ -149,7 +149,7 @@ class ModelSpec(Frozen):
         None, description="active parameters per token the source states (MoE), rounded as reference_params is"
     )
     reference_differs: list[Literal["total", "active"]] = Field(
-        default_factory=list,
+        [],  # pydantic copies a list default for each model
         description="stated figures the exact count does not equal (or round to); the note says why",
     )
     note: str | None = Field(None, description="where reference_params comes from, and any known difference")

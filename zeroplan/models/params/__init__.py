@@ -16,10 +16,14 @@ from zeroplan.models.architecture import ParamCount
 from zeroplan.models.hf.records import HFConfig, HFModel
 from zeroplan.models.params.decoder import decoder_modules
 from zeroplan.models.params.modules import EMBEDDING, Module
-from zeroplan.models.params.t5 import t5_modules
 
-# Families without a block description list their modules themselves.
-_INVENTORIES: dict[type[fam.FamilyConfig], Callable[..., list[Module]]] = {fam.T5Config: t5_modules}
+
+def _inventories() -> dict[type[fam.FamilyConfig], Callable[..., list[Module]]]:
+    """Families without a block description, each listing its modules itself: loaded for those families only
+    (fam.T5Config imports T5's family module, which a decoder never needs)."""
+    from zeroplan.models.params.t5 import t5_modules
+
+    return {fam.T5Config: t5_modules}
 
 
 def module_inventory(model: fam.ModelSpec | fam.FamilyConfig) -> list[Module]:
@@ -29,7 +33,7 @@ def module_inventory(model: fam.ModelSpec | fam.FamilyConfig) -> list[Module]:
         return list(config.modules)
     if (decoder := config.decoder()) is not None:
         return decoder_modules(decoder)
-    return _INVENTORIES[type(config)](config)
+    return _inventories()[type(config)](config)
 
 
 def count_params(model: fam.ModelSpec | fam.FamilyConfig) -> ParamCount:
