@@ -23,7 +23,7 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 from zeroplan.memory.stage import Overheads, StageBase, StageEstimate, busiest, stage_base
-from zeroplan.memory.posttrain import posttrain_profile
+from zeroplan.memory.posttrain import posttrain_note, posttrain_profile
 from zeroplan.memory.reference import check_reference, forwarded_setup, reference_parameter_bytes, with_reference
 from zeroplan.memory.teacher import check_teacher, teacher_parameter_bytes
 from zeroplan.memory.states import ModelSummary
@@ -368,6 +368,8 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
         prof = activation_profile(scn, acts) if acts is not None else profile_from(None, scn.arch, scn.setup)
         results = tuple(evaluate(scn, stage, activation_bytes=prof, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)
+    if scn.mesh is None and acts is not None and (line := posttrain_note(scn.setup.post_training, prof)):
+        notes.append(line)
     if acts is not None:
         notes += list(acts.assumptions)
     return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from zeroplan.memory.reference import reference_forward_bytes
 from zeroplan.memory.setup import PostTraining, TrainingSetup
+from zeroplan.units import GIB
 
 FP32_BYTES = 4
 # generalized_jsd_loss (0 < beta < 1), each tensor the shifted logits' size, alive at its peak (the jsd sum):
@@ -70,3 +71,19 @@ def jsd_loss_bytes(logits: int) -> int:
     """GKD's generalized JSD (0 < beta < 1) on the student's and teacher's logits of one size (GKD requires one
     vocabulary): JSD_LOGITS_TENSORS of the logits' size at the sum of its two KL terms, then the masked copy."""
     return JSD_LOGITS_TENSORS * logits
+
+
+def posttrain_note(pt: PostTraining, prof) -> str | None:
+    """The post-training's own activation terms in the output's words (they are not lines of the activation table)."""
+    gib = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+    if pt in (PostTraining.dpo, PostTraining.kto):
+        return (f"{pt.value.upper()}: the reference forward and the logged metrics after it add {gib(prof.reference)} "
+                "of activations at the end of the policy's forward (docs/finetune.md, post-training)")
+    if pt is PostTraining.asft:
+        return (f"ASFT: the reference forward before the policy's peaks at {gib(prof.start)}; its logits "
+                f"({gib(prof.forward_held)}) stay alive through the policy's forward; the loss holds {gib(prof.loss)} "
+                "at its peak, in place of the table's loss line (docs/finetune.md, post-training)")
+    if pt is PostTraining.kd:
+        return (f"KD: the teacher's forward, its logits and the generalized JSD hold {gib(prof.loss)} at the end of "
+                "the student's forward, in place of the table's loss line (docs/finetune.md, post-training)")
+    return None
