@@ -88,6 +88,7 @@ def test_a_preference_recipe_that_does_not_name_its_trainer_is_refused_naming_it
     ({"beta": 0.1, "ld_alpha": 0.5}, "dpo"),  # DPOConfig's own key
     ({"beta": 0.1, "loss_type": ["sigmoid", "apo_zero"]}, "dpo"),  # a loss only DPOConfig declares
     ({"beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.0}, "simpo"),  # CPOConfig: no reference model
+    ({"beta": 0.1, "desirable_weight": 1.0}, "kto"),  # KTOConfig: unpaired rows, the KL batch (memory.reference)
 ])
 def test_a_trl_preference_recipe_is_read_by_its_trainers_own_keys(runner, write, keys, expected):
     data = reading(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
@@ -95,9 +96,9 @@ def test_a_trl_preference_recipe_is_read_by_its_trainers_own_keys(runner, write,
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"beta": 0.1, "desirable_weight": 1.0}, "desirable_weight: 1.0 (KTO"),
-    ({"beta": 0.1, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (DPO with the reference"),
-    ({"ld_alpha": 0.5, "use_liger_kernel": True}, "use_liger_kernel: true (beside a preference trainer"),
+    ({"beta": 0.1, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (the reference log-probs"),
+    ({"desirable_weight": 1.0, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (the reference"),
+    ({"ld_alpha": 0.5, "use_liger_kernel": True}, "use_liger_kernel: true (beside a preference or distillation"),
 ])
 def test_what_a_trl_preference_recipe_asks_beyond_the_model_is_refused(runner, write, keys, said):
     assert said in refusal(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
