@@ -117,3 +117,13 @@ def test_the_harness_measures_what_zeroplan_counts(kind):
 
     row = harness.measure(kind, 32, 2, 8000, "bf16")
     assert not harness.bad(row), row
+
+
+def test_check_counts_the_post_training_it_is_given():
+    """--post-training (and --teacher) are the checked run's training block, as estimate takes them."""
+    ds = "configs/plans/ds/article-zero3-bf16.json"
+    sft = api.check_plans(deepspeed_config=ds, model="llama-3.1-8b").results[0].memory.total
+    dpo = api.check_plans(deepspeed_config=ds, model="llama-3.1-8b", post_training="dpo").results[0].memory.total
+    kd = api.check_plans(deepspeed_config=ds, model="llama-3.1-8b", post_training="kd",
+                         teacher="llama-3.1-70b").results[0].memory.total
+    assert sft < dpo and sft < kd
