@@ -23,9 +23,8 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 from zeroplan.memory.stage import Overheads, StageBase, StageEstimate, busiest, stage_base
-from zeroplan.memory.posttrain import posttrain_note, posttrain_profile
-from zeroplan.memory.reference import check_reference, forwarded_setup, reference_parameter_bytes, with_reference
-from zeroplan.memory.teacher import check_teacher, teacher_parameter_bytes
+from zeroplan.memory.posttrain import check_posttraining, frozen_model_bytes, posttrain_note, posttrain_profile
+from zeroplan.memory.reference import forwarded_setup, with_reference
 from zeroplan.memory.states import ModelSummary
 from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
@@ -191,24 +190,6 @@ def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
                              activations_for(teacher, plain_setup), teacher.hidden_size if teacher else 0)
 
 
-def reference_bytes(scn: Scenario, stage: ZeroStage, par: Parallelism | None = None) -> int:
-    """This GPU's bytes of a frozen reference copy (memory.reference: 0 under peft or without one) or of knowledge
-    distillation's teacher (memory.teacher)."""
-    dp = (par or scn.parallelism).dp
-    teacher = teacher_parameter_bytes(scn.teacher, Engine(scn.engine), stage, dp)
-    return teacher + reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage, dp, _peft(scn))
-
-
-def _peft(scn: Scenario) -> bool:
-    return scn.tuning is not None and scn.tuning.spec.lora_rank > 0
-
-
-def check_posttraining(scn: Scenario) -> None:
-    """memory.reference's and memory.teacher's refusals, in one line each."""
-    check_reference(scn.setup, scn.mesh, _peft(scn))
-    check_teacher(scn.setup, scn.teacher, scn.arch)
-
-
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
              recipe: Recipe | None = None) -> StageEstimate:
     """Peak memory of one GPU of `scn` at `stage`: the largest event of its step's timeline (activations
@@ -254,7 +235,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
         from zeroplan.memory.paged import paged_base
 
         base = paged_base(base, recipe)
-    return (with_reference(base, reference_bytes(scn, stage)),)  # a reference copy or a teacher
+    return (with_reference(base, frozen_model_bytes(scn, stage)),)  # a reference copy or a teacher
 
 
 def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):

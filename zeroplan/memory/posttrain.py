@@ -10,15 +10,17 @@
   (no cross-entropy), the teacher's no-grad forward after it, its logits alive for the generalized JSD (below).
 
 Every figure is in bytes of the forwarded batch; `plain` is the activation breakdown without checkpointing (an
-inference forward's working set is bounded by a training layer's saved tensors). Pure: no I/O.
+inference forward's working set is bounded by a training layer's saved tensors). `scn` is a memory.estimate.Scenario,
+unannotated here (estimate imports this module). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from zeroplan.memory.reference import reference_forward_bytes
-from zeroplan.memory.setup import PostTraining, TrainingSetup
+from zeroplan.memory.reference import check_reference, reference_forward_bytes, reference_parameter_bytes
+from zeroplan.memory.setup import Engine, PostTraining, TrainingSetup, ZeroStage
+from zeroplan.memory.teacher import check_teacher, teacher_parameter_bytes
 from zeroplan.units import GIB
 
 FP32_BYTES = 4
@@ -87,3 +89,21 @@ def posttrain_note(pt: PostTraining, prof) -> str | None:
         return (f"KD: the teacher's forward, its logits and the generalized JSD hold {gib(prof.loss)} at the end of "
                 "the student's forward, in place of the table's loss line (docs/finetune.md, post-training)")
     return None
+
+
+def frozen_model_bytes(scn, stage: ZeroStage, par=None) -> int:
+    """This GPU's bytes of a frozen reference copy (memory.reference: 0 under peft or without one) or of knowledge
+    distillation's teacher (memory.teacher)."""
+    dp = (par or scn.parallelism).dp
+    teacher = teacher_parameter_bytes(scn.teacher, Engine(scn.engine), stage, dp)
+    return teacher + reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage, dp, _peft(scn))
+
+
+def _peft(scn) -> bool:
+    return scn.tuning is not None and scn.tuning.spec.lora_rank > 0
+
+
+def check_posttraining(scn) -> None:
+    """memory.reference's and memory.teacher's refusals, in one line each."""
+    check_reference(scn.setup, scn.mesh, _peft(scn))
+    check_teacher(scn.setup, scn.teacher, scn.arch)
