@@ -46,8 +46,8 @@ def test_torchtune_qlora_builder_is_the_lora_builder_on_a_torchao_nf4_base(runne
     assert peak(runner, "--from", qlora) < peak(runner, "--from", lora)
 
 
-SWIFT = {"model": "Qwen/Qwen2.5-7B-Instruct", "tuner_type": "full", "per_device_train_batch_size": 2, "max_length": 2048,
-         "deepspeed": "zero3"}
+SWIFT = {"model": "Qwen/Qwen2.5-7B-Instruct", "tuner_type": "full", "per_device_train_batch_size": 2,
+         "max_length": 2048, "deepspeed": "zero3"}
 
 
 @pytest.mark.parametrize(("rlhf", "expected"), [("dpo", "dpo"), ("kto", "kto"), ("orpo", "orpo"), ("simpo", "simpo"),

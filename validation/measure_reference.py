@@ -185,11 +185,12 @@ def measure(kind: str, seq: int, mb: int, vocab: int, dtype: str) -> dict:
     copy_bytes = sum(p.numel() * p.element_size() for p in ref.parameters())
     numel = sum(p.numel() for p in model.parameters())
     predicted_copy = reference_parameter_bytes(numel, setup, Engine.deepspeed, ZeroStage.zero0, 1, peft=False)
-    forward, metrics = reference_phases(acts, forwarded, arch.hidden_size)
+    forward, _ = reference_phases(acts, forwarded, arch.hidden_size)
     # the logsumexp's row is inside the forward phase's figure, seen by no dispatch count
     in_op = acts.logits_bytes // forwarded.micro_batch if dtype == "fp32" else 0
     return dict(kind=kind, in_op=in_op, dtype=dtype, seq=seq, mb=mb, vocab=vocab, policy=policy, reference=reference,
-                zeroplan=predicted, forward=forward_measured, zeroplan_forward=forward, kl_start=kl_start, copy=copy_bytes, zeroplan_copy=predicted_copy)
+                zeroplan=predicted, forward=forward_measured, zeroplan_forward=forward, kl_start=kl_start, copy=copy_bytes,
+                zeroplan_copy=predicted_copy)
 
 
 def resized(vocab: int, dtype: str):

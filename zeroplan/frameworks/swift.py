@@ -10,7 +10,8 @@ swift/trainers/arguments.py `per_device_train_batch_size` 1, `gradient_checkpoin
 trainers subclass TRL's, swift/rlhf_trainers/*_trainer.py; TRL's step is what zeroplan counts), with the reference a
 frozen copy of the model under full tuning (`ref_model = ref_model or model`); gkd, grpo, ppo, rm and a `ref_model`
 or `ref_adapters` of its own are refused in one line, as is the Megatron backend (`megatron sft`:
-`micro_batch_size`, `global_batch_size`, `tensor_model_parallel_size`). Docs: https://swift.readthedocs.io/. Pure: no I/O.
+`micro_batch_size`, `global_batch_size`, `tensor_model_parallel_size`). Docs: https://swift.readthedocs.io/.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     tuner = keys.tuner_type or keys.train_type or "lora"
     tuner_key = "tuner_type" if keys.tuner_type else "train_type"
     if keys.rlhf_type is not None and keys.rlhf_type not in RLHF_TYPES:
-        refuse.add("rlhf_type", keys.rlhf_type, RLHF_REFUSED.get(keys.rlhf_type, "an RLHF trainer ms-swift does not name"))
+        said = RLHF_REFUSED.get(keys.rlhf_type, "an RLHF trainer ms-swift does not name")
+        refuse.add("rlhf_type", keys.rlhf_type, said)
     for key in ("ref_model", "ref_adapters"):
         if getattr(keys, key):
             refuse.add(key, getattr(keys, key), "a reference model other than the policy's own base")

@@ -3,7 +3,8 @@
 Keys as torchtune's recipes read them (pytorch/torchtune@bd2a0fc: recipes/full_finetune_distributed.py,
 lora_finetune_distributed.py; torchtune/models/*/_model_builders.py for `lora_attn_modules`, `apply_lora_to_mlp`,
 `apply_lora_to_output`; a `qlora_*` builder is its `lora_*` one with `quantize_base=True`: --qlora --qlora-stack
-torchtune): `batch_size`, `gradient_accumulation_steps`, `tokenizer.max_seq_len` (null: the dataset's longest), `dtype` (bf16 trains the bf16 parameters themselves, no fp32 master: bf16-true), `enable_activation_checkpointing`,
+torchtune): `batch_size`, `gradient_accumulation_steps`, `tokenizer.max_seq_len` (null: the dataset's longest),
+`dtype` (bf16 trains the bf16 parameters themselves, no fp32 master: bf16-true), `enable_activation_checkpointing`,
 `optimizer_in_bwd`, `fsdp_cpu_offload`, `fsdp_reshard_after_forward` (default true). The recipe is named on the
 command line, not in the file: zeroplan sizes the distributed recipes' FSDP2 (fully_shard), which on one GPU shards
 nothing. Docs: https://docs.pytorch.org/torchtune/. Pure: no I/O.

@@ -17,8 +17,8 @@ from zeroplan.memory.setup import PostTraining
 
 # Keys of DPO and its relatives (DPOConfig, ORPOConfig, KTOConfig, CPOConfig) and of the RL trainers (GRPOConfig,
 # RLOOConfig, PPOConfig, OnlineDPOConfig): another model (reference, reward, value) or generation
-PREFERENCE_KEYS = ("beta", "max_prompt_length", "loss_type", "rpo_alpha", "ref_model_init_kwargs", "precompute_ref_log_probs",
-                   "sync_ref_model", "desirable_weight", "simpo_gamma", "cpo_alpha")
+PREFERENCE_KEYS = ("beta", "max_prompt_length", "loss_type", "rpo_alpha", "ref_model_init_kwargs",
+                   "precompute_ref_log_probs", "sync_ref_model", "desirable_weight", "simpo_gamma", "cpo_alpha")
 DPO_ONLY = ("loss_weights", "ld_alpha", "f_divergence_type", "f_alpha_divergence_coef", "use_weighting", "discopop_tau",
             "rpo_alpha", "ref_model_init_kwargs", "precompute_ref_log_probs")
 CPO_ONLY = ("cpo_alpha", "simpo_gamma")  # CPOTrainer: no reference model; loss_type simpo is SimPO
@@ -52,7 +52,8 @@ def preference_of(data: Mapping, refuse: NotModelled) -> tuple[str, PostTraining
         return None
     if kto := next((k for k in KTO_ONLY if k in data), None):
         return kto, PostTraining.kto
-    if cpo := next((k for k in CPO_ONLY if k in data), None) or ("loss_type" if data.get("loss_type") == "simpo" else None):
+    simpo = "loss_type" if data.get("loss_type") == "simpo" else None
+    if cpo := next((k for k in CPO_ONLY if k in data), None) or simpo:
         return cpo, PostTraining.simpo
     losses = data.get("loss_type")
     losses = [losses] if isinstance(losses, str) else losses if isinstance(losses, list) else []
@@ -84,6 +85,6 @@ def _gkd(data: Mapping, refuse: NotModelled) -> list[Taken]:
     elif dtype not in SIXTEEN_BIT:
         refuse.add("teacher_model_init_kwargs.dtype", _shown(dtype), "a teacher not in 16 bits")
     else:
-        return [Taken("lmbda", lmbda, "post_training", PostTraining.kd, "--post-training kd (off-policy: no "
-                      "generation)"), Taken("teacher_model_name_or_path", teacher, "teacher", teacher, f"--teacher {teacher}")]
+        return [Taken("lmbda", lmbda, "post_training", PostTraining.kd, "--post-training kd (off-policy: no generation)"),
+                Taken("teacher_model_name_or_path", teacher, "teacher", teacher, f"--teacher {teacher}")]
     return []

@@ -96,7 +96,8 @@ def frozen_model_bytes(scn, stage: ZeroStage, par=None) -> int:
     distillation's teacher (memory.teacher)."""
     dp = (par or scn.parallelism).dp
     teacher = teacher_parameter_bytes(scn.teacher, Engine(scn.engine), stage, dp)
-    return teacher + reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage, dp, _peft(scn))
+    copy = reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage, dp, _peft(scn))
+    return teacher + copy
 
 
 def _peft(scn) -> bool:

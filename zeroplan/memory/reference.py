@@ -105,8 +105,8 @@ def reference_assumption(setup: TrainingSetup, engine: Engine, peft: bool) -> st
     return rows + f"; reference model a frozen copy, {dtype}, {shard}; its forward {after}"
 
 
-STACK = {PostTraining.dpo: "TRL", PostTraining.kto: "TRL", PostTraining.asft: "LLaMA-Factory (TRL's prepare_deepspeed / "
-         "prepare_fsdp, FSDP2's fsdp2_prepare_model)"}
+STACK = {PostTraining.dpo: "TRL", PostTraining.kto: "TRL",
+         PostTraining.asft: "LLaMA-Factory (TRL's prepare_deepspeed / prepare_fsdp, FSDP2's fsdp2_prepare_model)"}
 
 
 def check_reference(setup: TrainingSetup, mesh, peft: bool = False) -> None:
