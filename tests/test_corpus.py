@@ -1,4 +1,4 @@
-"""The --from corpus (tests/data/corpus/manifest.yaml): 79 real files from ten tools' public repositories, each read
+"""The --from corpus (tests/data/corpus/manifest.yaml): 78 real files from ten tools' public repositories, each read
 as its manifest entry says (kind, model, GPUs, engine, stage, precision, fine-tuning mode, length, micro-batch) or
 refused in one line naming what is not modelled; never a traceback."""
 
