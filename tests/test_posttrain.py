@@ -127,3 +127,10 @@ def test_check_counts_the_post_training_it_is_given():
     kd = api.check_plans(deepspeed_config=ds, model="llama-3.1-8b", post_training="kd",
                          teacher="llama-3.1-70b").results[0].memory.total
     assert sft < dpo and sft < kd
+
+
+def test_kto_at_micro_batch_1_says_trl_refuses_its_kl_batch():
+    est, _ = _stage(stage=2, micro_batch=1, post_training="kto")
+    assert any("at --micro-batch 1 TRL's KTOTrainer refuses loss_type kto" in a for a in est.assumptions)
+    est, _ = _stage(stage=2, micro_batch=2, post_training="kto")
+    assert not any("refuses loss_type kto" in a for a in est.assumptions)

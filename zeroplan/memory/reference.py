@@ -93,6 +93,9 @@ def reference_assumption(setup: TrainingSetup, engine: Engine, peft: bool) -> st
             "through the policy (the KL batch first, without gradients) and the reference" if pt is PostTraining.kto
             else "ASFT (LLaMA-Factory use_asft_loss): the reference forward before the policy's, its logits alive "
             "through the policy's forward and the loss (fp32 copies of the logits)")
+    if pt is PostTraining.kto and setup.micro_batch == 1:  # kto_trainer.py __init__ raises for the KL term
+        rows += (" (at --micro-batch 1 TRL's KTOTrainer refuses loss_type kto, whose KL batch needs 2 rows; "
+                 "loss_type apo_zero_unpaired has no KL batch)")
     if not pt.reference:
         return rows + "; no reference model"
     after = "before the policy's" if pt is PostTraining.asft else "after the policy's, then the logged metrics"

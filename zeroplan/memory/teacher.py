@@ -53,7 +53,8 @@ def check_teacher(setup: TrainingSetup, teacher: Teacher | None, student: Archit
     if not kd:
         return
     if teacher is None:
-        raise ZeroplanError("--post-training kd needs the teacher model: give --teacher NAME|PATH")
+        raise ZeroplanError("--post-training kd needs the teacher model: give --teacher NAME|PATH (a plan: "
+                            "training.teacher)")
     if setup.precision is Precision.fp32:
         raise ZeroplanError("--post-training kd with --precision fp32 is not modelled (the teacher loads in its "
                             "checkpoint's 16-bit dtype: logits of two dtypes)")
