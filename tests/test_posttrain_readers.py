@@ -69,6 +69,13 @@ def test_ms_swift_rlhf_not_modelled_is_one_line_naming_the_value(runner, write, 
     assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1 and said in res.stderr
 
 
+def test_ms_swift_precomputed_reference_log_probs_are_refused(runner, write):
+    """TRL's DPOConfig field, which ms-swift passes on (a TRL marker too: the kind is named)."""
+    path = write("s.yaml", {**SWIFT, "rlhf_type": "dpo", "precompute_ref_log_probs": True})
+    res = estimate(runner, "--from", path, "--from-kind", "swift", "--model", "qwen2.5-7b")
+    assert res.exit_code == 1 and "precompute_ref_log_probs: true (the reference log-probs" in res.stderr
+
+
 TRL_GKD = {"model_name_or_path": "meta-llama/Llama-3.1-8B", "teacher_model_name_or_path": "meta-llama/Llama-3.1-70B",
            "per_device_train_batch_size": 1, "max_length": 1024, "lmbda": 0.0, "beta": 0.5}
 

@@ -84,6 +84,9 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     for key in ("ref_model", "ref_adapters"):
         if getattr(keys, key):
             refuse.add(key, getattr(keys, key), "a reference model other than the policy's own base")
+    if keys.rlhf_type in RLHF_TYPES and data.get("precompute_ref_log_probs") is True:  # TRL's config field, passed on
+        refuse.add("precompute_ref_log_probs", True, "the reference log-probs computed before training (no reference "
+                   "forward in the step)")  # fmt: skip
     if (megatron := [k for k in MEGATRON_KEYS if k in data]):
         refuse.add(megatron[0], data[megatron[0]], "ms-swift's Megatron backend (megatron sft): estimate it with "
                    "--method megatron and its --tp/--pp/--ep")  # fmt: skip
