@@ -134,3 +134,15 @@ def test_kto_at_micro_batch_1_says_trl_refuses_its_kl_batch():
     assert any("at --micro-batch 1 TRL's KTOTrainer refuses loss_type kto" in a for a in est.assumptions)
     est, _ = _stage(stage=2, micro_batch=2, post_training="kto")
     assert not any("refuses loss_type kto" in a for a in est.assumptions)
+
+
+def test_the_json_names_the_teacher(runner):
+    import json
+
+    from zeroplan.cli.app import app
+
+    args = ["estimate", "--model", "llama-3.1-8b", "--post-training", "kd", "--teacher", "llama-3.1-70b", "-f", "json"]
+    data = json.loads(runner.invoke(app, args).stdout)
+    teacher = api.estimate(model="llama-3.1-70b").model.num_params
+    assert data["teacher"] == {"name": "llama-3.1-70b", "num_params": teacher}
+    assert json.loads(runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "-f", "json"]).stdout)["teacher"] is None
