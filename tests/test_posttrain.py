@@ -88,6 +88,7 @@ def test_the_teacher_is_sharded_only_by_zero3(engine, stage, whole):
     (dict(post_training="kd", teacher="qwen2.5-7b"), "needs one vocabulary"),
     (dict(post_training="asft", lora_rank=16), "asft with LoRA"),
     (dict(post_training="kto", loss="liger"), "--loss liger"),
+    (dict(post_training="dpo", training_loop="litgpt"), "with --training-loop litgpt"),
 ])
 def test_what_is_not_modelled_is_one_line(kw, said):
     with pytest.raises(ZeroplanError, match=said):

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.stage import StageBase
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, TrainingSetup, ZeroStage
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, TrainingLoop, TrainingSetup, ZeroStage
 
 SHARDED_ENGINES = (Engine.fsdp, Engine.fsdp2)  # trl/models/utils.py prepare_fsdp wraps the reference too
 
@@ -123,6 +123,10 @@ def check_reference(setup: TrainingSetup, mesh, peft: bool = False) -> None:
     if pt is not PostTraining.sft and mesh is not None:
         raise ZeroplanError(f"--post-training {pt.value} on a tensor- or pipeline-parallel mesh is not modelled (the "
                             "paired batch and reference or teacher model are modelled for data parallelism)")
+    if pt is not PostTraining.sft and setup.training_loop is TrainingLoop.litgpt:
+        raise ZeroplanError(f"--post-training {pt.value} with --training-loop litgpt is not modelled (litgpt's scripts "
+                            "train no reference or teacher model; the post-training steps modelled are TRL's and "
+                            "LLaMA-Factory's, under a trainer loop)")
     if pt is PostTraining.asft and peft:
         raise ZeroplanError("--post-training asft with LoRA: LLaMA-Factory's create_ref_model makes no reference under "
                             "lora and ASFT's compute_loss calls it (the run fails); give a full or freeze fine-tune")
