@@ -46,9 +46,11 @@ def test_asft_forwards_its_reference_first_and_holds_its_logits_through_the_forw
     first_sft = [e for e in sft.timeline.events if e.phase == "forward"][0].by_category()
     assert first["activations"] - first_sft["activations"] == logits  # the reference's logits, kept
     assert asft.profile.loss == asft_loss_bytes(logits, TrainingSetup(micro_batch=2, seq_len=1024))
-    backward = [e for e in asft.timeline.events if e.phase == "backward"][0].by_category()
-    backward_sft = [e for e in sft.timeline.events if e.phase == "backward"][0].by_category()
-    assert backward["activations"] == backward_sft["activations"]  # freed when compute_loss returns
+    # a layer's backward: the reference's logits and the loss's tensors freed (compute_loss has returned)
+    backward = [e for e in asft.timeline.events if e.phase == "backward" and e.layer is not None][0].by_category()
+    backward_sft = [e for e in sft.timeline.events if e.phase == "backward" and e.layer is not None][0].by_category()
+    assert backward["activations"] == backward_sft["activations"]
+    assert asft.profile.loss_backward == asft.profile.loss - logits  # the loss's backward: its forward term, a bound
     assert any("ASFT" in a and "before the policy's" in a for a in est.assumptions)
 
 

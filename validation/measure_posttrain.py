@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from validation import measure_activations as base
 from validation.measure_reference import PRECISIONS, LiveBytes, resized
 from zeroplan.memory.activations import activation_bytes
-from zeroplan.memory.posttrain import asft_loss_bytes, inference_forward_bytes, jsd_loss_bytes
+from zeroplan.memory.posttrain import inference_forward_bytes, posttrain_profile
 from zeroplan.memory.setup import PostTraining, TrainingSetup
+from zeroplan.memory.timeline import profile_from
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "finetune.md"
 BEGIN, END = "<!-- BEGIN measured (validation/measure_posttrain.py --write-docs) -->", "<!-- END measured posttrain -->"
@@ -88,15 +89,16 @@ def measure_asft(seq: int, mb: int, vocab: int, dtype: str) -> dict:
         hf = model.loss_function(out.logits, ids, vocab_size=vocab)  # what the forward given labels adds
         loss = asft_loss(out.logits, ids, ref_logits)  # transformers' loss (its graph) still alive, as in outputs
         measured_loss = rec.peak - alive
-        del ref_logits, hf
-    loss.backward()
+        del ref_logits, hf  # compute_loss returns: the reference logits and transformers' loss freed
+        backward = loss_backward(loss, out.logits, rec, alive - held)
     setup = TrainingSetup(precision=PRECISIONS[dtype], seq_len=seq, micro_batch=mb, post_training=PostTraining.asft)
     arch = base.architecture(model_type, kw)
     plain = activation_bytes(arch, setup)
-    zp_loss = max(plain.loss_bytes, asft_loss_bytes(plain.logits_bytes, setup))
+    prof = posttrain_profile(profile_from(plain, arch, setup), plain, setup, arch.hidden_size)
     return dict(kind="asft", dtype=dtype, seq=seq, mb=mb, vocab=vocab, start=start,
                 zeroplan_start=inference_forward_bytes(plain, setup, arch.hidden_size), held=held,
-                zeroplan_held=plain.logits_bytes, loss=measured_loss, zeroplan_loss=zp_loss)
+                zeroplan_held=plain.logits_bytes, loss=measured_loss, zeroplan_loss=prof.loss, backward=backward,
+                zeroplan_backward=plain.logits_bytes + prof.loss_backward)
 
 
 def measure_kd(seq: int, mb: int, vocab: int, dtype: str) -> dict:
@@ -113,16 +115,26 @@ def measure_kd(seq: int, mb: int, vocab: int, dtype: str) -> dict:
             t_out = teacher(input_ids=ids, use_cache=False)
         loss = jsd_loss(out.logits[:, :-1, :], t_out.logits[:, :-1, :], ids[:, 1:])
         measured_loss = rec.peak - alive
-        del t_out
-    loss.backward()
+        del t_out  # compute_loss returns: the teacher's logits freed
+        backward = loss_backward(loss, out.logits, rec, alive)
     setup = TrainingSetup(precision=PRECISIONS[dtype], seq_len=seq, micro_batch=mb, post_training=PostTraining.kd)
-    plain = activation_bytes(base.architecture(model_type, kw), setup)
+    arch = base.architecture(model_type, kw)
+    plain = activation_bytes(arch, setup)
     t_arch = base.architecture("llama", teacher_kw)
     t_plain = activation_bytes(t_arch, setup)
-    zp_loss = max(inference_forward_bytes(t_plain, setup, t_arch.hidden_size),
-                  t_plain.logits_bytes + jsd_loss_bytes(plain.logits_bytes))
+    prof = posttrain_profile(profile_from(plain, arch, setup), plain, setup, arch.hidden_size, t_plain, t_arch.hidden_size)
     return dict(kind="kd", dtype=dtype, seq=seq, mb=mb, vocab=vocab, start=0, zeroplan_start=0, held=0,
-                zeroplan_held=0, loss=measured_loss, zeroplan_loss=zp_loss)
+                zeroplan_held=0, loss=measured_loss, zeroplan_loss=prof.loss, backward=backward,
+                zeroplan_backward=plain.logits_bytes + prof.loss_backward)
+
+
+def loss_backward(loss, logits, rec: LiveBytes, policy: int) -> int:
+    """The loss's backward down to the logits' gradient (torch.autograd.grad: the loss's part of the graph only), its
+    peak over the policy's saved tensors and logits (the logits a real step has freed by then: zeroplan counts them as
+    the head's at that event, its loss term less them)."""
+    rec.restart()
+    torch.autograd.grad(loss, logits)  # saved tensors freed as it goes, as a training step's backward frees them
+    return rec.peak - policy
 
 
 def measure(kind: str, seq: int, mb: int, vocab: int, dtype: str) -> dict:
@@ -134,18 +146,21 @@ def error(measured: int, predicted: int) -> float:
 
 
 def bad(r: dict) -> bool:
-    """The loss phase outside the gate, the reference's logits not exact, or ASFT's first forward below it."""
+    """The loss phase outside the gate, the reference's logits not exact, ASFT's first forward or the loss's backward
+    below zeroplan's (the backward's is a bound: the loss's forward term)."""
     return (not -SCALARS <= error(r["loss"], r["zeroplan_loss"]) <= TOLERANCE or r["held"] != r["zeroplan_held"]
-            or error(r["start"], r["zeroplan_start"]) < -SCALARS)
+            or error(r["start"], r["zeroplan_start"]) < -SCALARS or r["backward"] > r["zeroplan_backward"])
 
 
 def markdown(rows) -> str:
     lines = ["| step | dtype | seq | micro-batch | vocab | first forward measured (B) | zeroplan (B) | its logits kept "
-             "measured (B) | zeroplan (B) | loss phase measured (B) | zeroplan (B) | error |", "|---" * 12 + "|"]
+             "measured (B) | zeroplan (B) | loss phase measured (B) | zeroplan (B) | error | loss backward measured (B) "
+             "| zeroplan bound (B) |", "|---" * 14 + "|"]
     for r in rows:
         lines.append(f"| {r['kind']} | {r['dtype']} | {r['seq']} | {r['mb']} | {r['vocab']} | {r['start']:,} | "
                      f"{r['zeroplan_start']:,} | {r['held']:,} | {r['zeroplan_held']:,} | {r['loss']:,} | "
-                     f"{r['zeroplan_loss']:,} | {error(r['loss'], r['zeroplan_loss']):+.1%} |")
+                     f"{r['zeroplan_loss']:,} | {error(r['loss'], r['zeroplan_loss']):+.1%} | {r['backward']:,} | "
+                     f"{r['zeroplan_backward']:,} |")
     return "\n".join(lines)
 
 

@@ -9,7 +9,9 @@
   trl/experimental/gkd/gkd_trainer.py `compute_loss`, `generalized_jsd_loss`): the student forward without labels
   (no cross-entropy), the teacher's no-grad forward after it, its logits alive for the generalized JSD (below).
 
-Every figure is in bytes of the forwarded batch; `plain` is the activation breakdown without checkpointing (an
+The loss's backward (memory.timeline LOSS_BACKWARD, the logits freed) is taken at most the loss's forward term for
+ASFT and KD (its saved tensors and the gradients it makes are fewer: measured by validation/measure_posttrain.py), in
+place of transformers' cross-entropy's, which it exceeds. Every figure is in bytes of the forwarded batch; `plain` is the activation breakdown without checkpointing (an
 inference forward's working set is bounded by a training layer's saved tensors). `scn` is a memory.estimate.Scenario,
 unannotated here (estimate imports this module). Pure: no I/O.
 """
@@ -36,13 +38,15 @@ def posttrain_profile(prof, plain, forwarded: TrainingSetup, hidden_size: int, t
     pt = forwarded.post_training
     if pt in (PostTraining.dpo, PostTraining.kto):
         return replace(prof, reference=reference_forward_bytes(plain, forwarded, hidden_size))
+    logits = plain.logits_bytes
     if pt is PostTraining.asft:
-        logits = plain.logits_bytes
+        loss = asft_loss_bytes(logits, forwarded)
         return replace(prof, start=inference_forward_bytes(plain, forwarded, hidden_size), forward_held=logits,
-                       loss=max(prof.loss, asft_loss_bytes(logits, forwarded)))
+                       loss=max(prof.loss, loss), loss_backward=max(prof.loss_backward, loss - logits))
     if pt is PostTraining.kd:
+        jsd = jsd_loss_bytes(logits)
         return replace(prof, loss=max(inference_forward_bytes(teacher, forwarded, teacher_hidden),
-                                      teacher.logits_bytes + jsd_loss_bytes(plain.logits_bytes)))
+                                      teacher.logits_bytes + jsd), loss_backward=max(prof.loss_backward, jsd - logits))
     return prof
 
 
