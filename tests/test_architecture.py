@@ -191,6 +191,7 @@ def _options(command) -> set[str]:  # a click Command (typer >= 0.29 vendors cli
 SCENARIO = {
     "--model", "-m", "--params", "--largest-layer", "--gpus", "-g", "--nodes", "-n", "--hardware",
     "--precision", "--optimizer", "--seq-len", "--micro-batch", "--checkpointing", "--attention", "--loss", "--post-training",
+    "--teacher",  # knowledge distillation's teacher model (docs/finetune.md, post-training)
     "--offload-optimizer", "--offload-param", "--units", "--format", "-f",
     "--optimizer-impl",  # AdamW's foreach / fused / for-loop step (docs/engines.md, optimizer impl)
 }
@@ -238,7 +239,7 @@ FROZEN = {
     "sweep": {
         "--model", "-m", "--params", "--largest-layer", "--hardware", "--precision", "--optimizer", "--seq-len",
         "--attention", "--stages", "--gpu-counts", "--micro-batches", "--checkpointing", "--offload-optimizer",
-        "--offload-param", "--units", "--format", "-f", "--optimizer-impl", "--post-training",
+        "--offload-param", "--units", "--format", "-f", "--optimizer-impl", "--post-training", "--teacher",
     } | FINETUNE,
     "models": {"--format", "-f"},
     "hardware": {"--format", "-f"},

@@ -1,4 +1,4 @@
-"""The --from corpus (tests/data/corpus/manifest.yaml): 67 real files from ten tools' public repositories, each read
+"""The --from corpus (tests/data/corpus/manifest.yaml): 78 real files from ten tools' public repositories, each read
 as its manifest entry says (kind, model, GPUs, engine, stage, precision, fine-tuning mode, length, micro-batch) or
 refused in one line naming what is not modelled; never a traceback."""
 
@@ -13,6 +13,7 @@ from zeroplan.errors import SpecError
 from zeroplan.frameworks.source import read_framework_file
 
 ROOT = Path(__file__).resolve().parent / "data" / "corpus"
+REPO = ROOT.parents[2]
 MANIFEST = yaml.safe_load((ROOT / "manifest.yaml").read_text(encoding="utf-8"))
 
 
@@ -28,8 +29,13 @@ def test_every_file_has_an_entry_with_its_source():
 
 
 @pytest.mark.parametrize("entry", [e for e in MANIFEST if not e.get("with")], ids=_id)
-def test_the_kind_is_told_by_the_files_own_keys(entry):
+def test_the_kind_is_told_by_the_files_own_keys(entry, tmp_path, monkeypatch):
     path = ROOT / entry["file"]
+    if "--deepspeed-config" in entry["args"]:  # run where the file's relative `deepspeed:` path is (its repository)
+        written = yaml.safe_load(path.read_text(encoding="utf-8"))["deepspeed"]
+        (tmp_path / written).parent.mkdir(parents=True)
+        (tmp_path / written).write_text((REPO / entry["args"][entry["args"].index("--deepspeed-config") + 1]).read_text())
+        monkeypatch.chdir(tmp_path)
     try:
         kind = read_framework_file(path).kind.value
     except SpecError:
@@ -40,7 +46,8 @@ def test_the_kind_is_told_by_the_files_own_keys(entry):
 @pytest.mark.parametrize("entry", MANIFEST, ids=_id)
 def test_a_corpus_file_is_read_as_recorded_or_refused_in_one_line(runner, entry):
     files = [entry["file"], *entry.get("with", [])]
-    res = runner.invoke(app, ["estimate", *[x for f in files for x in ("--from", str(ROOT / f))], *entry["args"], "-f", "json"])
+    args = [str(REPO / a) if a.startswith("tests/data/") else a for a in entry["args"]]  # a file of the repository's
+    res = runner.invoke(app, ["estimate", *[x for f in files for x in ("--from", str(ROOT / f))], *args, "-f", "json"])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert "Traceback" not in res.output
     expect = entry["expect"]

@@ -236,13 +236,13 @@ def test_an_accelerate_config_names_no_model(runner, write):
     ({**LF, "finetuning_type": "oft"}, "finetuning_type: oft (OFT adapters)"),
     ({**LF, "finetuning_type": "lora", "quantization_bit": 4, "quantization_method": "hqq"},
      "quantization_method: hqq (a quantized base other than bitsandbytes)"),
-    ({**LF, "stage": "kto"}, "stage: kto (KTO (a reference model))"),  # dpo is read (memory.reference)
+    ({**LF, "stage": "kto"}, "stage: kto (LLaMA-Factory's own KTO trainer"),  # dpo is read (memory.reference)
     ({**LF, "use_galore": True}, "use_galore: true (the GaLore optimizer)"),
     ({**LF, "optim": "rmsprop_bnb"}, "optim: rmsprop_bnb (an optimizer;"),
     ({**AXOLOTL, "adapter": "lora", "lora_r": 16}, "adapter: lora (without lora_target_modules or lora_target_linear"),
     ({**AXOLOTL, "load_in_8bit": True}, "load_in_8bit: true (an 8-bit base without adapter lora)"),
     ({**AXOLOTL, "tensor_parallel_size": 2}, "tensor_parallel_size: 2 (tensor parallelism)"),
-    ({**AXOLOTL, "rl": "kto"}, "rl: kto (preference or RL training"),  # dpo, ipo, orpo are read
+    ({**AXOLOTL, "rl": "grpo"}, "rl: grpo (preference or RL training"),  # dpo, ipo, orpo, kto are read
     ({**AXOLOTL, "optimizer": "muon"}, "optimizer: muon (an optimizer;"),
     ({**ACCELERATE, "mixed_precision": "fp8"}, "mixed_precision: fp8 (FP8 training)"),
     ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU))"),

@@ -88,6 +88,7 @@ def test_a_preference_recipe_that_does_not_name_its_trainer_is_refused_naming_it
     ({"beta": 0.1, "ld_alpha": 0.5}, "dpo"),  # DPOConfig's own key
     ({"beta": 0.1, "loss_type": ["sigmoid", "apo_zero"]}, "dpo"),  # a loss only DPOConfig declares
     ({"beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.0}, "simpo"),  # CPOConfig: no reference model
+    ({"beta": 0.1, "desirable_weight": 1.0}, "kto"),  # KTOConfig: unpaired rows, the KL batch (memory.reference)
 ])
 def test_a_trl_preference_recipe_is_read_by_its_trainers_own_keys(runner, write, keys, expected):
     data = reading(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
@@ -95,9 +96,9 @@ def test_a_trl_preference_recipe_is_read_by_its_trainers_own_keys(runner, write,
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"beta": 0.1, "desirable_weight": 1.0}, "desirable_weight: 1.0 (KTO"),
-    ({"beta": 0.1, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (DPO with the reference"),
-    ({"ld_alpha": 0.5, "use_liger_kernel": True}, "use_liger_kernel: true (beside a preference trainer"),
+    ({"beta": 0.1, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (the reference log-probs"),
+    ({"desirable_weight": 1.0, "precompute_ref_log_probs": True}, "precompute_ref_log_probs: true (the reference"),
+    ({"ld_alpha": 0.5, "use_liger_kernel": True}, "use_liger_kernel: true (beside a preference or distillation"),
 ])
 def test_what_a_trl_preference_recipe_asks_beyond_the_model_is_refused(runner, write, keys, said):
     assert said in refusal(runner, "--from", write("pref.yaml", {**TRL_SFT, **keys}), "--from-kind", "trl", *LLAMA)
@@ -185,7 +186,7 @@ def test_axolotl_top_level_fsdp_version_is_said_as_written(runner, write):
 
 @pytest.mark.parametrize(("data", "words"), [
     ({"base_model": "x/y", "expert_parallel_size": 4}, "expert_parallel_size: 4 (expert parallelism"),
-    ({"model_name_or_path": "x/y", "finetuning_type": "full", "use_asft_loss": True}, "use_asft_loss: true (ASFT"),
+    ({"model_name_or_path": "x/y", "finetuning_type": "lora", "use_asft_loss": True}, "use_asft_loss: true (under lora"),
     ({"model_name_or_path": "x/y", "finetuning_type": "full", "tensor_model_parallel_size": 4},
      "tensor_model_parallel_size: 4: LLaMA-Factory's Megatron-Core backend is not read from the file"),
 ])  # fmt: skip
@@ -222,14 +223,14 @@ def test_toml_without_tomllib_is_one_line(runner, write, monkeypatch):
 AX = {"base_model": "meta-llama/Llama-3.1-8B", "micro_batch_size": 1, "sequence_len": 1024, "bf16": True}
 
 
-@pytest.mark.parametrize(("rl", "expected"), [("dpo", "dpo"), ("ipo", "dpo"), ("orpo", "orpo")])
+@pytest.mark.parametrize(("rl", "expected"), [("dpo", "dpo"), ("ipo", "dpo"), ("orpo", "orpo"), ("kto", "kto")])
 def test_axolotl_rl_is_read_as_the_preference_trainer(runner, write, rl, expected):
     data = reading(runner, "--from", write("ax.yaml", {**AX, "rl": rl}), *LLAMA)
     assert data["setup"]["post_training"] == expected
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"rl": "kto"}, "rl: kto (preference or RL training"),
+    ({"rl": "grpo"}, "rl: grpo (preference or RL training"),
     ({"rl": "dpo", "adapter": "lora", "lora_r": 8, "lora_target_linear": True, "rl_adapter_ref_model": True},
      "rl_adapter_ref_model: true (a reference model loaded beside the adapters)"),
 ])

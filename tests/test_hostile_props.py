@@ -118,7 +118,8 @@ SAMPLE = {"pp_schedule": "zbv", "vpp": "2", "pp_first_layers": "3", "pp_last_lay
           "modules_to_save": "lm_head", "buffer_factor": "2", "from_kind": "axolotl", "max_micro_batch": "4",
           "stack": "torchtitan", "emit_torchtitan": "t.toml", "reduce_bucket_size": "1e6",
           "prefetch_bucket_size": "1e6", "max_live_parameters": "1e6", "param_persistence_threshold": "1e6",
-          "sub_group_size": "1e6", "hpz_partition_size": "2", "qlora_stack": "trl", "bnb_version": "0.43.1"}  # fmt: skip
+          "sub_group_size": "1e6", "hpz_partition_size": "2", "qlora_stack": "trl", "bnb_version": "0.43.1",
+          "teacher": "llama-3.1-70b"}  # fmt: skip
 # What makes each rule's option meaningless beside the base run (the engine and stage rules need a context).
 CONTEXT = {"--engine deepspeed": ["--engine", "fsdp"], "ZeRO-3 (not --stage 0, 1 or 2)": ["--stage", "1"]}
 NEEDS_CASES = [(command, rule) for command in COMMANDS for rule in requires.NEEDS

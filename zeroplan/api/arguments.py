@@ -42,7 +42,7 @@ _ENUMS = {"precision": Precision, "optimizer": Optimizer, "optimizer_impl": Opti
           "post_training": PostTraining,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
-_PATHS = ("model", "deepspeed_config", "from_file", "calibration")
+_PATHS = ("model", "deepspeed_config", "from_file", "calibration", "teacher")
 _NAME_LISTS = ("freeze", "lora_targets", "modules_to_save")
 
 

@@ -115,8 +115,11 @@ class Training(Frozen):
     checkpointing: CheckpointingText = "none"
     attn_implementation: AttnImplementation = "sdpa"
     loss: Loss = Loss.hf
-    post_training: PostTraining = Field(PostTraining.sft, description="sft, or preference pairs: dpo (a reference "
-                                        "model), orpo, simpo (memory.reference)")
+    post_training: PostTraining = Field(PostTraining.sft, description="sft; preference pairs: dpo (a reference "
+                                        "model), orpo, simpo; kto, asft (a reference model); kd (a teacher) "
+                                        "(memory.reference, memory.posttrain)")
+    teacher: str | None = Field(None, description="post_training kd: the teacher model (a preset, a YAML spec or "
+                                "config.json relative to the plan, or a Hub id)")
 
     @property
     def attention(self) -> Attention:

@@ -30,6 +30,7 @@ from zeroplan.models.mesh import Mesh, mesh_problems
 from zeroplan.readers import parse_yaml, read_text, yaml_key_lines
 from zeroplan.registry import looks_like_path
 from zeroplan.scenario import layout_of, resolve_model
+from zeroplan.scenario.teacher import teacher_of
 from zeroplan.validate import validated
 
 
@@ -138,6 +139,7 @@ def _resolve(plan: Plan, origin: str, base: Path, plan_lines: Mapping[str, int])
         arch=arch, setup=setup, parallelism=par, knobs=config.knobs, hardware=hardware,
         overheads=_plan_overheads(plan, hardware, base),
         engine=plan.engine, engine_options=plan.engine_options, layout=layout_of(model, plan.engine), tuning=tuning,
+        teacher=teacher_of(_near(plan.training.teacher, base) if plan.training.teacher else None),
     )  # fmt: skip
     check_stage(plan.engine, config.stage)
     problems = tuple(mesh_problems(mesh, arch)) if mesh is not None and arch is not None else ()

@@ -34,6 +34,7 @@ TRAINING_OPTIONS = {
     "precision": "precision", "optimizer": "optimizer", "seq_len": "seq_len",
     "micro_batch": "train_micro_batch_size_per_gpu", "grad_accum": "gradient_accumulation_steps",
     "checkpointing": "checkpointing", "attention": "attn_implementation", "loss": "loss",
+    "post_training": "post_training", "teacher": "teacher",
 }  # fmt: skip
 # Options that describe the run for a bare --deepspeed-config check; a plan states its own.
 SCENARIO_OPTIONS = ("model", "params", "largest_layer", "gpus", "nodes", "hardware", *TRAINING_OPTIONS)

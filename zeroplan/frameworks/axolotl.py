@@ -89,9 +89,10 @@ class AxolotlKeys(FileKeys):
 
 # rl values read (axolotl-ai-cloud/axolotl@067b021c8b87a9e5e380b9173c704cf7340e30f5: src/axolotl/train.py
 # setup_reference_model: a reference copy for every rl but orpo, none with an adapter (TRL's adapter-disabled base)
-# unless rl_adapter_ref_model); ipo is DPO's loss_type ipo. simpo (a reference loaded, then unused?), kto and the RL
-# trainers stay refused.
-READ_RL = {"dpo": PostTraining.dpo, "ipo": PostTraining.dpo, "orpo": PostTraining.orpo}
+# unless rl_adapter_ref_model); ipo is DPO's loss_type ipo; kto is TRL's KTOTrainer with axolotl's mixins only
+# (src/axolotl/core/trainers/trl.py AxolotlKTOTrainer). simpo (a reference loaded, then unused?) and the RL trainers
+# stay refused.
+READ_RL = {"dpo": PostTraining.dpo, "ipo": PostTraining.dpo, "orpo": PostTraining.orpo, "kto": PostTraining.kto}
 
 
 def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
@@ -118,7 +119,7 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     taken += _engine(keys, origin, refuse)
     if keys.liger_fused_linear_cross_entropy and any("liger" in p.lower() for p in keys.plugins or ()):
         taken.append(take("liger_fused_linear_cross_entropy", "loss", Loss.liger, "--loss liger"))
-    if keys.rl in READ_RL:  # TRL's DPOTrainer / ORPOTrainer on chosen and rejected rows (memory.reference)
+    if keys.rl in READ_RL:  # TRL's DPOTrainer / ORPOTrainer / KTOTrainer (memory.reference)
         pt = READ_RL[keys.rl]
         taken.append(take("rl", "post_training", pt, f"--post-training {pt.value}"))
     refuse.raise_any()

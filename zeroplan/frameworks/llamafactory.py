@@ -35,7 +35,8 @@ TRAINED_STAGES = ("pt", "sft", "dpo")  # one model trained (dpo: a frozen refere
 # not orpo or simpo; train/trainer_utils.py create_ref_model: no ref_model and lora -> None (adapter-disabled base)
 NO_REFERENCE_LOSSES = ("orpo", "simpo")
 STAGE_WORDS = {"rm": "a reward model (value head)", "ppo": "PPO (policy, reference, reward and value models)",
-               "dpo": "DPO (a reference model)", "kto": "KTO (a reference model)"}  # fmt: skip
+               "dpo": "DPO (a reference model)", "kto": "LLaMA-Factory's own KTO trainer (train/kto/trainer.py; "
+               "--post-training kto models TRL's KTOTrainer)"}  # fmt: skip
 # LLaMA-Factory's Megatron backends (examples/megatron/, examples/megatron_bridge/: mcore_adapter, Megatron Bridge)
 MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
                  "context_parallel_size", "use_distributed_optimizer", "recompute_granularity")
@@ -131,6 +132,9 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
         taken.append(take("stage", "post_training", pt, f"--post-training {pt.value}"))
         taken.append(take("pref_loss", None, keys.pref_loss, "with a reference model" if pt.reference else
                           "no reference model (use_ref_model false)"))
+    if keys.use_asft_loss and keys.stage == "sft":  # sft/workflow.py: the reference ASFT forwards (memory.posttrain)
+        taken.append(take("use_asft_loss", "post_training", PostTraining.asft, "--post-training asft (a frozen "
+                          "reference forwarded before the policy, its logits kept for the KL)"))
     refuse.raise_any()
     # apply_liger_kernel (src/llamafactory/model/model_utils/liger_kernel.py) keeps Liger's default
     # fused_linear_cross_entropy for the pt and sft stages, the only ones read here
@@ -156,12 +160,13 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
         refuse.add("ref_model", keys.ref_model, "a reference model other than the policy's base (its own config)")
     if keys.stage == "dpo" and keys.enable_liger_kernel:
         refuse.add("enable_liger_kernel", True, "Liger's kernels under the dpo stage (its loss needs the logits)")
-    # hiyouga/LLaMA-Factory@ff6d4d12e src/llamafactory/train/sft/trainer.py compute_loss: the reference forward runs
-    # before the policy's and its logits stay alive through the policy's forward and the fp32 KL loss
-    # (trainer_utils.py asft_loss_func): another placement than DPO's, not modelled
-    if keys.use_asft_loss:
-        refuse.add("use_asft_loss", True, "ASFT: a frozen reference copy forwarded before the policy, its logits alive "
-                   "through the policy's forward and loss")  # fmt: skip
+    # hiyouga/LLaMA-Factory@ff6d4d12e train/trainer_utils.py create_ref_model: under lora without ref_model there is no
+    # reference, and sft/trainer.py compute_loss calls it (the run fails); a ref_model is another model's config
+    if keys.use_asft_loss and keys.stage == "sft" and keys.ref_model is not None:
+        refuse.add("ref_model", keys.ref_model, "ASFT's reference model other than the policy's base (its own config)")
+    elif keys.use_asft_loss and keys.stage == "sft" and keys.finetuning_type == "lora":
+        refuse.add("use_asft_loss", True, "under lora: create_ref_model makes no reference and ASFT's compute_loss "
+                   "calls it (the run fails)")  # fmt: skip
     if keys.fp8:
         refuse.add("fp8", True, "FP8 training")
     if keys.freeze_language_model:

@@ -6,8 +6,12 @@ template_args.py `max_length` None, the model's own limit; quant_args.py `quant_
 swift/trainers/arguments.py `per_device_train_batch_size` 1, `gradient_checkpointing` true,
 `gradient_accumulation_steps` None: ceil(16 / batch / world size); sft_args.py `_init_deepspeed`: `zero0`..`zero3`,
 `zero2_offload`, `zero3_offload` name swift/config/*.json, a ZeRO stage with batch and precision "auto").
-`rlhf_type` (DPO, GRPO, KTO...) and the Megatron backend (`megatron sft`: `micro_batch_size`, `global_batch_size`,
-`tensor_model_parallel_size`) are refused in one line. Docs: https://swift.readthedocs.io/. Pure: no I/O.
+`rlhf_type` (swift/arguments/rlhf_args.py): dpo, kto, orpo, simpo and cpo are read as --post-training (ms-swift's
+trainers subclass TRL's, swift/rlhf_trainers/*_trainer.py; TRL's step is what zeroplan counts), with the reference a
+frozen copy of the model under full tuning (`ref_model = ref_model or model`); gkd, grpo, ppo, rm and a `ref_model`
+or `ref_adapters` of its own are refused in one line, as is the Megatron backend (`megatron sft`:
+`micro_batch_size`, `global_batch_size`, `tensor_model_parallel_size`). Docs: https://swift.readthedocs.io/.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pydantic import Field
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
-from zeroplan.memory.setup import Checkpointing, Engine, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, PostTraining, Precision
 
 SWIFT_LORA_RANK, SWIFT_LORA_DROPOUT = 8, 0.05  # tuner_args.py
 # sft_args.py _init_deepspeed: the preset names, each swift/config/NAME.json (stage; the _offload ones offload
@@ -29,6 +33,13 @@ DEEPSPEED_PRESETS = {"zero0": (0, "none", "none"), "zero1": (1, "none", "none"),
                      "zero3": (3, "none", "none"), "zero2_offload": (2, "cpu", "none"), "zero3_offload": (3, "cpu", "cpu")}
 MEGATRON_KEYS = ("micro_batch_size", "global_batch_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
                  "expert_model_parallel_size", "recompute_granularity")  # fmt: skip
+# rlhf_type -> the post-training zeroplan counts (TRL's step: huggingface/trl@f2cd577, memory.reference); cpo is
+# CPOTrainer, pairs without a reference, as simpo (CPOTrainer with loss_type simpo)
+RLHF_TYPES = {"dpo": PostTraining.dpo, "kto": PostTraining.kto, "orpo": PostTraining.orpo, "simpo": PostTraining.simpo,
+              "cpo": PostTraining.simpo}  # fmt: skip
+RLHF_REFUSED = {"gkd": "ms-swift's GKDTrainer (its own teacher loading, top-k logits, on-policy rollouts by default)",
+                "grpo": "GRPO (generation, reward functions)", "ppo": "PPO (reward and value models, generation)",
+                "rm": "reward-model training (a value head)"}  # fmt: skip
 LOADED = {"bfloat16": Precision.bf16_true, "bf16": Precision.bf16_true, "float32": Precision.fp32, "fp32": Precision.fp32}
 
 
@@ -57,6 +68,8 @@ class SwiftKeys(FileKeys):
     attn_impl: str | None = None
     optim: str = "adamw_torch"
     rlhf_type: str | None = None
+    ref_model: str | None = None
+    ref_adapters: list[str] | str | None = None
     device_groups: dict[str, Any] | None = None  # use_ray: nproc_per_node (examples/train/multi-node/ray/sft.yaml)
 
 
@@ -65,8 +78,15 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     stated, refuse = keys.model_fields_set, NotModelled(origin)
     tuner = keys.tuner_type or keys.train_type or "lora"
     tuner_key = "tuner_type" if keys.tuner_type else "train_type"
-    if keys.rlhf_type:
-        refuse.add("rlhf_type", keys.rlhf_type, "ms-swift's RLHF trainers (reference, reward models, generation)")
+    if keys.rlhf_type is not None and keys.rlhf_type not in RLHF_TYPES:
+        said = RLHF_REFUSED.get(keys.rlhf_type, "an RLHF trainer ms-swift does not name")
+        refuse.add("rlhf_type", keys.rlhf_type, said)
+    for key in ("ref_model", "ref_adapters"):
+        if getattr(keys, key):
+            refuse.add(key, getattr(keys, key), "a reference model other than the policy's own base")
+    if keys.rlhf_type in RLHF_TYPES and data.get("precompute_ref_log_probs") is True:  # TRL's config field, passed on
+        refuse.add("precompute_ref_log_probs", True, "the reference log-probs computed before training (no reference "
+                   "forward in the step)")  # fmt: skip
     if (megatron := [k for k in MEGATRON_KEYS if k in data]):
         refuse.add(megatron[0], data[megatron[0]], "ms-swift's Megatron backend (megatron sft): estimate it with "
                    "--method megatron and its --tp/--pp/--ep")  # fmt: skip
@@ -78,6 +98,9 @@ def read_swift(data: Mapping, origin: str) -> FrameworkRun:
     take = taker(keys)
 
     taken = _tuning(keys, tuner, tuner_key, stated, take, refuse)
+    if (pt := RLHF_TYPES.get(keys.rlhf_type or "")) is not None:
+        taken.append(take("rlhf_type", "post_training", pt, f"--post-training {pt.value} (ms-swift's trainer subclasses "
+                          "TRL's; TRL's step counted)"))
     if keys.model is not None:
         taken.append(take("model", "model", keys.model, f"--model {keys.model}"))
     nproc = (keys.device_groups or {}).get("nproc_per_node")

@@ -2,8 +2,9 @@
 
 Keys as torchtune's recipes read them (pytorch/torchtune@bd2a0fc: recipes/full_finetune_distributed.py,
 lora_finetune_distributed.py; torchtune/models/*/_model_builders.py for `lora_attn_modules`, `apply_lora_to_mlp`,
-`apply_lora_to_output`): `batch_size`, `gradient_accumulation_steps`, `tokenizer.max_seq_len` (null: the dataset's
-longest), `dtype` (bf16 trains the bf16 parameters themselves, no fp32 master: bf16-true), `enable_activation_checkpointing`,
+`apply_lora_to_output`; a `qlora_*` builder is its `lora_*` one with `quantize_base=True`: --qlora --qlora-stack
+torchtune): `batch_size`, `gradient_accumulation_steps`, `tokenizer.max_seq_len` (null: the dataset's longest),
+`dtype` (bf16 trains the bf16 parameters themselves, no fp32 master: bf16-true), `enable_activation_checkpointing`,
 `optimizer_in_bwd`, `fsdp_cpu_offload`, `fsdp_reshard_after_forward` (default true). The recipe is named on the
 command line, not in the file: zeroplan sizes the distributed recipes' FSDP2 (fully_shard), which on one GPU shards
 nothing. Docs: https://docs.pytorch.org/torchtune/. Pure: no I/O.
@@ -97,9 +98,8 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
 
 def _model(builder: str, section: Mapping, refuse: NotModelled) -> list[Taken]:
     name = builder.rsplit(".", 1)[-1]
-    if name.startswith("qlora_"):
-        refuse.add("model._component_", builder, "torchtune's QLoRA (torchao NF4Tensor base)")
-        return []
+    quantized = name.startswith("qlora_")  # qlora_X = partial(lora_X, quantize_base=True): torchao NF4 base
+    name = name.removeprefix("q") if quantized else name
     base = name.removeprefix("lora_")
     preset = BUILDERS.get(base)
     taken = [Taken("model._component_", builder, "model", preset, f"--model {preset}" if preset else
@@ -122,6 +122,9 @@ def _model(builder: str, section: Mapping, refuse: NotModelled) -> list[Taken]:
         return taken
     if section.get("use_dora"):
         taken.append(Taken("model.use_dora", True, "dora", True, "--dora"))
+    if quantized:
+        taken += [Taken("model._component_", builder, "qlora", True, "--qlora (torchao NF4 base weights)"),
+                  Taken("model._component_", builder, "qlora_stack", "torchtune", "--qlora-stack torchtune")]
     return [*taken, Taken("model.lora_rank", rank, "lora_rank", str(rank), f"--lora-rank {rank}"),
             Taken("model.lora_attn_modules", ",".join(targets), "lora_targets", ",".join(targets),
                   f"--lora-targets {','.join(targets)} (with apply_lora_to_mlp / _output; torchtune's names as Hugging Face's)"),

@@ -5,8 +5,9 @@ trl/trainer/base_config.py `_BaseConfig`, sft_config.py `SFTConfig`; transformer
 batch, precision, `optim`, `deepspeed` and `fsdp`): TRL's configs default `gradient_checkpointing` to true and `bf16` to
 true unless `fp16`; `max_length` 1024; `ModelConfig.dtype` float32 (`torch_dtype` is its older name); LoRA with
 `use_peft` (`lora_r` 16, `lora_dropout` 0.05, `lora_target_modules`: peft's per-architecture default when unset).
-The file names no trainer: SFT is read; a preference or RL trainer's keys (`beta`, `max_prompt_length`,
-`num_generations`...) are refused in one line. Docs: https://huggingface.co/docs/trl/clis. Pure: no I/O.
+The file names no trainer: SFT is read, or the preference or distillation trainer its own keys name
+(frameworks/trl_posttrain.py: DPO, CPO/SimPO, KTO, GKD); an RL trainer's keys (`num_generations`...) are refused in
+one line. Docs: https://huggingface.co/docs/trl/clis. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,23 +20,13 @@ from pydantic import Field
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken, trainer_fsdp
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
+from zeroplan.frameworks.trl_posttrain import post_training_of
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 TRL_MAX_LENGTH = 1024  # SFTConfig.max_length / DPOConfig.max_length default
 TRL_LORA_R, TRL_LORA_DROPOUT = 16, 0.05  # ModelConfig.lora_r, lora_dropout defaults
 PEFT_DEFAULT_TARGETS = "q_proj,v_proj"  # peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for llama/mistral/qwen2
 LOAD_DTYPES = {"bfloat16": Precision.bf16_true, "float16": None, "float32": None, "auto": Precision.bf16_true}
-# Keys of DPO and its relatives (DPOConfig, ORPOConfig, KTOConfig, CPOConfig) and of the RL trainers (GRPOConfig,
-# RLOOConfig, PPOConfig, OnlineDPOConfig): another model (reference, reward, value) or generation
-PREFERENCE_KEYS = ("beta", "max_prompt_length", "loss_type", "rpo_alpha", "ref_model_init_kwargs", "precompute_ref_log_probs",
-                   "sync_ref_model", "desirable_weight", "simpo_gamma", "cpo_alpha")
-# The keys only one preference config declares (trl@f2cd577: trl/trainer/dpo_config.py, kto_config.py,
-# trl/experimental/cpo/cpo_config.py; ORPOConfig has none of its own): the trainer the file is for
-DPO_ONLY = ("loss_weights", "ld_alpha", "f_divergence_type", "f_alpha_divergence_coef", "use_weighting", "discopop_tau",
-            "rpo_alpha", "ref_model_init_kwargs", "precompute_ref_log_probs")
-CPO_ONLY = ("cpo_alpha", "simpo_gamma")  # CPOTrainer: no reference model; loss_type simpo is SimPO
-KTO_ONLY = ("desirable_weight", "undesirable_weight", "train_sampling_strategy")
-CPO_LOSSES = ("sigmoid", "hinge", "ipo", "simpo")  # CPOConfig.loss_type; any other names a DPOConfig loss (apo_zero...)
 RL_KEYS = ("num_generations", "reward_funcs", "use_vllm", "reward_model_path", "sft_model_path", "max_completion_length")
 
 
@@ -82,13 +73,10 @@ def read_trl(data: Mapping, origin: str) -> FrameworkRun:
     take = taker(keys)
 
     taken = _tuning(keys, stated, take)
-    if (preference := preference_of(data, refuse)) is not None and keys.use_liger_kernel:
-        refuse.add("use_liger_kernel", True, "beside a preference trainer: Liger's fused preference loss "
+    if (post := post_training_of(data, refuse)) and keys.use_liger_kernel:
+        refuse.add("use_liger_kernel", True, "beside a preference or distillation trainer: Liger's fused loss "
                    "(dpo_trainer.py _compute_loss_liger) never makes the logits")  # fmt: skip
-    elif preference is not None:
-        key, pt = preference
-        taken.append(Taken(key, data[key] if isinstance(data[key], (str, int, float, bool)) else "(set)",
-                           "post_training", pt, f"--post-training {pt.value}"))
+    taken += post
     if keys.model_name_or_path is not None:
         taken.append(take("model_name_or_path", "model", keys.model_name_or_path, f"--model {keys.model_name_or_path}"))
     micro, gas = keys.per_device_train_batch_size, keys.gradient_accumulation_steps
@@ -114,30 +102,6 @@ def read_trl(data: Mapping, origin: str) -> FrameworkRun:
     refuse.raise_any()
     uncounted = ("use_liger_kernel: true (Liger's RMSNorm, RoPE and SwiGLU kernels)",) if keys.use_liger_kernel else ()
     return FrameworkRun(FromKind.trl, origin, tuple(taken), uncounted)
-
-
-def preference_of(data: Mapping, refuse: NotModelled) -> tuple[str, PostTraining] | None:
-    """(the key that names it, the post-training) of a preference trainer's file; None for SFT; refused in one line
-    where the keys do not say which trainer (ORPO's are all shared) or what is not modelled (KTO, precomputed)."""
-    if kto := next((k for k in KTO_ONLY if k in data), None):
-        refuse.add(kto, data[kto], "KTO (KTOConfig): its KL batch beside the reference forward")
-        return None
-    if data.get("precompute_ref_log_probs") is True:
-        refuse.add("precompute_ref_log_probs", True, "DPO with the reference log-probs computed before training "
-                   "(no reference forward in the step)")  # fmt: skip
-        return None
-    if cpo := next((k for k in CPO_ONLY if k in data), None) or ("loss_type" if data.get("loss_type") == "simpo" else None):
-        return cpo, PostTraining.simpo
-    losses = data.get("loss_type")
-    losses = [losses] if isinstance(losses, str) else losses if isinstance(losses, list) else []
-    if any(isinstance(x, str) and x not in CPO_LOSSES for x in losses) and not any(k in data for k in KTO_ONLY):
-        return "loss_type", PostTraining.dpo
-    if dpo := next((k for k in (*DPO_ONLY, "sync_ref_model") if k in data), None):
-        return dpo, PostTraining.dpo
-    if shared := next((k for k in PREFERENCE_KEYS if k in data), None):
-        refuse.add(shared, data[shared], "a key DPOConfig, ORPOConfig and CPOConfig share: the file does not say which "
-                   "trainer (trl dpo / orpo / cpo); give --post-training without --from")  # fmt: skip
-    return None
 
 
 def _refusals(keys: TrlKeys, data: Mapping, refuse: NotModelled) -> None:

@@ -30,6 +30,10 @@ def scenario_notes(scn, recipe: Recipe) -> list[str]:
     peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
     if line := reference_assumption(setup, scn.engine, peft):
         notes.append(line)
+    if getattr(scn, "teacher", None) is not None:
+        from zeroplan.memory.teacher import teacher_assumption
+
+        notes.append(teacher_assumption(scn.teacher, scn.engine))
     if scn.tuning is not None:
         from zeroplan.memory.tuned import tuning_notes
 

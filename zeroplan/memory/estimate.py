@@ -12,6 +12,7 @@ from zeroplan.memory.assumptions import scenario_notes
 from zeroplan.memory.recipes import Recipe, make_recipe
 from zeroplan.memory.setup import (
     Checkpointing,
+    PostTraining,
     DeepSpeedKnobs,
     Engine,
     EngineOptions,
@@ -22,13 +23,8 @@ from zeroplan.memory.setup import (
     ZeroStage,
 )
 from zeroplan.memory.stage import Overheads, StageBase, StageEstimate, busiest, stage_base
-from zeroplan.memory.reference import (
-    check_reference,
-    forwarded_setup,
-    reference_forward_bytes,
-    reference_parameter_bytes,
-    with_reference,
-)
+from zeroplan.memory.posttrain import check_posttraining, frozen_model_bytes, posttrain_note, posttrain_profile
+from zeroplan.memory.reference import forwarded_setup, with_reference
 from zeroplan.memory.states import ModelSummary
 from zeroplan.memory.timeline import ActivationProfile, profile_from
 from zeroplan.models.architecture import Architecture, ParamCount
@@ -123,6 +119,7 @@ class Scenario:
     layout: object | None = None  # zeroplan.engines.ModelLayout: wrapping units and tensor shapes
     tuning: object | None = None  # zeroplan.memory.finetune.Tuning; None: full training (every parameter trains)
     mesh: object | None = None  # zeroplan.memory.mesh.MeshModel: tp x pp x cp x dp (x ep); None = data parallel only
+    teacher: object | None = None  # zeroplan.memory.teacher.Teacher: knowledge distillation's teacher model
 
     @property
     def usable_bytes(self) -> int | None:
@@ -182,21 +179,15 @@ def activation_profile(scn: Scenario, acts=None) -> ActivationProfile:
     """One micro-step's activations by part for the timeline (memory.timeline), computed (and tuned) unless given."""
     acts = tuned_activations_for(activations_for(scn.arch, scn.setup), scn) if acts is None else acts
     prof = profile_from(acts, scn.arch, scn.setup)
-    if not scn.setup.post_training.reference or acts is None or not hasattr(acts, "layer_bytes"):
+    pt = scn.setup.post_training
+    if not (pt.reference or pt is PostTraining.kd) or acts is None or not hasattr(acts, "layer_bytes"):
         return prof
-    # the reference forward runs without checkpointing (TRL disables it): its largest layer or its logits
-    plain = activations_for(scn.arch, replace(scn.setup, checkpointing=Checkpointing.none, checkpoint_every=1))
-    forwarded = forwarded_setup(scn.setup)
-    e = forwarded.precision.compute_bytes
-    hidden = forwarded.micro_batch * forwarded.seq_len * scn.arch.hidden_size * e
-    return replace(prof, reference=reference_forward_bytes(plain, forwarded.micro_batch, e, hidden))
-
-
-def reference_bytes(scn: Scenario, stage: ZeroStage, par: Parallelism | None = None) -> int:
-    """This GPU's bytes of a DPO reference copy (memory.reference): 0 under peft or without one."""
-    peft = scn.tuning is not None and scn.tuning.spec.lora_rank > 0
-    return reference_parameter_bytes(scn.model.num_params, scn.setup, Engine(scn.engine), stage,
-                                     (par or scn.parallelism).dp, peft)
+    # a reference or teacher forward runs without checkpointing (TRL disables it): its largest layer or its logits
+    plain_setup = replace(scn.setup, checkpointing=Checkpointing.none, checkpoint_every=1)
+    plain = activations_for(scn.arch, plain_setup)
+    teacher = scn.teacher.arch if scn.teacher is not None else None
+    return posttrain_profile(prof, plain, forwarded_setup(scn.setup), scn.arch.hidden_size,
+                             activations_for(teacher, plain_setup), teacher.hidden_size if teacher else 0)
 
 
 def evaluate(scn: Scenario, stage: ZeroStage, *, activation_bytes: int | ActivationProfile | None = None,
@@ -227,7 +218,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
     holds: a fine-tune's (memory.tuned), a PyTorch engine's (memory.engines) or DeepSpeed's, a paged optimizer's
     states moved to unified memory (memory.paged)."""
     recipe = recipe or scn.recipe
-    check_reference(scn.setup, scn.mesh)
+    check_posttraining(scn)
     if scn.mesh is not None:
         from zeroplan.memory.mesh import mesh_bases
 
@@ -244,7 +235,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
         from zeroplan.memory.paged import paged_base
 
         base = paged_base(base, recipe)
-    return (with_reference(base, reference_bytes(scn, stage)),)  # a DPO reference copy (memory.reference)
+    return (with_reference(base, frozen_model_bytes(scn, stage)),)  # a reference copy or a teacher
 
 
 def tuned_base(scn: Scenario, stage: ZeroStage, recipe: Recipe):
@@ -346,7 +337,7 @@ class Estimate:
 def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(ZeroStage),
                     assumptions: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> Estimate:
     """Per-GPU peak memory of `scn` for each requested stage (see memory.estimate_stage)."""
-    check_reference(scn.setup, scn.mesh)
+    check_posttraining(scn)
     recipe = scn.recipe
     stages, left_out = refused_stages(scn, stages)
     warnings = warnings + left_out
@@ -358,6 +349,8 @@ def estimate_memory(scn: Scenario, *, stages: tuple[ZeroStage, ...] = tuple(Zero
         prof = activation_profile(scn, acts) if acts is not None else profile_from(None, scn.arch, scn.setup)
         results = tuple(evaluate(scn, stage, activation_bytes=prof, recipe=recipe) for stage in stages)
     notes = scenario_notes(scn, recipe)
+    if scn.mesh is None and acts is not None and (line := posttrain_note(scn.setup.post_training, prof)):
+        notes.append(line)
     if acts is not None:
         notes += list(acts.assumptions)
     return Estimate(scenario=scn, recipe=recipe, activations=acts, stages=results,

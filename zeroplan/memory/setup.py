@@ -100,26 +100,35 @@ class TrainingLoop(str, Enum):
 
 
 class PostTraining(str, Enum):
-    """What the step trains on (docs/finetune.md, post-training): one batch of sequences, or preference pairs.
+    """What the step trains on (docs/finetune.md, post-training): one batch of sequences, preference pairs, unpaired
+    rows beside a frozen reference, or a teacher's distribution.
 
     Preference trainers forward the chosen and rejected rows of each pair concatenated (TRL's DPOTrainer
-    `_compute_loss`, ORPOTrainer and CPOTrainer `concatenated_inputs`: huggingface/trl@f2cd577); DPO also
-    forwards a frozen reference model (memory.reference).
+    `_compute_loss`, ORPOTrainer and CPOTrainer `concatenated_inputs`: huggingface/trl@f2cd577); DPO, KTO and ASFT
+    also forward a frozen reference model, knowledge distillation a teacher (memory.reference, memory.teacher).
     """
 
     sft = "sft"  # one sequence per row: pre-training and supervised fine-tuning
     dpo = "dpo"  # pairs, and a reference model (a frozen copy; under peft the adapter-disabled base)
     orpo = "orpo"  # pairs, no reference model (trl/experimental/orpo/orpo_trainer.py)
     simpo = "simpo"  # pairs, no reference model (trl/experimental/cpo/cpo_trainer.py, loss_type simpo)
+    kto = "kto"  # unpaired rows and their KL batch, a reference model (trl/trainer/kto_trainer.py)
+    asft = "asft"  # SFT with a KL to a frozen reference (LLaMA-Factory use_asft_loss)
+    kd = "kd"  # knowledge distillation from a teacher model's logits (TRL GKDTrainer, off-policy)
 
     @property
     def rows_per_sequence(self) -> int:
         """Sequences forwarded per micro-batch row: 2 for a (chosen, rejected) pair."""
-        return 1 if self is PostTraining.sft else PAIR_ROWS
+        return PAIR_ROWS if self.paired else 1
+
+    @property
+    def paired(self) -> bool:
+        return self in (PostTraining.dpo, PostTraining.orpo, PostTraining.simpo)
 
     @property
     def reference(self) -> bool:
-        return self is PostTraining.dpo
+        """A frozen copy of the policy is forwarded (or, under peft, its adapter-disabled base)."""
+        return self in (PostTraining.dpo, PostTraining.kto, PostTraining.asft)
 
 
 PAIR_ROWS = 2  # chosen + rejected, concatenated on the batch dimension (huggingface/trl@f2cd577 dpo_trainer.py)

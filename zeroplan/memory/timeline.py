@@ -89,6 +89,8 @@ class ActivationProfile:
     loss_backward: int = 0
     # Reserved, not allocated, at the loss's backward (memory.engines.streams.reserved_terms): the freed logits' block
     loss_hole: int = 0
+    start: int = 0  # a no-grad forward before the policy's (ASFT's reference, memory.posttrain): at the step's start
+    forward_held: int = 0  # what that forward leaves alive through the policy's forward (its logits), loss included
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -189,7 +191,8 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     carried = prof.carried if m.phase in ("start", "forward") and not m.loss else 0
     held = prof.loop_held if m.phase in ("backward", "step") and not m.head else 0
     return (layers + prof.embedding * m.embedding + prof.head * m.head + ends + carried + held
-            + prof.recompute * m.recompute + prof.transient * (m.layer is not None))
+            + prof.recompute * m.recompute + prof.transient * (m.layer is not None)
+            + prof.start * (m.phase == "start") + prof.forward_held * (m.phase == "forward"))
 
 
 def _static(m: Moment, accumulating: bool) -> int:

@@ -30,7 +30,7 @@ from dataclasses import replace
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.adapters import adapter_note, adapter_storage, frozen_element, qlora_path_note
 from zeroplan.memory.finetune import AdaptedParam, Tuning
-from zeroplan.memory.quant import Quant
+from zeroplan.memory.quant import QloraStack, Quant
 from zeroplan.memory.recipes import FP32_BYTES, INT8_BYTES, Recipe
 from zeroplan.memory.setup import (
     AdapterWrap,
@@ -82,7 +82,9 @@ def check_quant_engine(tuning: Tuning, recipe: Recipe, engine: Engine, stage: Ze
     """
     spec = tuning.spec
     sharded = (engine is Engine.deepspeed and stage is ZeroStage.zero3) or engine in (Engine.fsdp, Engine.fsdp2)
-    if not sharded or spec.quant is Quant.none:
+    if not sharded or spec.quant is Quant.none or spec.qlora_stack is QloraStack.torchtune:
+        # torchao's NF4Tensor shards and all-gathers itself under FSDP2 (torchao==0.18.0:quantization/quantize_/
+        # workflows/nf4/nf4_tensor.py fsdp_pre_all_gather / fsdp_post_all_gather): no storage dtype to match
         return
     where = "ZeRO-3" if engine is Engine.deepspeed else f"--engine {engine.value}"
     if spec.quant in (Quant.int8, Quant.fp8):

@@ -104,6 +104,7 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         "units": {"bytes": "B", "display": unit.label, "display_bytes": unit.bytes},
         "model": model_view(est),
         "finetune": finetune_view(est.scenario.tuning),
+        "teacher": teacher_view(est.scenario.teacher),
         "recipe": {
             "name": recipe.name,
             "precision": recipe.precision.value,
@@ -131,6 +132,11 @@ def estimate_view(est: Estimate, unit: Unit) -> dict:
         **mesh_keys(est),
         **calibration_keys(est.scenario.overheads),
     }
+
+
+def teacher_view(teacher) -> dict | None:
+    """Knowledge distillation's teacher (memory.teacher), or None."""
+    return None if teacher is None else {"name": teacher.name, "num_params": teacher.params}
 
 
 def calibration_keys(over) -> dict:

@@ -188,7 +188,7 @@ def estimate_throughput(
     zeroplan.memory.finetune.Tuning): its FLOPs and a 4-bit base's dequantization (perf/flops.py, 1.1 there).
     """
     if setup.post_training.value != "sft":  # memory.reference models its memory; the step's time is SFT's
-        raise ZeroplanError(f"--post-training {setup.post_training.value}: the paired batch and the reference "
+        raise ZeroplanError(f"--post-training {setup.post_training.value}: its batch and its reference or teacher "
                             "forward are not timed (throughput models a supervised step); estimate its memory instead")
     topology = topology or default_topology(hw, par)
     efficiency = hw.default_mfu if mfu is None else mfu

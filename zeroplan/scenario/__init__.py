@@ -191,10 +191,11 @@ def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCo
     if args.calibration:
         overheads = calibrated_overheads(overheads, args.calibration, hw, args.given)
     from zeroplan.scenario.finetune import tuning_of
+    from zeroplan.scenario.teacher import teacher_of
 
     scn = Scenario(model=summary, arch=arch, setup=setup, parallelism=par, knobs=knobs, hardware=hw, overheads=overheads,
                    engine=args.engine, layout=layout_of(args.model, args.engine), tuning=tuning_of(args, args.model, hw),
-                   engine_options=engine_options_of(args))
+                   engine_options=engine_options_of(args), teacher=teacher_of(args.teacher))
     if mesh is not None or (found is not None and (found.run.get("tp") or found.run.get("cp"))):  # a mesh only
         from zeroplan.scenario.meshed import file_mesh, with_mesh
 

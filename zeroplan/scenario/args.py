@@ -51,6 +51,7 @@ class ScenarioArgs:
     attention: Attention = _SETUP.attention
     loss: Loss = _SETUP.loss
     post_training: PostTraining = _SETUP.post_training
+    teacher: str | None = None  # --post-training kd: the teacher model (memory.teacher)
     compile: bool = _SETUP.compile  # torch.compile of each block (memory.activations.compiled)
     # what the loop keeps between micro-steps (activations.loop); None: litgpt's under --qlora-stack litgpt, else trainer
     training_loop: TrainingLoop | None = None

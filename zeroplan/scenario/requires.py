@@ -90,6 +90,8 @@ NEEDS = (
     Needs("qlora_stack", "--qlora", _given_any("qlora", "from_file")),
     Needs("bnb_version", "a bitsandbytes base (--qlora or --load-in-8bit)", _given_any("qlora", "load_in_8bit", "from_file")),
     Needs("buffer_factor", "--method deepspeed", _is("method", "deepspeed")),
+    Needs("teacher", "--post-training kd", lambda values, given: _value(values, "post_training") == "kd"
+          or "from_file" in given),
     Needs("from_kind", "--from", _given_any("from_file"), "--from-kind names the kind of a --from file: give --from FILE"),
     Needs("force", "a file to write (--html, --emit-*, --output)", _given_any(*_WRITES)),
     Needs("max_micro_batch", "--sweep", _given_any("sweep")),
