@@ -35,6 +35,7 @@ from zeroplan.memory.setup import (
     Parallelism,
     PostTraining,
     Precision,
+    TrainingLoop,
     TrainingSetup,
     parse_checkpointing,
     spread_gpus,
@@ -118,6 +119,10 @@ class Training(Frozen):
     post_training: PostTraining = Field(PostTraining.sft, description="sft; preference pairs: dpo (a reference "
                                         "model), orpo, simpo; kto, asft (a reference model); kd (a teacher) "
                                         "(memory.reference, memory.posttrain)")
+    training_loop: TrainingLoop | None = Field(None, description="trainer or litgpt: what the loop keeps between "
+                                               "micro-steps (docs/activations.md); absent: litgpt under a finetune "
+                                               "block's 4-bit quant with qlora_stack litgpt, else trainer")
+    compile: bool = Field(False, description="torch.compile of each block (docs/activations.md), as --compile")
     teacher: str | None = Field(None, description="post_training kd: the teacher model (a preset, a YAML spec or "
                                 "config.json relative to the plan, or a Hub id)")
 
@@ -190,13 +195,13 @@ class Plan(Frozen):
 
     def _check_engine_block(self) -> None:
         """`deepspeed:` for DeepSpeed; `fsdp:` (its engine's key) or a `deepspeed:` stand-in for FSDP and FSDP2;
-        DDP needs neither (ZeRO-0)."""
+        DDP and a single device (engine none) need neither (ZeRO-0)."""
         engine, fsdp = self.engine, self.fsdp
         if fsdp is not None and self.deepspeed is not None:
             raise ValueError("give fsdp: or deepspeed:, not both (fsdp: states the stage in the engine's words)")
         if fsdp is not None and engine not in (Engine.fsdp, Engine.fsdp2):
             raise ValueError(f"fsdp: is for engine fsdp or fsdp2, not {engine.value}")
-        if fsdp is None and self.deepspeed is None and engine is not Engine.ddp:
+        if fsdp is None and self.deepspeed is None and engine not in (Engine.ddp, Engine.none):
             raise ValueError("give deepspeed: (a ds_config path or an inline block)" if engine is Engine.deepspeed
                              else f"give fsdp: ({_FSDP_KEY[engine]}) or a deepspeed: block with the stage")
         if fsdp is not None and (wrong := fsdp.model_fields_set - {_FSDP_KEY[engine]}):
@@ -283,8 +288,17 @@ class Plan(Frozen):
         return TrainingSetup(
             precision=t.precision, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl, seq_len=t.seq_len, micro_batch=micro_batch or micro,
             grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
-            loss=t.loss, post_training=t.post_training,
+            loss=t.loss, post_training=t.post_training, training_loop=self.training_loop(), compile=t.compile,
         )  # fmt: skip
+
+    def training_loop(self) -> TrainingLoop:
+        """The plan's training loop, or litgpt's under litgpt's QLoRA stack (scenario.training_loop_of's rule)."""
+        if self.training.training_loop is not None:
+            return self.training.training_loop
+        tune = self.finetune or {}
+        four_bit = str(tune.get("quant", "none")) in ("nf4", "fp4")  # memory.quant.Quant's 4-bit formats
+        litgpt = four_bit and str(tune.get("qlora_stack")) == TrainingLoop.litgpt.value
+        return TrainingLoop.litgpt if litgpt else TrainingLoop.trainer
 
     def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:
         """nodes > 1: multinode; else pcie when the plan or the hardware says so; else nvlink."""

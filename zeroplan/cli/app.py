@@ -58,9 +58,24 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout = ClosedStdout()
     try:
         try:
-            app(args=argv, prog_name="zeroplan")
+            # standalone_mode=False: click's own usage errors (an unknown option, a bad value) come back as
+            # exceptions, printed below in one line as zeroplan's own errors are, not as usage + hint + error
+            code = app(args=argv, prog_name="zeroplan", standalone_mode=False)
         finally:
             sys.stdout.flush()  # output still buffered fails here, inside the handler, not at interpreter exit
+    except typer.TyperException as exc:  # click's ClickException (typer 0.29's base): usage errors, exit 2
+        if not (sys.argv[1:] if argv is None else argv):  # bare `zeroplan`: the help, as no_args_is_help shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        from zeroplan.cli.common import print_error
+
+        print_error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C or end of input at a prompt, as click reports it in standalone mode
+        from zeroplan.cli.common import print_error
+
+        print_error("aborted")
+        sys.exit(1)
     except OSError as exc:  # stdout is full, gone or closed
         if not isinstance(sys.stdout, ClosedStdout):
             # Python's recipe (docs: signal, "Note on SIGPIPE"): stdout to devnull, so the exit flush passes.
@@ -70,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
 
             print_error(f"cannot write the output: {exc.strerror or exc}")
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)  # typer.Exit(n) and --help come back as their exit code
 
 
 class ClosedStdout(io.TextIOBase):

@@ -216,6 +216,12 @@ def plan_tuning(fields: dict | None, model_ref: str | None, adapter_base=None) -
     for key in ("freeze", "lora_targets", "modules_to_save"):
         if isinstance(fields.get(key), str):
             fields[key] = _names(fields[key])
+    stack = str(fields.get("qlora_stack", QloraStack.peft.value))
+    if str(fields.get("quant", Quant.none.value)) in (Quant.nf4.value, Quant.fp4.value):  # as --qlora-stack sets them
+        if stack in ADAPTERS_IN_MODEL_DTYPE:
+            fields["adapter_fp32"] = False
+        if stack == QloraStack.torchtune.value:
+            fields["double_quant"] = True
     spec = validated(Finetune, fields, "finetune")
     return _tune(spec, model_ref)
 
