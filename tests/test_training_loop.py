@@ -111,6 +111,8 @@ def test_a_loss_litgpt_does_not_run_is_refused_in_one_line(extra, needle):
 def test_a_mesh_is_refused_and_the_assumption_names_the_loop():
     with pytest.raises(ZeroplanError, match="--training-loop litgpt: modelled on data parallelism only"):
         api.estimate(model="llama-3.1-8b", gpus=8, tp=2, training_loop="litgpt")
+    with pytest.raises(ZeroplanError, match="--training-loop litgpt: modelled on data parallelism only"):
+        api.estimate(model="llama-3.1-8b", gpus=8, tp=2, lora_rank=8, qlora=True, qlora_stack="litgpt")  # its default
     est = api.estimate(**LORA, training_loop="litgpt")
     assert any(a.startswith("training loop litgpt (Lightning Fabric)") for a in est.assumptions)
     assert not any("training loop" in a for a in api.estimate(**LORA).assumptions)

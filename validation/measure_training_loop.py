@@ -20,8 +20,9 @@ either torch's (LoRA) or a 4-bit linear's autograd function as bitsandbytes 0.42
 kept as an attribute of ctx, not through save_for_backward; the weight here is a frozen bf16 tensor, which changes
 no activation byte).
 
-Measured (CPU stand-in for the CUDA allocator, as validation/measure_reference.py): every storage an aten op returns
-is tracked by a weak reference; after each op the bytes still alive are summed, parameters and inputs excluded.
+Measured (CPU stand-in for the CUDA allocator) with validation/measure_reference.py's LiveBytes: every storage an aten
+op returns is tracked by a weak reference; after each op the bytes still alive are summed, parameters and inputs
+excluded.
   first     the most bytes alive while micro-step 1 runs its forward (nothing carried from before)
   second    the same for micro-step 2, which starts with micro-step 1's logits and graph referenced by the loop
   grads     the adapters' gradients micro-step 1 left (zeroplan counts them as gradients, not activations)
@@ -41,12 +42,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure_reference import LiveBytes  # noqa: E402  (the storages alive after each aten op)
 from training_loop_model import DROPOUT, HEADS, RANK, zeroplan_carried  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "training_loop_measured.json"
@@ -120,29 +119,6 @@ class GPT(nn.Module):
         return [self.lm_head(c) for c in x.split(lm_head_chunk_size, dim=1)]
 
 
-class Windows(TorchDispatchMode):
-    """Live bytes after every aten op, the largest per window (the loop names the window it is in)."""
-
-    def __init__(self, *made_before):
-        super().__init__()
-        self.before = {t.untyped_storage().data_ptr() for t in made_before}
-        self.refs: dict[int, tuple[StorageWeakRef, int]] = {}
-        self.window, self.peaks = "setup", {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                s = t.untyped_storage()
-                key = s.data_ptr()
-                if key and key not in self.before and (key not in self.refs or self.refs[key][0].expired()):
-                    self.refs[key] = (StorageWeakRef(s), s.nbytes())
-        self.refs = {k: v for k, v in self.refs.items() if not v[0].expired()}
-        live = sum(n for _, n in self.refs.values())
-        self.peaks[self.window] = max(self.peaks.get(self.window, 0), live)
-        return out
-
-
 def chunked_cross_entropy(logits, targets):
     """litgpt/utils.py chunked_cross_entropy for a list of logit chunks (chunk_size 128)."""
     chunks = [c.reshape(-1, c.size(-1)) for c in logits]
@@ -160,11 +136,12 @@ def measure(h: int, inter: int, layers: int, vocab: int, mb: int, seq: int, four
     model = fabric.setup_module(model)
     ids = torch.randint(0, vocab, (mb, seq))  # litgpt's batch: input_ids and labels of one length
     torch.manual_seed(0)
-    with Windows(ids, *model.parameters()) as rec:
+    peaks = {}
+    with LiveBytes(ids, *model.parameters()) as rec:
         for step in ("first", "second"):
-            rec.window = step
+            rec.peak = 0  # the most bytes alive during this forward (the next op sets it)
             logits = model(ids, lm_head_chunk_size=CHUNK)
-            rec.window = step + " loss"
+            peaks[step] = rec.peak
             logits[-1] = logits[-1][..., :-1, :]
             loss = chunked_cross_entropy(logits, ids[..., 1:])
             fabric.backward(loss)
@@ -172,9 +149,8 @@ def measure(h: int, inter: int, layers: int, vocab: int, mb: int, seq: int, four
             if step == "first":
                 grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
     return {"hidden": h, "intermediate": inter, "layers": layers, "vocab": vocab, "micro_batch": mb, "seq": seq,
-            "four_bit": four_bit, "logits_dtype": str(logits[0].dtype), "first": rec.peaks["first"],
-            "second": rec.peaks["second"], "grads": grads,
-            "carried": rec.peaks["second"] - rec.peaks["first"] - grads}
+            "four_bit": four_bit, "logits_dtype": str(logits[0].dtype), "first": peaks["first"],
+            "second": peaks["second"], "grads": grads, "carried": peaks["second"] - peaks["first"] - grads}
 
 
 def main() -> None:

@@ -292,13 +292,10 @@ class Plan(Frozen):
         )  # fmt: skip
 
     def training_loop(self) -> TrainingLoop:
-        """The plan's training loop, or litgpt's under litgpt's QLoRA stack (scenario.training_loop_of's rule)."""
-        if self.training.training_loop is not None:
-            return self.training.training_loop
+        """The plan's training loop, or the one its finetune block's 4-bit stack implies (TrainingLoop.of)."""
         tune = self.finetune or {}
         four_bit = str(tune.get("quant", "none")) in ("nf4", "fp4")  # memory.quant.Quant's 4-bit formats
-        litgpt = four_bit and str(tune.get("qlora_stack")) == TrainingLoop.litgpt.value
-        return TrainingLoop.litgpt if litgpt else TrainingLoop.trainer
+        return TrainingLoop.of(self.training.training_loop, four_bit, str(tune.get("qlora_stack", "peft")))
 
     def topology_for(self, nodes: int, intra_node_fabric: str | None) -> Topology:
         """nodes > 1: multinode; else pcie when the plan or the hardware says so; else nvlink."""

@@ -98,6 +98,13 @@ class TrainingLoop(str, Enum):
     trainer = "trainer"
     litgpt = "litgpt"
 
+    @classmethod
+    def of(cls, given: "TrainingLoop | str | None", four_bit: bool, qlora_stack: str) -> "TrainingLoop":
+        """The loop given, else the one a 4-bit base's stack implies: litgpt's QLoRA runs only in litgpt's scripts."""
+        if given is not None:
+            return cls(getattr(given, "value", given))
+        return cls.litgpt if four_bit and str(getattr(qlora_stack, "value", qlora_stack)) == cls.litgpt.value else cls.trainer
+
 
 class PostTraining(str, Enum):
     """What the step trains on (docs/finetune.md, post-training): one batch of sequences, preference pairs, unpaired

@@ -23,6 +23,7 @@ from zeroplan.memory.setup import (
     DeepSpeedKnobs,
     Engine,
     Parallelism,
+    TrainingLoop,
     TrainingSetup,
     ZeroStage,
     parse_checkpointing,
@@ -91,13 +92,6 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
     return value
 
 
-def training_loop_of(args: ScenarioArgs) -> str:
-    """--training-loop, or the loop of the stack --qlora-stack names: litgpt's scripts run litgpt's loop."""
-    if args.training_loop is not None:
-        return args.training_loop
-    return "litgpt" if args.qlora and str(args.qlora_stack) == "litgpt" else "trainer"
-
-
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
     checkpointing, every = parse_checkpointing(args.checkpointing)
     return validated(TrainingSetup, dict(
@@ -106,7 +100,7 @@ def setup_from(args: ScenarioArgs) -> TrainingSetup:
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
         checkpoint_every=every, loss=args.loss, post_training=args.post_training, compile=args.compile,
-        training_loop=training_loop_of(args),
+        training_loop=TrainingLoop.of(args.training_loop, args.qlora, args.qlora_stack),
     ))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.activations.mesh import ZERO_BUBBLE_CAVEAT
 from zeroplan.memory.estimate import Estimate, estimate_memory
+from zeroplan.memory.setup import TrainingLoop
 from zeroplan.models.mesh import Schedule
 from zeroplan.scenario import ScenarioArgs, engine_stages, scenario_config_and_file
 from zeroplan.scenario.meshed import with_mesh
@@ -17,8 +18,8 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
     if args.compile:
         raise ZeroplanError("--compile: modelled on data parallelism only (measured on one whole block), not with "
                             "--tp/--pp/--cp/--ep")
-    if (loop := str(getattr(args.training_loop, "value", args.training_loop))) not in ("trainer", "None"):
-        raise ZeroplanError(f"--training-loop {loop}: modelled on data parallelism only (litgpt's "
+    if (loop := TrainingLoop.of(args.training_loop, args.qlora, args.qlora_stack)) is not TrainingLoop.trainer:
+        raise ZeroplanError(f"--training-loop {loop.value}: modelled on data parallelism only (litgpt's "
                             "finetune scripts), not with --tp/--pp/--cp/--ep")
     scn, config, found = scenario_config_and_file(args)
     if config is not None or scn.mesh is not None:
