@@ -72,8 +72,10 @@ def qlora_path_note(tuning: Tuning, engine: Engine) -> str:
                 "prepare_model_for_training: nothing cast to fp32 unless upcast_layernorm)")
     elif kbit_prepared(tuning, engine):
         path = ("QLoRA path: transformers + peft prepare_model_for_kbit_training, kept: the embedding, "
-                "norms and LM head fp32; without autocast (bf16-true) every activation outside the 4-bit matmuls "
-                "is fp32 (measured); under autocast (bf16-mixed) the fp32 residual stream is not modelled")
+                "norms and LM head fp32, so the residual stream and the checkpointed layer inputs are fp32; without "
+                "autocast (bf16-true) every activation outside the 4-bit matmuls is fp32; under autocast (bf16/fp16-"
+                "mixed) the adapters, the attention core and the head compute on 16-bit casts, each adapter and the "
+                "head keeping their own (measured)")
     else:
         path = (f"QLoRA path: transformers' bitsandbytes quantizer (the LM head stays 16-bit); under {engine.value} "
                 "no prepare_model_for_kbit_training cast is kept (DeepSpeed casts the module back to 16-bit, "

@@ -164,13 +164,16 @@ def tuned_activations_for(acts, scn: Scenario, setup: TrainingSetup | None = Non
     setup = forwarded_setup(setup or scn.setup)
     cast = Engine(scn.engine) is Engine.deepspeed or not scn.tuning.spec.adapter_fp32
     adapter = setup.precision.compute_bytes if cast else 4
-    if kbit_prepared(scn.tuning, Engine(scn.engine)) and setup.precision is Precision.bf16_true:
-        # prepare_model_for_kbit_training leaves fp32 embeddings, norms and head and no autocast: every tensor
-        # outside the 4-bit matmuls is fp32, as in fp32 training (measured: validation/finetune_gpu_terms.json);
-        # bitsandbytes still dequantizes to its bf16 compute dtype
-        fp32 = replace(setup, precision=Precision.fp32)
-        out = tuned_activations(activations_for(scn.arch, fp32), scn.arch, fp32, scn.tuning, 4)
+    if kbit_prepared(scn.tuning, Engine(scn.engine)) and setup.precision is not Precision.fp32:
+        # prepare_model_for_kbit_training leaves fp32 embeddings, norms and head: the residual stream is fp32, and
+        # without autocast (bf16-true) every tensor outside the 4-bit matmuls is, as in fp32 training; under
+        # autocast (bf16/fp16-mixed) the adapters, the attention core and the head run on 16-bit casts
+        # (measured: validation/finetune_gpu_terms.json, validation/kbit_autocast.json); bitsandbytes still
+        # dequantizes to its 16-bit compute dtype
         e = setup.precision.compute_bytes
+        fp32 = replace(setup, precision=Precision.fp32)
+        autocast = 0 if setup.precision is Precision.bf16_true else e
+        out = tuned_activations(activations_for(scn.arch, fp32), scn.arch, fp32, scn.tuning, 4, autocast)
         return replace(out, dequant_bytes=e * scn.tuning.largest_quantized, head_dequant_bytes=e * scn.tuning.head_quantized)
     return tuned_activations(acts, scn.arch, setup, scn.tuning, adapter)
 

@@ -50,6 +50,10 @@ ROUTER_TERMS = ("router sigmoid scores", "group top-k indices", "group mask", "t
                 "router softmax", "softmax over the top-k logits")
 
 
+def _is_core(name: str) -> bool:
+    return name not in NOT_CORE and "output projection input" not in name
+
+
 def attention_change(site: Site, kind, by: dict[str, int], style: str, grad_in: bool) -> tuple[int, bool, bool]:
     """(delta, whether the attention's output needs a gradient, whether its core saved anything)."""
     t, h = site.t, kind.hidden_size
@@ -71,7 +75,7 @@ def attention_change(site: Site, kind, by: dict[str, int], style: str, grad_in: 
                                      rows if per_head else t, d if per_head else rows // t * d, grad)
         core_grad = gq or gk or gv  # a norm after a projection that needs no gradient has none to give
         q_width = a * d
-    core = sum(v for n, v in by.items() if n not in NOT_CORE and "output projection input" not in n)
+    core = sum(v for n, v in by.items() if _is_core(n))
     if not core_grad:
         delta -= core
     o_input = sum(v for n, v in by.items() if "output projection input" in n)  # a copy only o_proj keeps
@@ -213,6 +217,11 @@ def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -
     held: list[int] = []
     site = replace(site, held=held)
     attn = attention_terms(kind, traits, b, s, site.e, flash=flash, selective=False)
+    full_attn, cast = attn, 0
+    if site.autocast:  # the core (SDPA or the eager matmuls) runs in the autocast dtype on casts of q, k, v
+        core16 = attention_terms(kind, traits, b, s, site.autocast, flash=flash, selective=False)
+        attn = [(n, v) for n, v in attn if not _is_core(n)] + [(n, v) for n, v in core16 if _is_core(n)]
+        cast = sum(v for _, v in attn) - sum(v for _, v in full_attn)
     mlp = mlp_norm_terms(kind, traits, site.t, site.e)
     mlp += moe_mlp_terms(kind, site.t, site.e, traits) if kind.is_moe else dense_mlp_terms(kind, traits, site.t, site.e)
     if kind.norms_per_layer == PRE_AND_POST_NORMS:
@@ -224,7 +233,7 @@ def layer_change(site: Site, kind, b: int, s: int, flash: bool, grad_in: bool) -
         d_attn, ga, core = attention_change(site, kind, dict(attn), traits.norm, grad_in)
         d_mlp, g_mlp = mlp_change(site, kind, dict(mlp), traits.norm, grad_in or ga)
         delta, g_out = d_attn + d_mlp, grad_in or ga or g_mlp
-    full = sum(v for _, v in attn + mlp)
+    full = sum(v for _, v in full_attn + mlp)
     if not grad_in and not site.trained and not site.adapted:
         return full, -full, g_out, core, 0  # nothing trains and nothing flows in: autograd records nothing here
-    return full, delta, g_out, core, sum(held)
+    return full, delta + cast, g_out, core, sum(held)

@@ -10,6 +10,11 @@ rank, p the dropout). An op saves nothing for a gradient nobody needs:
 peft's lora.Linear (tuners/lora/layer.py Linear.forward): x cast to the adapter dtype, dropout (nn.Identity at
 p = 0), lora_A saves its input, lora_B lora_A's output (a T r). bitsandbytes before 0.43.2: a 4-bit linear's
 MatMul4Bit keeps its input too, wherever the input needs a gradient (Site.quant_input).
+Under autocast on an fp32 stream (peft's prepare_model_for_kbit_training with bf16/fp16 mixed precision,
+Site.autocast = c, the autocast dtype's bytes): each lora_A casts its input to c itself (autocast caches casts of
+leaf parameters only), so every adapter saves its own c T in copy, lora_B a c T r input, and each linear keeps the
+c-cast copy of its fp32 weight that its input's gradient needs (lora_B always: c out r; lora_A where its input
+needs a gradient: c r in). Measured: validation/measure_kbit_autocast.py.
 """
 
 from __future__ import annotations
@@ -37,17 +42,20 @@ class Site:
     # where readers() notes the bytes of each input such a MatMul4Bit keeps on its ctx (flow.layer_change sets it:
     # a loop that holds the previous graph keeps them after the backward, memory.activations.loop); None: not noted
     held: list[int] | None = field(default=None, compare=False)
+    # the autocast dtype's bytes when the stream is fp32 under autocast (prepare_model_for_kbit_training + bf16/fp16
+    # mixed precision): adapters save their own cast copies, the attention core runs in it; 0 = no such autocast
+    autocast: int = 0
 
     @classmethod
     def of(cls, prefix: str, trains, adapted, wrapped, t: int, e: int, a: int = 0, rank: int = 0,
-           dropout: float = 0.0, dora: bool = False, quant_input: bool = False) -> Site:
+           dropout: float = 0.0, dora: bool = False, quant_input: bool = False, autocast: int = 0) -> Site:
         """The site under `prefix` (model.layers.i.) from full names: trainable parameters, adapted modules,
         wrapped AdaptedParams."""
         wrapped = tuple(replace(w, name=w.name[len(prefix):]) for w in wrapped if w.name.startswith(prefix))
         names = [n[len(prefix):] for n in trains if n.startswith(prefix)] + [w.name for w in wrapped]
         trained = {".".join(parts[:i]) for parts in (n.split(".") for n in names) for i in range(1, len(parts) + 1)}
         local = frozenset(m[len(prefix):] for m in adapted if m.startswith(prefix))
-        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora, quant_input)
+        return cls(frozenset(trained), local, wrapped, t, e, a, rank, dropout, dora, quant_input, autocast=autocast)
 
     def train(self, local: str) -> bool:
         """A base parameter (or any under a module) of this layer trains."""
@@ -98,6 +106,8 @@ def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in:
     t, e, a, r, p = site.t, site.e, site.a, site.rank, site.dropout
     base = any(site.train(n + ".weight") for n in outs)
     adapters = [n for n in outs if n in site.adapted]
+    if site.autocast:
+        return _autocast_readers(site, outs, adapters, width, 0 if base else x_bytes, grad_in)
     shared = bool(adapters) and a == e and p == 0  # lora_A saves the input tensor itself, once for all of them
     quantized = site.quant_input and grad_in  # an old bitsandbytes MatMul4Bit keeps it (ctx.tensors = (A, B))
     delta = 0 if base or shared or quantized else -x_bytes
@@ -111,4 +121,17 @@ def readers(site: Site, outs: dict[str, int], width: int, x_bytes: int, grad_in:
         delta += a * t * r
         if site.dora:
             delta += dora_bytes(t, width, outs[name], e, a, p, grad_in)
+    return delta
+
+
+def _autocast_readers(site: Site, outs: dict[str, int], adapters: list[str], width: int, x_bytes: int,
+                      grad_in: bool) -> int:
+    """readers() under autocast on an fp32 stream: the input itself is saved by no adapter (each saves its own cast
+    copy), dropout keeps its mask where the input needs a gradient, the cast weights their inputs' gradients need."""
+    c, t, r = site.autocast, site.t, site.rank
+    delta = -x_bytes
+    for name in adapters:
+        delta += c * t * width + c * t * r + c * outs[name] * r + (c * r * width if grad_in else 0)
+        if site.dropout > 0 and grad_in:
+            delta += MASK_BYTES * t * width
     return delta

@@ -58,8 +58,10 @@ def modelled(arch) -> bool:
     return arch.family in MODELLED_FAMILIES
 
 
-def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
-    """`acts` (full training's ActivationEstimate) with the fine-tune's changes (see the module docstring)."""
+def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int, autocast: int = 0):
+    """`acts` (full training's ActivationEstimate) with the fine-tune's changes (see the module docstring).
+    autocast: the autocast dtype's bytes when `acts` and `setup` are the fp32 stream that peft's
+    prepare_model_for_kbit_training leaves under bf16/fp16 mixed precision (Site.autocast); 0 otherwise."""
     spec = tuning.spec
     if spec.full:
         return acts
@@ -73,16 +75,16 @@ def tuned_activations(acts, arch, setup, tuning, adapter_bytes: int):
     # transformers' gradient_checkpointing_enable calls enable_input_require_grads (modeling_utils.py): under
     # checkpointing the embeddings' output requires grad, so a gradient flows from the first layer on
     held: list[int] = []  # the inputs an old MatMul4Bit keeps on its ctx (Site.held)
-    layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt, held)
+    layers, grad, cores = _walk(arch, tuning, spec, b, s, e, adapter_bytes, flash, embed or full_ckpt, held, autocast)
     final = _head_change(arch, setup, tuning, t, e, embed=embed, grad=grad, cores=cores)
     if _head_input_kept(arch, tuning, grad):
         held.append(e * t * arch.hidden_size)
     dequant = dequantized_weight_bytes(tuning, e, setup), dequantized_head_bytes(tuning, e, setup)
-    acts = _looped(acts, arch, setup, sum(held))
+    acts = _autocast_head(_looped(acts, arch, setup, sum(held)), arch, setup, autocast)
     if not full_ckpt:
         deltas = tuple(d for _, d, _ in layers)
         return _with(acts, sum(deltas) + final, final, deltas=deltas, recompute=acts.recompute_bytes, dequant=dequant)
-    copy = _loss(arch, setup, e).transient
+    copy = _loss(arch, setup, autocast or e).transient
     raw = max(full + delta - own for full, delta, own in layers) + recompute_extra_bytes(arch, s)
     recompute = max(0, raw - copy)
     return _with(acts, final + recompute - acts.recompute_bytes, final, deltas=(), recompute=recompute, dequant=dequant)
@@ -94,6 +96,20 @@ def _loss(arch, setup, e: int):
     if setup.training_loop is TrainingLoop.litgpt:
         return litgpt_loss(arch, b, s, e, chunked_head=True)
     return loss_bytes(arch, traits_of(arch), b, s, e, setup.loss)
+
+
+def _autocast_head(acts, arch, setup, c: int):
+    """Under autocast on prepare_model_for_kbit_training's fp32 stream the fp32 LM head runs in the autocast dtype:
+    the logits come out c-byte and the loss upcasts them as in 16-bit training, and F.linear keeps the c-cast copy
+    of the head's fp32 weight for its input's gradient (c V h, alive until the head's backward). Unchanged without."""
+    if not c:
+        return acts
+    loss = _loss(arch, setup, c)
+    weight = c * arch.vocab_size * arch.hidden_size
+    total = loss.saved + loss.transient
+    return replace(acts, logits_bytes=loss.logits, loss_bytes=total, loss_transient_bytes=loss.transient,
+                   loss_backward_bytes=loss.backward, final_norm_bytes=acts.final_norm_bytes + weight,
+                   total_bytes=acts.total_bytes - acts.logits_bytes - acts.loss_bytes + loss.logits + total + weight)
 
 
 def _looped(acts, arch, setup, held: int):
@@ -148,7 +164,8 @@ def dequantized_head_bytes(tuning, e: int, setup=None) -> int:
     return (e + (_state_copy_bytes(tuning, setup) if setup else 0)) * tuning.head_quantized
 
 
-def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool, held: list[int]):
+def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad: bool, held: list[int],
+          autocast: int = 0):
     """The layers in order: [(full-training bytes, delta, own input saved)], the last output's grad, any core's."""
     adapted = frozenset(tuning.adapted)
     by_layer: dict[int, list[str]] = {}
@@ -159,7 +176,8 @@ def _walk(arch, tuning, spec, b: int, s: int, e: int, a: int, flash: bool, grad:
         names = by_layer.get(i, [])
         site = Site.of(layer_prefix(arch.family, i), [n for n in names if n in tuning.trainable_names],
                        [n for n in names if n in adapted], tuning.adapted_params, b * s, e, a,
-                       spec.lora_rank, spec.lora_dropout, spec.dora, quant_input=keeps_matmul_input(spec))
+                       spec.lora_rank, spec.lora_dropout, spec.dora, quant_input=keeps_matmul_input(spec),
+                       autocast=autocast)
         full, delta, grad_out, core, kept = layer_change(site, kind, b, s, flash, grad)
         held.append(kept)
         own_input = layer_input_saved_bytes(kind, traits_of(kind), b, s, e) if grad else 0
