@@ -145,7 +145,7 @@ TRAINING = group(
     option("attention", Attention, SETUP.attention, "--attention", help="eager keeps score matrices; flash (SDPA) does not."),
     option("post_training", PostTraining, SETUP.post_training, "--post-training", help="What the step trains on: sft; preference pairs (chosen + rejected rows, 2 x --micro-batch sequences forwarded): dpo (TRL DPOTrainer: a frozen reference model, or under peft the adapter-disabled base, forwarded after the policy), orpo or simpo (no reference model); kto (TRL KTOTrainer: unpaired rows and their KL batch, a reference model); asft (LLaMA-Factory use_asft_loss: a reference model forwarded before the policy); kd (TRL GKDTrainer off-policy: the --teacher model's logits)."),
     option("teacher", Optional[str], None, "--teacher", help="--post-training kd: the teacher model (preset name, YAML spec, HF config.json or Hub id), frozen, 16-bit, sharing the student's vocabulary."),
-    option("loss", Loss, SETUP.loss, "--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss)."),
+    option("loss", Loss, SETUP.loss, "--loss", help="Cross-entropy: hf (fp32 upcast, transformers' default), hf-shift (transformers 4.46-4.48: also a shifted fp32 copy), hf-legacy (before 4.46: fp32 logits from the model, then the shifted copy), no-upcast (16-bit logits), chunked (torchtune CEWithChunkedOutputLoss), liger (LigerFusedLinearCrossEntropyLoss)."),
 )
 FINETUNE = group(
     FINETUNE_PANEL,

@@ -80,6 +80,8 @@ class Loss(str, Enum):
     """How the cross-entropy meets the logits (docs/activations.md, loss variants)."""
 
     hf = "hf"  # transformers ForCausalLMLoss: logits.float(), then cross-entropy (T5: on the 16-bit logits)
+    hf_shift = "hf-shift"  # transformers 4.46-4.48: ForCausalLMLoss upcasts, then copies the shifted slice
+    hf_legacy = "hf-legacy"  # transformers before 4.46: the model's forward returns fp32 logits, then shifts
     no_upcast = "no-upcast"  # F.cross_entropy on the compute-dtype logits
     chunked = "chunked"  # torchtune CEWithChunkedOutputLoss: 8 chunks, each upcast on its own
     liger = "liger"  # Liger Kernel LigerFusedLinearCrossEntropyLoss: no full logits

@@ -4,6 +4,12 @@ Pure: no I/O. Symbols as in zeroplan.memory.activations (T = b s tokens, V vocab
 per activation element). Sources, each read at the commit named in docs/activations.md:
   hf         transformers loss/loss_utils.py ForCausalLMLoss: `logits = logits.float()`, then cross_entropy;
              log_softmax saves its fp32 output, the fp32 copy lives while the loss runs
+  hf-shift   transformers 4.46.0 to 4.48.x, loss/loss_utils.py ForCausalLMLoss (4.47.1 lines 36-46): `logits.float()`,
+             then `shift_logits = logits[..., :-1, :].contiguous()`: a second fp32 copy of b (s - 1) V while the
+             loss runs, log-softmax and labels over the b (s - 1) shifted tokens
+  hf-legacy  transformers before 4.46 (4.45.2 models/llama/modeling_llama.py lines 1213-1229, 4.36.2 lines 1199-1213):
+             the model's forward upcasts (`logits = logits.float()`; the 16-bit head output is dropped) and returns
+             fp32 logits, then the same shifted copy and cross-entropy
   no-upcast  torch.nn.functional.cross_entropy on the compute-dtype logits: log_softmax saves e T V
   chunked    torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss (num_output_chunks=8,
              lines 35-50, 84-100) with TransformerDecoder.chunked_output (modules/transformer.py line ~510): the
@@ -24,6 +30,7 @@ from zeroplan.memory.activations.traits import Traits
 from zeroplan.memory.setup import Loss
 from zeroplan.models.architecture import Architecture
 
+SHIFTED = (Loss.hf_shift, Loss.hf_legacy)  # transformers' loss before 4.49 (labels padded, not logits shifted)
 # torchtune CEWithChunkedOutputLoss(num_output_chunks: int = 8)
 TORCHTUNE_OUTPUT_CHUNKS = 8
 MASK_BYTES = 1  # Liger's target_mask (bool)
@@ -52,7 +59,9 @@ def loss_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, loss:
     if loss is Loss.liger:
         return LossBytes(logits=0, saved=e * t * h + e * vocab * h, transient=liger_transient_bytes(arch, b, s, e),
                          head_input_saved=False, softcap=False)
-    upcast = e < FP32_BYTES and (loss is Loss.chunked or (loss is Loss.hf and traits.loss_upcast))
+    if loss in SHIFTED and traits.loss_upcast:
+        return _shifted_loss_bytes(b, s, vocab, e, loss, softcap)
+    upcast = e < FP32_BYTES and (loss is Loss.chunked or (loss in SHIFTED + (Loss.hf,) and traits.loss_upcast))
     log_softmax = FP32_BYTES if upcast else e
     if loss is Loss.chunked:
         copy = FP32_BYTES * b * -(-s // TORCHTUNE_OUTPUT_CHUNKS) * vocab if upcast else 0  # the largest chunk
@@ -61,6 +70,23 @@ def loss_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, loss:
     backward = LOSS_BACKWARD_TENSORS * log_softmax * t * vocab + labels if loss is not Loss.chunked else 0
     return LossBytes(logits=e * t * vocab, saved=log_softmax * t * vocab + labels, transient=copy,
                      head_input_saved=True, softcap=softcap, backward=backward)
+
+
+def _shifted_loss_bytes(b: int, s: int, vocab: int, e: int, loss: Loss, softcap: bool) -> LossBytes:
+    """transformers before 4.49: the fp32 logits (the loss's own copy under hf-shift, the model's output under
+    hf-legacy) and their shifted contiguous copy, cross-entropy over the b (s - 1) shifted tokens."""
+    t, shifted = b * s, b * (s - 1) * vocab
+    # shift_labels = labels[..., 1:].contiguous(), and the logits' slice: one row's is contiguous already, not copied
+    labels = INDEX_BYTES * b * (s - 1) if b > 1 else 0
+    upcast = FP32_BYTES * t * vocab if e < FP32_BYTES else 0
+    copy = FP32_BYTES * shifted if b > 1 else 0
+    if loss is Loss.hf_legacy:  # the forward returns the fp32 logits: they are the logits kept
+        logits, transient = FP32_BYTES * t * vocab, copy
+    else:
+        logits, transient = e * t * vocab, upcast + copy
+    backward = LOSS_BACKWARD_TENSORS * FP32_BYTES * shifted + labels
+    return LossBytes(logits=logits, saved=FP32_BYTES * shifted + labels, transient=transient, head_input_saved=True,
+                     softcap=softcap, backward=backward)
 
 
 def liger_chunk_rows(tokens: int, vocab: int, hidden: int) -> int:
@@ -86,6 +112,11 @@ def loss_assumption(traits: Traits, loss: Loss) -> str:
     if loss is Loss.hf:
         return ("loss: HF ForCausalLMLoss upcasts logits to fp32 before cross-entropy" if traits.loss_upcast else
                 "loss: HF cross-entropy on the compute-dtype logits (T5's CrossEntropyLoss)") + backward
+    if loss in SHIFTED:
+        where = ("ForCausalLMLoss (transformers 4.46-4.48) upcasts" if loss is Loss.hf_shift else
+                 "the model's forward (transformers before 4.46) returns fp32 logits;")
+        return (f"loss: {where} then copies the shifted slice (logits[..., :-1, :].contiguous()) before "
+                "cross-entropy" + backward)
     if loss is Loss.no_upcast:
         return "loss: cross-entropy on the compute-dtype logits (no fp32 upcast)" + backward
     if loss is Loss.chunked:
