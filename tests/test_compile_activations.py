@@ -47,7 +47,6 @@ def test_the_compiled_estimate_names_its_source_and_drops_the_fp32_norm_copies_a
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"checkpointing": Checkpointing.full}, "without checkpointing only"),
     ({"attention": Attention.eager}, "--attention flash"),
     ({"precision": Precision.fp32}, "16-bit compute dtype"),
 ])

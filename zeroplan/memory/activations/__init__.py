@@ -23,7 +23,12 @@ from zeroplan.memory.activations.checkpointing import (
     op_sac_layer_terms,
     op_sac_recompute_bytes,
 )
-from zeroplan.memory.activations.compiled import COMPILE_ASSUMPTION, check_compile, compiled_terms
+from zeroplan.memory.activations.compiled import (
+    COMPILE_AC_ASSUMPTION,
+    COMPILE_ASSUMPTION,
+    check_compile,
+    compiled_stack,
+)
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
 from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, core_recompute
 from zeroplan.memory.activations.loop import (
@@ -127,16 +132,18 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
                 key=lambda ts: sum(t for _, t in ts))
     layer_full = sum(t for _, t in terms)
     per_layer, layers, each, held = _stack_bytes(arch, traits, b, s, e, flash, ckpt, setup.checkpoint_every)
-    if setup.compile:  # dense, no checkpointing (check_compile): every layer is this one
-        terms = compiled_terms(terms, arch, b * s)
-        per_layer = layer_full = sum(t for _, t in terms)
-        each, layers = (per_layer,) * arch.num_layers, per_layer * arch.num_layers
+    compiled = compiled_stack(arch, b, s, e, ckpt, setup.checkpoint_every) if setup.compile else None
+    if compiled is not None:  # dense (check_compile): the compiled block's saved sets, no held masks or ids
+        terms, each, held = list(compiled.terms), compiled.each, 0
+        per_layer, layers = max(each), sum(each)
+        layer_full = sum(t for _, t in terms)
     litgpt = setup.training_loop is TrainingLoop.litgpt
     head = litgpt_loss(arch, b, s, e, chunked_head=False) if litgpt else loss_bytes(arch, traits, b, s, e, setup.loss)
     softcap = e * b * s * arch.vocab_size if head.softcap else 0
     loss = head.saved + head.transient
-    recompute = max(0, _recompute_bytes(arch, traits, b, s, e, flash, ckpt, layer_full, setup.checkpoint_every)
-                    - head.transient)
+    own = compiled.recompute if compiled is not None else _recompute_bytes(arch, traits, b, s, e, flash, ckpt,
+                                                                            layer_full, setup.checkpoint_every)
+    recompute = max(0, own - head.transient)
     whole = ckpt is Checkpointing.full and setup.checkpoint_every == 1
     embedding = sum(t for _, t in embedding_terms(arch, traits, b, s, e, full=whole))
     final_norm = sum(t for _, t in final_norm_terms(arch, traits, b, s, e))
@@ -279,4 +286,6 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append(delta_net_assumption())
     if setup.compile:
         notes.append(COMPILE_ASSUMPTION)
+        if _effective_checkpointing(setup.checkpointing, flash) is not Checkpointing.none:
+            notes.append(COMPILE_AC_ASSUMPTION)
     return tuple(notes)

@@ -37,7 +37,7 @@ def check_supported(arch: Architecture, setup: TrainingSetup, eager_only: bool) 
         raise ZeroplanError("checkpoint_every applies to full checkpointing only (--checkpointing every:N)")
     if setup.checkpoint_every > 1 and arch.num_encoder_layers:
         raise ZeroplanError(f"--checkpointing every:N: not modelled for encoder-decoder {arch.family}")
-    if setup.checkpointing is not Checkpointing.selective_op:
+    if setup.checkpointing is not Checkpointing.selective_op or setup.compile:  # compiled.check_compile's families
         return
     if arch.family not in OP_SAC_FAMILIES or arch.is_moe or not arch.gated_mlp:
         raise ZeroplanError(f"--checkpointing selective-op (torchtitan's per-op policy) is modelled for "
