@@ -20,9 +20,14 @@ Per shape and mode (none, full, selective-op), inductor on CPU:
   bwd_peak   the block's backward high-water: from the gradient of its output to that of its input, the bytes of
              its saved storages still alive plus every storage made since (aten ops through a dispatch mode, and
              inductor's own buffers through the wrapper's empty_strided_cpu), sampled at each allocation.
+torchtune's arrangement (its compile_model compiles the TransformerSelfAttentionLayer inside the checkpoint wrapper,
+pytorch/torchtune@0078c31b8ad014b22b8ced42659d8549e4c71552: torchtune/training/_compile.py) is not measured: on
+torch==2.13.0+cpu the eager checkpoint's recompute runs the layer uncompiled and raises CheckpointError ("trying to save
+more tensors during recomputation than during the original forward pass", pytorch/pytorch#166926).
 Eager none and full rows (the wrapper without compile) give the same two numbers for comparison.
 
-    python validation/measure_compile_ac.py      # writes validation/compile_ac_measured.json
+    python validation/measure_compile_ac.py          # writes validation/compile_ac_measured.json
+    python validation/measure_compile_ac.py --table  # its table for docs/activations.md
 """
 
 from __future__ import annotations
@@ -144,6 +149,7 @@ def main() -> None:
 
     _tracking_empty_strided()
     torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True  # as torchtitan's apply_compile
+    torch._C._dynamo.eval_frame._set_lru_cache(False)  # as torchtitan's ActivationCheckpointing.apply
     rows = []
     for shape in SHAPES + EXTRA_SHAPES:
         family, hidden, heads, kv, inter, seq, batch = shape
@@ -159,5 +165,40 @@ def main() -> None:
     OUT.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
 
 
+
+
+def table(data: dict) -> str:
+    """The docs/activations.md table (python validation/measure_compile_ac.py --table), zeroplan's side added."""
+    from zeroplan.memory.activations.compiled import compiled_layer
+    from zeroplan.memory.setup import Checkpointing
+    from zeroplan.models.families import parse_family_config
+
+    modes = {"none": Checkpointing.none, "full": Checkpointing.full, "selective-op": Checkpointing.selective_op}
+    lines = ["| family | h | a | g | f | s | b | checkpointing | saved (measured) | zeroplan + rotary | backward above none "
+             "(measured) | zeroplan | eager full's backward above none (measured) |", "|---" * 13 + "|"]
+    for row in data["rows"]:
+        config = {"model_type": row["family"], "hidden_size": row["hidden"], "num_attention_heads": row["heads"],
+                  "num_key_value_heads": row["kv_heads"], "intermediate_size": row["intermediate"],
+                  "num_hidden_layers": 1, "vocab_size": 256, "head_dim": row["hidden"] // row["heads"]}
+        arch = parse_family_config(config, strict=False).architecture()
+        runs = {(r["backend"], r["mode"]): r for r in row["runs"]}
+        rotary = 2 * 2 * row["seq"] * (row["hidden"] // row["heads"])  # cos and sin, 1 x s x d in bf16
+        none = compiled_layer(arch, row["batch"], row["seq"], 2, Checkpointing.none)
+        eager_gap = runs["eager", "full"]["bwd_peak_bytes"] - runs["eager", "none"]["bwd_peak_bytes"]
+        for mode, ckpt in modes.items():
+            run, one = runs["inductor", mode], compiled_layer(arch, row["batch"], row["seq"], 2, ckpt)
+            above = run["bwd_peak_bytes"] - runs["inductor", "none"]["bwd_peak_bytes"]
+            modelled = one.kept_bytes + one.recompute - none.kept_bytes
+            cells = [row["family"], row["hidden"], row["heads"], row["kv_heads"], row["intermediate"], row["seq"],
+                     row["batch"], mode, f"{run['saved_bytes']:,}", f"{one.kept_bytes + rotary:,}",
+                     "" if mode == "none" else f"{above:,}", "" if mode == "none" else f"{modelled:,}",
+                     f"{eager_gap:,}" if mode == "full" else ""]  # fmt: skip
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--table"]:
+        print(table(json.loads(OUT.read_text(encoding="utf-8"))))
+    else:
+        main()

@@ -181,7 +181,7 @@ ENGINE_SETTINGS = group(
 # How the blocks run (memory.activations.compiled; docs/activations.md "torch.compile"); estimate takes it.
 BLOCK_SETTINGS = group(
     TRAINING_PANEL,
-    option("compile", bool, SETUP.compile, "--compile", help="torch.compile of each block (inductor; torchtitan, torchtune): the saved tensors AOTAutograd's partitioner keeps, measured on CPU for Llama-style dense models."),
+    option("compile", bool, SETUP.compile, "--compile", help="torch.compile of each block (inductor; torchtitan, torchtune): the saved tensors AOTAutograd's partitioner keeps, measured on CPU for Llama-style dense models, also under --checkpointing full / every:N / selective-op."),
     option("training_loop", Optional[TrainingLoop], None, "--training-loop", help="Whose loop runs the micro-steps: trainer (HF Trainer, Accelerate, TRL, torchtune, torchtitan: nothing kept between them) or litgpt (Lightning Fabric: fp32 logits, the previous micro-step's logits and graph alive until the next forward returns). Default: litgpt under --qlora --qlora-stack litgpt, else trainer."),
 )
 OFFLOAD = group(

@@ -123,8 +123,8 @@ STANDALONE = frozenset({
 # Options that need another and are refused without it by their own check, in their own words (exit 1):
 # --adapter-dtype without adapters (tests/test_finetune_gpu_terms.py); the FSDP engine settings outside their engine
 # (--reduce-dtype outside fsdp2, --no-sync outside fsdp/fsdp2, --adapter-wrap block outside fsdp with LoRA:
-# tests/test_fsdp_grads.py); --compile outside a measured family, with checkpointing, eager attention, fp32, a mesh or
-# a peer estimator (tests/test_compile_activations.py).
+# tests/test_fsdp_grads.py); --compile outside a measured family, with eager attention, fp32, a mesh or a peer
+# estimator (tests/test_compile_activations.py, tests/test_compile_ac.py).
 REFUSED_ELSEWHERE = frozenset({"adapter_dtype", "reduce_dtype", "no_sync", "adapter_wrap", "compile"})
 
 # What DeepSpeed's estimator functions read (deepspeed/estimator.py: the parameter counts and the GPUs); the

@@ -20,9 +20,10 @@ only (and the generator state preserve_rng_state keeps: 16 B on CUDA, not counte
 the forward, modelled as rebuilding the no-checkpointing saved set above less the input, as eager's recompute is.
 
 Per-op selective (torchtitan SelectiveAC, checkpointing.op_sac_kept's rule): a MUST_SAVE output is saved only where
-the compiled backward reads it: the kept q, k, v, gate and up projection outputs and the attention kernel's output
-and log-sum-exp; the o and down projection outputs, which only feed a residual addition, are not (eager's SAC cache
-keeps them). The compiled backward recomputes the rest of the no-checkpointing saved set.
+the compiled backward reads it: the kept q, k, v, o, gate and up projection outputs (o's rebuilds the residual stream
+the MLP norm reads) and the attention kernel's output and log-sum-exp; the down projection's output, which only feeds
+the block's output, is not (eager's SAC cache keeps it). The compiled backward recomputes the rest of the
+no-checkpointing saved set.
 Pure: no torch, no I/O.
 """
 
@@ -44,8 +45,9 @@ COMPILE_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 _NORM_TERMS = ("attention norm", "MLP norm", "q norm", "k norm")
 MEASURED_COMPUTE_BYTES = 2  # bf16, as validation/measure_compile.py ran
 ACTIVATION_TERM = "activation"  # act(gate): recomputed in backward from the saved gate projection
-# Projection outputs a compiled backward never reads: each feeds a residual addition, whose backward saves nothing.
-RESIDUAL_PROJECTIONS = frozenset({"o", "down"})
+# Projection outputs a compiled backward never reads: down's feeds only the block's output (the residual addition's
+# backward saves nothing). o's does feed the MLP norm's input, which the backward rebuilds (measured: Qwen2 keeps it).
+UNREAD_PROJECTIONS = frozenset({"down"})
 SHARED_PROJECTIONS = frozenset({"v", "gate", "up"})  # kept outputs the no-checkpointing set holds as they are
 INPUT_SITE = "layer input"
 KERNEL_SITE = "attention kernel output and log-sum-exp"
@@ -54,7 +56,7 @@ COMPILE_ASSUMPTION = ("--compile: saved tensors as AOTAutograd's min-cut partiti
 COMPILE_AC_ASSUMPTION = ("--compile under checkpointing (torchtitan: checkpoint wrapper, then compile per block): "
                          "the compiled backward recomputes the no-checkpointing compiled saved set less what the "
                          "block keeps; the compiled selective-op block keeps only the policy's outputs its "
-                         "backward reads (not the o and down projections')")
+                         "backward reads (not the down projection's)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ def compiled_layer(arch: Architecture, b: int, s: int, e: int, ckpt: Checkpointi
     if ckpt is not Checkpointing.selective_op:
         raise ZeroplanError(f"--compile: not modelled with --checkpointing {ckpt.value}")
     projections = tuple((f"{name} projection output", v) for name, v in op_sac_kept(arch, b, s, e)
-                        if name not in RESIDUAL_PROJECTIONS)
+                        if name not in UNREAD_PROJECTIONS)
     kernel = attention_kernel_bytes(arch, b, s, e, flash=True)
     kept = ((INPUT_SITE, block_input), *projections, (KERNEL_SITE, kernel))
     return CompiledLayer(kept=kept, recompute=full - block_input - kernel - _shared_with_none(projections))
