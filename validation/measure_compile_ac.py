@@ -120,11 +120,15 @@ class _Block(torch.nn.Module):
         self.peak = self.rec.peak - self.base
 
 
-def measure(shape: tuple, mode: str, backend: str | None) -> dict:
+def measure(shape: tuple, mode: str, backend: str | None, prepare=None) -> dict:
+    """One shape under one mode; `prepare(layer)`, if given, changes the decoder layer in place before it is wrapped
+    (a harness beside this one converts its linears, as torchtitan's converters run before AC and compile)."""
     family, hidden, heads, kv, inter, seq, batch = shape
     torch.manual_seed(0)
     torch._dynamo.reset()
     model = AutoModelForCausalLM.from_config(_config(family, hidden, heads, kv, inter)).to(torch.bfloat16)
+    if prepare is not None:
+        prepare(model.model.layers[0])
     wrapped = _wrap(model.model.layers[0], mode)
     run = torch.compile(wrapped, backend=backend, fullgraph=True) if backend else wrapped
     block = _Block(run, {p.untyped_storage().data_ptr() for p in model.parameters()})
@@ -144,12 +148,17 @@ def measure(shape: tuple, mode: str, backend: str | None) -> dict:
             "rng_bytes": rng, "bwd_peak_bytes": block.peak, "saved": tensors}  # fmt: skip
 
 
-def main() -> None:
-    import transformers
-
+def configure() -> None:
+    """Once per process, before measure(): count inductor's buffers, and dynamo set as torchtitan sets it."""
     _tracking_empty_strided()
     torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True  # as torchtitan's apply_compile
     torch._C._dynamo.eval_frame._set_lru_cache(False)  # as torchtitan's ActivationCheckpointing.apply
+
+
+def main() -> None:
+    import transformers
+
+    configure()
     rows = []
     for shape in SHAPES + EXTRA_SHAPES:
         family, hidden, heads, kv, inter, seq, batch = shape
