@@ -14,7 +14,7 @@ rest inside the compiled backward.
 Same models, shapes and counted quantity as validation/measure_compile.py (read its docstring): transformers
 decoder layers in bf16 with SDPA, the block's pack-hook storages, parameters excluded, counted on the second call.
 Per shape and mode (none, full, selective-op), inductor on CPU:
-  saved      the bytes the compiled block's backward receives, and each saved tensor (shape, dtype, bytes);
+  saved      the bytes the compiled block's backward receives, and each saved tensor ("shape dtype bytes");
   rng        of saved, the generator state preserve_rng_state saves (CPU: the 5056 B MT19937 state; CUDA's
              Philox seed and offset are 16 B): not an activation, reported apart;
   bwd_peak   the block's backward high-water: from the gradient of its output to that of its input, the bytes of
@@ -142,10 +142,11 @@ def measure(shape: tuple, mode: str, backend: str | None, prepare=None) -> dict:
             loss.backward()
         _ACTIVE.clear()
         model.zero_grad(set_to_none=True)
-    tensors = sorted(([*v[2:], v[1]] for v in block.saved.values()), key=lambda r: (-r[2], r[0]))
-    rng = sum(n for shape_, dtype, n in tensors if dtype == "uint8")
-    return {"mode": mode, "backend": backend or "eager", "saved_bytes": sum(r[2] for r in tensors) - rng,
-            "rng_bytes": rng, "bwd_peak_bytes": block.peak, "saved": tensors}  # fmt: skip
+    tensors = sorted(((n, "x".join(map(str, size)), dtype) for _, n, size, dtype in block.saved.values()), reverse=True)
+    rng = sum(n for n, _, dtype in tensors if dtype == "uint8")
+    return {"mode": mode, "backend": backend or "eager", "saved_bytes": sum(n for n, _, _ in tensors) - rng,
+            "rng_bytes": rng, "bwd_peak_bytes": block.peak,
+            "saved": [f"{size} {dtype} {n}" for n, size, dtype in tensors]}  # fmt: skip
 
 
 def configure() -> None:
