@@ -25,8 +25,11 @@ MODES = {"none": Checkpointing.none, "full": Checkpointing.full, "selective-op":
 # The measured backward high-water of a checkpointed block differs from the no-checkpointing block's by other than the
 # modelled rebuild: the recompute also makes h-wide tensors outside the saved set (the o projection's output, the
 # residual sum, the down projection's output, the block's output: 4 of e T h), alive as inductor's schedule orders
-# them. Eager full checkpointing, modelled the same way, differs likewise (the eager rows, same run). In e T h units.
+# them; Granite scales each branch's output by residual_multiplier before its addition (transformers==5.25.0
+# models/granite/modeling_granite.py lines 275, 280): 2 more. Eager full checkpointing, modelled the same way,
+# differs likewise (the eager rows, same run). In e T h units.
 RECOMPUTE_TRANSIENTS = 4
+SCALED_RESIDUAL_TRANSIENTS = {"granite": 6}
 RUNS = [(row, run) for row in DATA["rows"] for run in row["runs"] if run["backend"] == "inductor"]
 
 
@@ -47,6 +50,10 @@ def _id(item):
     return f"{row['family']}-h{row['hidden']}-g{row['kv_heads']}-s{row['seq']}-b{row['batch']}-{run['mode']}"
 
 
+def _transients(row):
+    return SCALED_RESIDUAL_TRANSIENTS.get(row["family"], RECOMPUTE_TRANSIENTS) * 2 * row["batch"] * row["seq"] * row["hidden"]
+
+
 def _layer(row, mode):
     return compiled_layer(_arch(row), row["batch"], row["seq"], 2, MODES[mode])
 
@@ -65,7 +72,7 @@ def test_the_modelled_rebuild_meets_the_measured_backward_within_the_gap(item):
     one, plain = _layer(row, run["mode"]), _layer(row, "none")
     measured = run["bwd_peak_bytes"] - none["bwd_peak_bytes"]  # what this mode's backward holds beyond none's
     modelled = one.kept_bytes + one.recompute - plain.kept_bytes
-    assert abs(measured - modelled) <= RECOMPUTE_TRANSIENTS * 2 * row["batch"] * row["seq"] * row["hidden"]
+    assert abs(measured - modelled) <= _transients(row)
 
 
 def test_the_eager_recompute_misses_transients_of_the_same_size():
@@ -74,7 +81,7 @@ def test_the_eager_recompute_misses_transients_of_the_same_size():
     for row in DATA["rows"]:
         eager = {r["mode"]: r for r in row["runs"] if r["backend"] == "eager"}
         gap = eager["full"]["bwd_peak_bytes"] - eager["none"]["bwd_peak_bytes"]
-        assert 0 < gap <= RECOMPUTE_TRANSIENTS * 2 * row["batch"] * row["seq"] * row["hidden"]
+        assert 0 < gap <= _transients(row)
 
 
 def test_full_keeps_the_input_and_selective_op_only_what_its_backward_reads():

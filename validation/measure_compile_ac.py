@@ -48,8 +48,10 @@ from validation.measure_compile import ROOT, SHAPES, _config  # noqa: E402
 from validation.measure_reference import LiveBytes  # noqa: E402
 
 MODES = ("none", "full", "selective-op")
-# measure_compile's shapes, plus Qwen2 (the same block with biased q/k/v projections) and a second Qwen3 / Mistral
-EXTRA_SHAPES = [("qwen2", 256, 4, 2, 688, 128, 2), ("qwen3", 512, 8, 4, 1024, 64, 4), ("mistral", 256, 4, 1, 768, 256, 1)]
+# measure_compile's shapes, plus Qwen2 (the same block with biased q/k/v projections), Granite (the same block with
+# its branch outputs scaled by residual_multiplier) and a second Qwen3 / Mistral
+EXTRA_SHAPES = [("qwen2", 256, 4, 2, 688, 128, 2), ("qwen3", 512, 8, 4, 1024, 64, 4), ("mistral", 256, 4, 1, 768, 256, 1),
+                ("granite", 256, 4, 2, 688, 128, 2)]
 OUT = ROOT / "validation" / "compile_ac_measured.json"
 _ACTIVE: list[LiveBytes] = []
 

@@ -4,7 +4,7 @@ without checkpointing and under torchtitan's full and per-op selective checkpoin
 torchtitan and torchtune compile each transformer block (torch.compile(block), inductor). The partitioner
 (torch._functorch.partitioners.min_cut_rematerialization_partition) recomputes cheap pointwise ops in the backward
 rather than saving their outputs. Measured with validation/measure_compile.py and validation/measure_compile_ac.py
-(torch==2.13.0, inductor, CPU, transformers==5.25.0 Llama / Qwen2 / Qwen3 / Mistral blocks in bf16, SDPA;
+(torch==2.13.0, inductor, CPU, transformers==5.25.0 Llama / Qwen2 / Qwen3 / Mistral / Granite blocks in bf16, SDPA;
 validation/compile_measured.json, validation/compile_ac_measured.json).
 
 No checkpointing: one compiled block keeps eager's saved tensors less
@@ -40,7 +40,7 @@ from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
 # The families measured (Llama-style dense decoders: RMSNorm, separate q/k/v/o and gate/up/down linears, SDPA).
-COMPILE_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+COMPILE_FAMILIES = frozenset({"granite", "llama", "mistral", "qwen2", "qwen3"})
 # The eager terms (memory.activations.terms) whose fp32 input copy the partitioner drops, and the normed width.
 _NORM_TERMS = ("attention norm", "MLP norm", "q norm", "k norm")
 MEASURED_COMPUTE_BYTES = 2  # bf16, as validation/measure_compile.py ran
