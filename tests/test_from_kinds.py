@@ -78,10 +78,16 @@ def test_trl_qlora_keys_are_taken(runner, write):
     assert data["setup"]["precision"] == "bf16-true"  # bf16-loaded parameters under DDP
 
 
-def test_a_preference_recipe_that_does_not_name_its_trainer_is_refused_naming_its_key(runner, write):
-    line = refusal(runner, "--from", write("dpo.yaml", {**TRL_SFT, "beta": 0.01}))
-    assert line.startswith("dpo.yaml: beta: 0.01 (a key DPOConfig, ORPOConfig and CPOConfig share") and line.endswith(
-        "is not modelled yet")
+def test_a_preference_recipe_that_does_not_name_its_trainer_asks_for_it_naming_its_key(runner, write):
+    line = refusal(runner, "--from", write("dpo.yaml", {**TRL_SFT, "beta": 0.01}), *LLAMA)
+    assert line.startswith("dpo.yaml: beta: 0.01: a key DPOConfig, ORPOConfig and CPOConfig share") and line.endswith(
+        "give --post-training dpo|orpo|simpo")
+
+
+@pytest.mark.parametrize("trainer", ["dpo", "orpo", "simpo"])
+def test_the_command_line_names_the_trainer_a_shared_preference_key_leaves_open(runner, write, trainer):
+    data = reading(runner, "--from", write("dpo.yaml", {**TRL_SFT, "beta": 0.01}), "--post-training", trainer, *LLAMA)
+    assert data["setup"]["post_training"] == trainer
 
 
 @pytest.mark.parametrize(("keys", "expected"), [

@@ -16,14 +16,17 @@ from zeroplan.models.presets import model_reference
     ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("Qwen/Qwen3-8B-Base", "qwen3-8b"),
     ("google/gemma-2-9b-it", "gemma2-9b"), ("google/gemma-3-27b-pt", "gemma3-27b"),
     ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"), ("mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b"),
-    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b"),
+    ("Qwen/Qwen3-235B-A22B-Thinking-2507", "qwen3-235b-a22b"), ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
 ])  # fmt: skip
 def test_a_variant_resolves_to_its_preset(hub_id, preset):
     assert model_reference(hub_id) == preset
 
 
 @pytest.mark.parametrize("hub_id", ["Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B-AWQ", "mistralai/Mistral-7B-Instruct-v0.2",
-                                    "Qwen/Qwen3-4B-Instruct-2507"])
+                                    "Qwen/Qwen3-4B-Instruct-2507", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+                                    "meta-llama/Llama-3.3-70B-Instruct-FP8"])
 def test_a_quantized_or_other_checkpoint_does_not(hub_id):
     with pytest.raises(Exception, match="no preset has this hf_id"):
         model_reference(hub_id)

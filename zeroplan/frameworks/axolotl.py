@@ -132,7 +132,10 @@ PEFT_NOT_MODELLED = {"lora_target_parameters": "LoRA on expert parameters (peft 
                      "peft_layer_replication": "replicated layers", "peft_trainable_token_indices": "trainable tokens",
                      "lora_model_dir": "an existing adapter loaded: its adapter_config.json sets the rank and targets; "
                                        "give it with --adapter-config, without --from",
-                     "gptq": "a GPTQ-quantized base", "quantize_moe_experts": "quantized MoE experts"}  # fmt: skip
+                     "gptq": "a GPTQ-quantized base", "quantize_moe_experts": "quantized MoE experts",
+                     # schemas/quantization.py QATConfig; integrations/lisa: a few layers trained at a time
+                     "qat": "quantization-aware training: fake-quantized weights and activations",
+                     "lisa_n_layers": "LISA: a sample of layers trained at a time"}  # fmt: skip
 # bnb_config_kwargs keys zeroplan reads (BitsAndBytesConfig's); llm_int8_* change no byte of a 4-bit base
 BNB_KWARGS = ("bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype",
               "llm_int8_threshold", "llm_int8_has_fp16_weight")

@@ -42,6 +42,18 @@ MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "
                  "context_parallel_size", "use_distributed_optimizer", "recompute_granularity")
 OPTIMIZER_FLAGS = {"use_galore": "GaLore", "use_apollo": "APOLLO", "use_badam": "BAdam", "use_adam_mini": "Adam-mini",
                    "use_muon": "Muon"}  # fmt: skip
+# Keys of model_args.py / finetuning_args.py (hiyouga/LLaMA-Factory@ff6d4d12e) that change the step's memory in ways
+# zeroplan does not model: each true value is refused by name (model/loader.py, model/patcher.py, model_utils/)
+CHANGES_MEMORY = {"use_kt": "KTransformers: MoE experts on the CPU",
+                  "use_unsloth": "Unsloth's patched model and kernels", "use_unsloth_gc": "Unsloth's gradient "
+                  "checkpointing, the checkpoints offloaded to the CPU", "mixture_of_depths": "Mixture-of-Depths "
+                  "routers (tokens skip blocks)", "shift_attn": "LongLoRA's shifted short attention (S^2-Attn)",
+                  "upcast_lmhead_output": "the LM head's output cast to fp32 (model_utils/checkpointing.py)",
+                  "upcast_layernorm": "norm weights cast to fp32", "use_mca": "the Megatron-Core adapter (mcore_adapter)",
+                  "use_megatron_bridge": "the Megatron Bridge backend", "use_hyper_parallel": "HyperParallel's mesh"}
+# losses that reweight the per-token cross-entropy (train/trainer_utils.py dft_loss_func, eaft_loss_func): logits.float()
+# then cross_entropy(reduction="none"), the bytes of the Trainer's loss (--loss hf), plus T weights under no_grad
+REWEIGHTED_LOSSES = {"use_dft_loss": "DFT", "use_eaft_loss": "EAFT (its top-20 entropy under no_grad)"}
 
 
 class LlamaFactoryKeys(FileKeys):
@@ -89,6 +101,9 @@ class LlamaFactoryKeys(FileKeys):
     use_muon: bool = False
     enable_liger_kernel: bool = False
     use_asft_loss: bool = False
+    use_dft_loss: bool = False
+    use_eaft_loss: bool = False
+    use_v1_kernels: bool | None = False
 
 
 def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
@@ -103,7 +118,7 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
         mesh = ", ".join(f"{k}: {v}" for k, v in megatron.items())
         raise SpecError(f"{origin}: {mesh}: LLaMA-Factory's Megatron-Core backend is not read from the file; estimate "
                         "it with --method megatron and its --tp/--pp/--ep (docs/megatron.md)")
-    _refusals(keys, stated, refuse)
+    _refusals(keys, data, refuse)
 
     def take(key: str, option: str | None, value: Any, means: str, written: Any = None) -> Taken:
         return Taken(key, getattr(keys, key) if written is None else written, option, value, means, key not in stated)
@@ -135,6 +150,10 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
     if keys.use_asft_loss and keys.stage == "sft":  # sft/workflow.py: the reference ASFT forwards (memory.posttrain)
         taken.append(take("use_asft_loss", "post_training", PostTraining.asft, "--post-training asft (a frozen "
                           "reference forwarded before the policy, its logits kept for the KL)"))
+    for flag, name in REWEIGHTED_LOSSES.items():
+        if getattr(keys, flag) and keys.stage in ("pt", "sft"):
+            taken.append(take(flag, None, None, f"{name}: the per-token cross-entropy reweighted, the loss's bytes as "
+                              "--loss hf (fp32 logits, log-softmax)"))
     refuse.raise_any()
     # apply_liger_kernel (src/llamafactory/model/model_utils/liger_kernel.py) keeps Liger's default
     # fused_linear_cross_entropy for the pt and sft stages, the only ones read here
@@ -142,10 +161,12 @@ def read_llamafactory(data: Mapping, origin: str) -> FrameworkRun:
         taken.append(take("enable_liger_kernel", "loss", Loss.liger, "--loss liger"))
     uncounted = (("enable_liger_kernel: true (Liger's RMSNorm, RoPE and SwiGLU kernels)",)
                  if keys.enable_liger_kernel else ())
+    if keys.use_v1_kernels:  # v1/plugins/model_plugins/kernels/interface.py apply_v1_kernels: the "auto" fused kernels
+        uncounted += ("use_v1_kernels: true (LLaMA-Factory's v1 fused kernels)",)
     return FrameworkRun(FromKind.llamafactory, origin, tuple(taken), uncounted)
 
 
-def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> None:
+def _refusals(keys: LlamaFactoryKeys, data: Mapping, refuse: NotModelled) -> None:
     if keys.finetuning_type == "oft":
         refuse.add("finetuning_type", keys.finetuning_type, "OFT adapters")
     if keys.stage not in TRAINED_STAGES:
@@ -174,6 +195,9 @@ def _refusals(keys: LlamaFactoryKeys, stated: set[str], refuse: NotModelled) -> 
     for flag, name in OPTIMIZER_FLAGS.items():
         if getattr(keys, flag):
             refuse.add(flag, True, f"the {name} optimizer")
+    for flag, what in CHANGES_MEMORY.items():
+        if data.get(flag) not in (None, False, "", "null"):
+            refuse.add(flag, data[flag] if isinstance(data[flag], (str, int, bool)) else "(set)", what)
 
 
 def _quant_refusals(keys: LlamaFactoryKeys, refuse: NotModelled) -> None:

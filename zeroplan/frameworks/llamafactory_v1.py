@@ -11,10 +11,16 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, taker, validate_keys
 from zeroplan.frameworks.trainer import attention_of
 from zeroplan.frameworks.tuning import TrainOnly, split_arg
-from zeroplan.memory.setup import Checkpointing, Engine, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, PostTraining, Precision
 
 
 V1_DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"  # v1/config/model_args.py
+# v1/config/training_args.py: the DPO trainer's keys (v1/trainers/dpo_trainer.py reads them); pref_loss orpo and simpo
+# run without a reference model, as v0's. The trainer itself is the command's (v1/launcher.py: `llamafactory-cli v1
+# sft|dpo|rm FILE`), not the file's: a file without these keys is read as sft, unless its dataset's name says
+# preference data, when the command line must say which (--post-training).
+PREFERENCE_KEYS = ("pref_loss", "pref_beta", "pref_ftx", "simpo_gamma", "dpo_label_smoothing", "ld_alpha")
+PREFERENCE_DATA = ("dpo", "pref", "orpo", "kto", "reward", "_rm")
 
 
 class DistConfig(FileKeys):
@@ -34,6 +40,8 @@ class LlamaFactoryV1Keys(FileKeys):
     peft_config: dict[str, Any] | None = None
     quant_config: dict[str, Any] | None = None
     optim_config: dict[str, Any] | None = None
+    pref_loss: str = "sigmoid"
+    train_dataset: str | None = None
 
 
 def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
@@ -58,9 +66,27 @@ def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
              take("bf16", "precision", precision, f"--precision {precision.value}"),
              take("enable_activation_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"),
              take("flash_attn", "attention", attention, f"--attention {attention.value}"),
-             *_dist(keys.dist_config, refuse), *tuning]  # fmt: skip
+             *_dist(keys.dist_config, refuse), *tuning, *_trainer(keys, data, refuse)]  # fmt: skip
     refuse.raise_any()
-    return FrameworkRun(FromKind.llamafactory, origin, tuple(taken))
+    kernels = data.get("kernel_config")  # v1/plugins/model_plugins/kernels/: fused kernels, savings only
+    uncounted = ((f"kernel_config.name: {kernels.get('name')} (fused kernels)",)
+                 if isinstance(kernels, Mapping) and kernels.get("name") else ())
+    return FrameworkRun(FromKind.llamafactory, origin, tuple(taken), uncounted, asks=tuple(refuse.asks))
+
+
+def _trainer(keys: LlamaFactoryV1Keys, data: Mapping, refuse: NotModelled) -> list[Taken]:
+    """The DPO trainer when the file sets its keys; sft otherwise, said, or asked where the dataset is preference data."""
+    if key := next((k for k in PREFERENCE_KEYS if k in data), None):
+        pt = PostTraining(keys.pref_loss) if keys.pref_loss in ("orpo", "simpo") else PostTraining.dpo
+        return [Taken(key, data[key] if isinstance(data[key], (str, int, float)) else "(set)", "post_training", pt,
+                      f"--post-training {pt.value} (the dpo trainer's key)")]
+    dataset = (keys.train_dataset or "").lower()
+    if any(word in dataset for word in PREFERENCE_DATA):
+        refuse.ask("post_training", "train_dataset", keys.train_dataset, "the trainer is the command's (llamafactory-cli "
+                   "v1 sft|dpo|rm FILE), not the file's, and this dataset's name says preference data; give "
+                   "--post-training dpo|orpo|simpo (or sft)")
+    return [Taken("train_dataset", keys.train_dataset, None, None, "the trainer is the command's (llamafactory-cli v1 "
+                  "sft|dpo FILE): read as sft; give --post-training dpo for `v1 dpo`", True)]
 
 
 def _v1_tuning(peft: Mapping, refuse: NotModelled) -> list[Taken]:

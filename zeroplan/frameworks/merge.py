@@ -73,4 +73,5 @@ def merged(runs: tuple[FrameworkRun, ...], chosen: dict[str, tuple[FrameworkRun,
     main = next((r for r in runs if r.kind not in LAUNCHERS), runs[0])
     taken = tuple(t for _, t in chosen.values())
     origin = " + ".join(r.origin for r in runs)
-    return FrameworkRun(main.kind, origin, taken, tuple(u for r in runs for u in r.uncounted))
+    return FrameworkRun(main.kind, origin, taken, tuple(u for r in runs for u in r.uncounted),
+                        asks=tuple(a for r in runs for a in r.asks))

@@ -71,6 +71,9 @@ class FrameworkRun:
     uncounted: tuple[str, ...] = field(default=())
     # the keys not taken: (no effect on memory, unknown to zeroplan), filled by frameworks/source.py
     unused: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()))
+    # what the file leaves to the command line (the trainer a shared key belongs to): (the option that settles it,
+    # the one-line error when it is not typed); scenario.from_framework raises it unless the option was given
+    asks: tuple[tuple[str, str], ...] = field(default=())
 
     def get(self, option: str) -> Taken | None:
         """The last key that sets `option`, if any."""
@@ -92,10 +95,14 @@ class NotModelled:
     """The keys of one file that ask for what zeroplan does not model yet; raised together, as one line."""
 
     def __init__(self, origin: str) -> None:
-        self.origin, self.problems = origin, []
+        self.origin, self.problems, self.asks = origin, [], []
 
     def add(self, key: str, value: Any, what: str) -> None:
         self.problems.append(f"{key}: {shown(value)} ({what}) is not modelled yet")
+
+    def ask(self, option: str, key: str, value: Any, what: str) -> None:
+        """A key whose meaning the command line settles: an error naming it unless `option` is typed."""
+        self.asks.append((option, f"{self.origin}: {key}: {shown(value)}: {what}"))
 
     def raise_any(self) -> None:
         if self.problems:

@@ -58,7 +58,8 @@ def _checked(kind: FromKind) -> frozenset[str]:
               FromKind.trl: (trl.TrlKeys,), FromKind.swift: (swift.SwiftKeys,), FromKind.torchtune: (torchtune.TorchtuneKeys,),
               FromKind.torchtitan: (torchtitan.TitanKeys,)}  # fmt: skip
     checked = {FromKind.torchtitan: ("compile.enable", "compile.components", "quantize.linear", "model.converters",
-                                     "model.name", "model.flavor", "optimizer.name")}  # read where they are set
+                                     "model.name", "model.flavor", "optimizer.name"),  # read where they are set
+               FromKind.llamafactory: tuple(llamafactory.CHANGES_MEMORY)}  # refused where true
     return frozenset(name for model in models[kind] for name in model.model_fields) | frozenset(checked.get(kind, ()))
 
 

@@ -24,7 +24,10 @@ BUILDERS = {"llama3_1_8b": "llama-3.1-8b", "llama3_1_70b": "llama-3.1-70b", "lla
             "llama2_7b": "llama-2-7b", "mistral_7b": "mistral-7b", "qwen2_5_7b_base": "qwen2.5-7b",
             "qwen2_5_7b_instruct": "qwen2.5-7b", "qwen2_5_72b_instruct": "qwen2.5-72b", "gemma2_2b": "gemma2-2b",
             "gemma2_9b": "gemma2-9b", "gemma2_27b": "gemma2-27b", "qwen3_8b_base": "qwen3-8b",
-            "qwen3_8b_instruct": "qwen3-8b", "qwen3_32b": "qwen3-32b", "phi4_14b": "phi-4"}  # fmt: skip
+            "qwen3_8b_instruct": "qwen3-8b", "qwen3_32b": "qwen3-32b", "phi4_14b": "phi-4",
+            # torchtune/models/llama3_3/_model_builders.py: llama3_3_70b = llama3_1_70b ("identical models apart from
+            # the checkpoints"); llama3/_model_builders.py: Llama 3's shapes are Llama 3.1's, its RoPE unscaled
+            "llama3_3_70b": "llama-3.1-70b", "llama3_8b": "llama-3.1-8b", "llama3_70b": "llama-3.1-70b"}  # fmt: skip
 OPTIMIZERS = {"torch.optim.AdamW": Optimizer.adamw, "torch.optim.Adam": Optimizer.adamw,
               "bitsandbytes.optim.PagedAdamW8bit": Optimizer.paged_adamw_8bit,
               "bitsandbytes.optim.PagedAdamW": Optimizer.paged_adamw, "bitsandbytes.optim.AdamW8bit": Optimizer.adamw_8bit,
@@ -64,6 +67,9 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
         refuse.add("loss._component_", loss, "preference training: a reference model")
     if keys.compile:
         refuse.add("compile", keys.compile, "torch.compile's activation memory")
+    if isinstance(data.get("quantizer"), Mapping):  # recipes/qat_*.py: fake-quantized weights and activations
+        refuse.add("quantizer._component_", data["quantizer"].get("_component_", "(set)"), "quantization-aware "
+                   "training: fake-quantized weights and activations")
     builder = str(keys.model.get("_component_", ""))
     taken = _model(builder, keys.model, refuse)
     micro, gas = keys.batch_size, keys.gradient_accumulation_steps

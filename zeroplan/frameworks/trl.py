@@ -101,7 +101,7 @@ def read_trl(data: Mapping, origin: str) -> FrameworkRun:
         taken.append(take("use_liger_kernel", "loss", Loss.liger, "--loss liger"))
     refuse.raise_any()
     uncounted = ("use_liger_kernel: true (Liger's RMSNorm, RoPE and SwiGLU kernels)",) if keys.use_liger_kernel else ()
-    return FrameworkRun(FromKind.trl, origin, tuple(taken), uncounted)
+    return FrameworkRun(FromKind.trl, origin, tuple(taken), uncounted, asks=tuple(refuse.asks))
 
 
 def _refusals(keys: TrlKeys, data: Mapping, refuse: NotModelled) -> None:

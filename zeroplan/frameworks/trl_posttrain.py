@@ -62,8 +62,8 @@ def preference_of(data: Mapping, refuse: NotModelled) -> tuple[str, PostTraining
     if dpo := next((k for k in (*DPO_ONLY, "sync_ref_model") if k in data), None):
         return dpo, PostTraining.dpo
     if shared := next((k for k in PREFERENCE_KEYS if k in data), None):
-        refuse.add(shared, data[shared], "a key DPOConfig, ORPOConfig and CPOConfig share: the file does not say which "
-                   "trainer (trl dpo / orpo / cpo); give --post-training without --from")  # fmt: skip
+        refuse.ask("post_training", shared, data[shared], "a key DPOConfig, ORPOConfig and CPOConfig share: the file "
+                   "does not say which trainer (trl dpo / orpo / cpo) runs it; give --post-training dpo|orpo|simpo")
     return None
 
 

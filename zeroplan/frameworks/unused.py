@@ -16,7 +16,7 @@ from zeroplan.frameworks.run import FrameworkRun
 # is published: none of them changes a tensor the training step holds (an upper bound for packing: every sequence
 # is sized at the maximum length already).
 NO_MEMORY = re.compile(
-    r"^(dataset|datasets|data|train_dataset|eval_dataset|val_|validation|test_|template|chat_template|system|eos_token|"
+    r"^(dataset|datasets|data|max_samples|train_dataset|eval_dataset|val_|validation|test_|template|chat_template|system|eos_token|"
     r"pad_token|tokenizer|tokenizer_type|special_tokens|max_prompt|max_new_tokens|packing|pad_to|sample_packing|"
     r"padding|truncation|streaming|shuffle|seed|data_seed|learning_rate|lr|min_lr|lr_|warmup|weight_decay|adam_|"
     r"max_grad_norm|clip_grad|num_train_epochs|epochs|max_steps|steps|logging|log_|report_to|wandb|run_name|metric|"

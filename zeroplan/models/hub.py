@@ -23,11 +23,22 @@ def is_hub_id(ref: str) -> bool:
 # -Instruct, Qwen/Qwen2.5-7B and -Instruct, google/gemma-2-9b and -it, mistralai/Mixtral-8x7B-v0.1 and
 # -Instruct-v0.1 on the Hub). Quantized variants (-FP8, -AWQ, -GPTQ, -bnb-4bit) are not among them: their stored
 # bytes differ.
-VARIANT_SUFFIX = re.compile(r"(?i)[-_](instruct|it|pt|base|chat|sft|dpo|\d{4})(?=$|[-_])")
+# Qwen's -Thinking-2507 checkpoints keep their base's shapes too (Qwen/Qwen3-30B-A3B-Thinking-2507's config.json
+# differs from Qwen3-30B-A3B's in max_position_embeddings and rope_theta only).
+VARIANT_SUFFIX = re.compile(r"(?i)[-_](instruct|it|pt|base|chat|sft|dpo|thinking|\d{4})(?=$|[-_])")
 QUANTIZED = re.compile(r"(?i)[-_](fp8|awq|gptq|bnb|int4|int8|4bit|8bit|nvfp4|mxfp4|gguf|exl2)(?=$|[-_])")
 # Hub ids whose config differs from a preset's only in keys that hold no parameter (rope_scaling,
-# max_position_embeddings): Llama 3 and Llama 3.1 share every shape (hidden 4096/8192, 32/80 layers, 128256 tokens).
-SAME_SHAPES = {"meta-llama/meta-llama-3-8b": "meta-llama/Llama-3.1-8B", "meta-llama/meta-llama-3-70b": "meta-llama/Llama-3.1-70B"}
+# max_position_embeddings): Llama 3 and Llama 3.1 share every shape (hidden 4096/8192, 32/80 layers, 128256 tokens);
+# Llama 3.3 70B is Llama 3.1 70B's architecture (pytorch/torchtune@bd2a0fc:torchtune/models/llama3_3/_model_builders.py:
+# "identical models apart from the checkpoints"); DeepSeek-R1 is trained from DeepSeek-V3-Base, its config.json
+# DeepseekV3ForCausalLM with V3's shapes (https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json).
+_LLAMA3 = "Llama 3, whose config differs from Llama 3.1's only in rope_scaling and max_position_embeddings, which hold no parameter"
+SAME_SHAPES = {"meta-llama/meta-llama-3-8b": ("meta-llama/Llama-3.1-8B", _LLAMA3),
+               "meta-llama/meta-llama-3-70b": ("meta-llama/Llama-3.1-70B", _LLAMA3),
+               "meta-llama/llama-3.3-70b": ("meta-llama/Llama-3.1-70B", "Llama 3.3 70B, Llama 3.1 70B's architecture "
+                                            "with other weights (torchtune's llama3_3_70b = llama3_1_70b)"),
+               "deepseek-ai/deepseek-r1": ("deepseek-ai/DeepSeek-V3", "DeepSeek-R1, trained from DeepSeek-V3-Base: "
+                                           "its config.json holds V3's shapes")}  # fmt: skip
 
 
 def base_form(hub_id: str) -> tuple[str, tuple[str, ...]]:
@@ -46,8 +57,7 @@ def variant_candidates(hub_id: str) -> list[tuple[str, str]]:
     why = f"a variant ({', '.join(removed)}) of that checkpoint" if removed else "that checkpoint's architecture"
     found = [(base, why)]
     if (same := SAME_SHAPES.get(base)) is not None:
-        found.append((base_form(same)[0], "Llama 3, whose config differs from Llama 3.1's only in rope_scaling and "
-                                          "max_position_embeddings, which hold no parameter"))
+        found.append((base_form(same[0])[0], same[1]))
     return found
 
 

@@ -135,6 +135,9 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
         raise UsageError("--from-kind names the kind of one --from file: give it with one --from")
     kind = FromKind(args.from_kind) if args.from_kind else None
     runs = tuple(read_framework_file(Path(path), kind) for path in paths)
+    for option, line in (ask for run in runs for ask in run.asks):
+        if option not in args.given:
+            raise SpecError(line)
     found = apply_runs(runs, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
     applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
     return applied, found

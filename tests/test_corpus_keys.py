@@ -1,0 +1,82 @@
+"""Keys the fresh corpus (tests/data/corpus) found dropped or misread, each now modelled, said or refused by name:
+LLaMA-Factory's memory-changing switches, its reweighted losses and v1 trainer, torchtune's QAT quantizer and its Llama
+3.x builders, axolotl's QAT."""
+
+import json
+
+import pytest
+
+from zeroplan.cli.app import app
+
+LF = {"model_name_or_path": "meta-llama/Llama-3.1-8B", "stage": "sft", "finetuning_type": "full", "cutoff_len": 1024,
+      "per_device_train_batch_size": 2, "bf16": True, "template": "llama3"}  # fmt: skip
+V1 = {"model": "Qwen/Qwen3-8B", "micro_batch_size": 1, "cutoff_len": 2048, "dist_config": {"name": "fsdp2"}}
+
+
+def run(runner, tmp_path, data: dict, *args: str):
+    path = tmp_path / "train.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return runner.invoke(app, ["estimate", "--from", str(path), *args, "-f", "json"])
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("use_kt", True, "KTransformers"), ("use_unsloth_gc", True, "offloaded to the CPU"),
+    ("mixture_of_depths", "convert", "Mixture-of-Depths"), ("upcast_lmhead_output", True, "fp32"),
+    ("use_mca", True, "Megatron-Core"),
+])  # fmt: skip
+def test_a_llamafactory_switch_that_changes_memory_is_refused_by_name(runner, tmp_path, key, value, words):
+    res = run(runner, tmp_path, {**LF, key: value})
+    line = res.stderr.strip()
+    assert res.exit_code == 1 and len(line.splitlines()) == 1
+    assert f"{key}: {str(value).lower()} (" in line and words in line and line.endswith("is not modelled yet")
+
+
+def test_a_switch_left_false_is_no_unknown_key(runner, tmp_path):
+    res = run(runner, tmp_path, {**LF, "use_kt": False, "use_unsloth": False})
+    unknown = [a for a in json.loads(res.stdout)["assumptions"] if "does not know" in a]
+    assert not any("use_kt" in a or "use_unsloth" in a for a in unknown)
+
+
+@pytest.mark.parametrize("key", ["use_dft_loss", "use_eaft_loss"])
+def test_a_reweighted_cross_entropy_is_read_as_the_trainers_loss_and_said(runner, tmp_path, key):
+    data = json.loads(run(runner, tmp_path, {**LF, key: True}).stdout)
+    assert data["setup"]["loss"] == "hf"
+    assert any(f"{key}: true -> " in a and "--loss hf" in a for a in data["assumptions"])
+
+
+def test_llamafactory_v1_kernels_are_savings_not_counted(runner, tmp_path):
+    data = json.loads(run(runner, tmp_path, {**LF, "use_v1_kernels": True}).stdout)
+    assert any("use_v1_kernels: true" in a for a in data["assumptions"] if "not modelled" in a or "upper bound" in a)
+
+
+@pytest.mark.parametrize(("keys", "expected"), [({"pref_beta": 0.1}, "dpo"), ({"pref_loss": "simpo"}, "simpo"),
+                                                ({"train_dataset": "data/v1_sft_demo.yaml"}, "sft")])
+def test_llamafactory_v1_reads_the_dpo_trainer_by_its_keys(runner, tmp_path, keys, expected):
+    data = json.loads(run(runner, tmp_path, {**V1, **keys}, "--model", "qwen3-8b").stdout)
+    assert data["setup"]["post_training"] == expected
+
+
+def test_llamafactory_v1_preference_data_without_its_keys_asks_for_the_trainer(runner, tmp_path):
+    res = run(runner, tmp_path, {**V1, "train_dataset": "data/v1_dpo_demo.yaml"}, "--model", "qwen3-8b")
+    assert res.exit_code == 1 and "train_dataset: data/v1_dpo_demo.yaml: the trainer is the command's" in res.stderr
+    data = json.loads(run(runner, tmp_path, {**V1, "train_dataset": "data/v1_dpo_demo.yaml"}, "--model", "qwen3-8b",
+                          "--post-training", "dpo").stdout)
+    assert data["setup"]["post_training"] == "dpo"
+
+
+def test_torchtune_qat_and_axolotl_qat_are_refused_by_name(runner, tmp_path):
+    tune = {"model": {"_component_": "torchtune.models.llama3_3.llama3_3_70b"}, "tokenizer": {"max_seq_len": 2048},
+            "quantizer": {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer"}}
+    line = run(runner, tmp_path, tune).stderr
+    assert "quantizer._component_: torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer (quantization" in line
+    axo = {"base_model": "meta-llama/Llama-3.1-8B", "sequence_len": 1024, "qat": {"group_size": 256}}
+    assert "qat: (set) (quantization-aware training" in run(runner, tmp_path, axo).stderr
+
+
+@pytest.mark.parametrize(("builder", "preset"), [("llama3_3_70b", "llama-3.1-70b"), ("lora_llama3_8b", "llama-3.1-8b")])
+def test_torchtune_llama3_builders_of_llama31_shapes(runner, tmp_path, builder, preset):
+    tune = {"model": {"_component_": f"torchtune.models.llama3.{builder}", "lora_attn_modules": ["q_proj"], "lora_rank": 8},
+            "tokenizer": {"max_seq_len": 2048}}
+    if not builder.startswith("lora_"):
+        del tune["model"]["lora_attn_modules"]
+    assert json.loads(run(runner, tmp_path, tune).stdout)["model"]["name"] == preset
