@@ -41,10 +41,16 @@ SAME_SHAPES = {"meta-llama/meta-llama-3-8b": ("meta-llama/Llama-3.1-8B", _LLAMA3
                                            "its config.json holds V3's shapes")}  # fmt: skip
 
 
+# Repositories the Hub renamed and still redirects: meta-llama/Meta-Llama-3.1-8B is meta-llama/Llama-3.1-8B (the
+# same config.json: ai-dynamo/aiconfigurator@095f58a vendors it as meta-llama--Meta-Llama-3.1-8B_config.json, which
+# transformers counts as the llama-3.1-8b preset, validation/hf_reference/fresh/counts.json).
+RENAMED = re.compile(r"^meta-llama/meta-(llama-3\.1-)")
+
+
 def base_form(hub_id: str) -> tuple[str, tuple[str, ...]]:
     """(the id without its variant suffixes, lower-case; the suffixes removed): meta-llama/llama-3.1-8b for
     meta-llama/Llama-3.1-8B-Instruct, google/gemma-3-27b for google/gemma-3-27b-it."""
-    owner, _, name = hub_id.lower().partition("/")
+    owner, _, name = RENAMED.sub(r"meta-llama/\1", hub_id.lower()).partition("/")
     removed = tuple(match.group(1) for match in VARIANT_SUFFIX.finditer(name))
     return f"{owner}/{VARIANT_SUFFIX.sub('', name)}", removed
 

@@ -85,12 +85,17 @@ def checkpoint_fp8_block(ref: str | None) -> tuple[int, int] | None:
 def quantized_checkpoint(data: dict) -> str:
     """One line for a config.json whose checkpoint is stored quantized (its quantization_config) where its stored
     bytes are not counted (only an FP8 block-scaled base under LoRA is); '' otherwise."""
-    config = data.get("quantization_config")
+    config, key = data.get("quantization_config"), "quantization_config"
+    text = data.get("text_config")
+    if config is None and isinstance(text, dict) and text.get("quantization_config") is not None:
+        # a vision-language checkpoint may quantize its language model only (moonshotai/Kimi-K2.5: compressed-tensors
+        # int4 in text_config): the text tower is what zeroplan counts
+        config, key = text["quantization_config"], "text_config.quantization_config"
     if config is None or (FP8_BASE_COUNTED.get() and fp8_block(data) is not None):
         return ""
     method = config.get("quant_method", "?") if isinstance(config, dict) else "?"
     what = QUANT_FORMATS.get(str(method), "a quantized checkpoint")
-    return (f"quantization_config: quant_method {printable(str(method))} ({what}) is a pre-quantized checkpoint, whose "
+    return (f"{key}: quant_method {printable(str(method))} ({what}) is a pre-quantized checkpoint, whose "
             "stored bytes zeroplan does not count here; it is not counted as bf16 either: give the unquantized model's "
             "config.json" + ("; an FP8 block-scaled base is counted under LoRA (--lora-rank R)" if method == "fp8" else ""))
 
@@ -118,9 +123,29 @@ def _family_config(data: dict, origin: str, *, strict: bool) -> FamilyConfig:
     return config
 
 
+# NVIDIA ModelOpt writes its quantization beside config.json, not in it (hf_quant_config.json: producer modelopt,
+# quantization.quant_algo FP8 / NVFP4 / W4A8_AWQ...; e.g. nvidia/Llama-3.1-70B-Instruct-FP8, vendored at
+# ai-dynamo/aiconfigurator@095f58a:aic-core/src/aiconfigurator_core/model_configs/). Its config.json alone reads as bf16.
+MODELOPT_FILE = "hf_quant_config.json"
+
+
+def modelopt_quantized(path: Path) -> str:
+    """One line when a config.json's folder holds ModelOpt's hf_quant_config.json (a quantized checkpoint); ''."""
+    beside = path.parent / MODELOPT_FILE
+    if path.name != "config.json" or not beside.is_file():
+        return ""
+    data = parse_json(read_text(beside), str(beside))
+    quant = data.get("quantization") if isinstance(data, dict) else None
+    algo = quant.get("quant_algo") if isinstance(quant, dict) else None
+    return (f"{beside}: quant_algo {printable(str(algo))}: a ModelOpt-quantized checkpoint, whose stored bytes zeroplan "
+            "does not count; it is not counted as bf16 either: give the unquantized model's config.json")
+
+
 def load_model_file(path: Path) -> ModelSpec:
     """A model from a zeroplan YAML spec or a Hugging Face config.json."""
     text = read_text(path)
+    if path.suffix == ".json" and (line := modelopt_quantized(path)):
+        raise SpecError(line)
     if path.suffix == ".json":
         # transformers' from_pretrained reads a folder's config.json: the folder names the model; any other .json
         # file names it by its stem.

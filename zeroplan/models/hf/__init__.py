@@ -10,9 +10,11 @@ never with trust_remote_code. Formulas and validation: docs/hf.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
+import logging
 import sys
 from collections.abc import Callable
 
@@ -68,13 +70,32 @@ def count_with_transformers(data: dict, name: str, origin: str) -> HFModel:
     if config_json not in _COUNTED:
         progress(f"model_type {data.get('model_type')!s}: loading torch and transformers to count it on the meta "
                  "device")
-        from zeroplan.models.hf.build import describe
+        with quiet_imports():
+            from zeroplan.models.hf.build import describe
 
         _COUNTED[config_json] = describe(json.loads(config_json), origin)
     return HFModel(name=name, source=origin, config=_COUNTED[config_json])
 
 
 _COUNTED: dict[str, HFConfig] = {}  # config JSON -> its count: a model is built once per process
+# Loggers that speak while transformers imports its quantizers (torchao's "Failed to load <its C extension>" where
+# the wheel's ABI is another Python's; torch's pytree "Enum subclass ... register_constant" deprecation): library
+# notes about the installation, not about the user's input; an error stays one line on stderr.
+IMPORT_NOISE = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def quiet_imports():
+    """IMPORT_NOISE's loggers at ERROR while torch and transformers import, their levels restored after."""
+    loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dtype: str,
@@ -92,7 +113,8 @@ def _measure(config_json: str, micro_batch: int, seq_len: int, dtype: str, flash
     model_type = json.loads(config_json).get("model_type")
     progress(f"model_type {model_type!s}: measuring activations (b {micro_batch}, s {seq_len}, {dtype}) on the meta "
              "device")
-    from zeroplan.models.hf.probe import measure
+    with quiet_imports():
+        from zeroplan.models.hf.probe import measure
 
     return measure(json.loads(config_json), micro_batch=micro_batch, seq_len=seq_len, dtype=dtype, flash=flash)
 
