@@ -1,4 +1,4 @@
-"""The --from corpus (tests/data/corpus/manifest.yaml): 78 real files from ten tools' public repositories, each read
+"""The --from corpus (tests/data/corpus/manifest.yaml): 179 real files from eleven public repositories, each read
 as its manifest entry says (kind, model, GPUs, engine, stage, precision, fine-tuning mode, length, micro-batch) or
 refused in one line naming what is not modelled; never a traceback."""
 
@@ -10,6 +10,7 @@ import yaml
 
 from zeroplan.cli.app import app
 from zeroplan.errors import SpecError
+from zeroplan.frameworks.recognise import is_deepspeed_config
 from zeroplan.frameworks.source import read_framework_file
 
 ROOT = Path(__file__).resolve().parent / "data" / "corpus"
@@ -36,6 +37,9 @@ def test_the_kind_is_told_by_the_files_own_keys(entry, tmp_path, monkeypatch):
         (tmp_path / written).parent.mkdir(parents=True)
         (tmp_path / written).write_text((REPO / entry["args"][entry["args"].index("--deepspeed-config") + 1]).read_text())
         monkeypatch.chdir(tmp_path)
+    if entry["kind"] == "deepspeed":  # a ds_config.json: --from reads it as --deepspeed-config
+        assert is_deepspeed_config(json.loads(path.read_text(encoding="utf-8")))
+        return
     try:
         kind = read_framework_file(path).kind.value
     except SpecError:

@@ -80,3 +80,45 @@ def test_torchtune_llama3_builders_of_llama31_shapes(runner, tmp_path, builder, 
     if not builder.startswith("lora_"):
         del tune["model"]["lora_attn_modules"]
     assert json.loads(run(runner, tmp_path, tune).stdout)["model"]["name"] == preset
+
+
+def _ds(tmp_path, data: dict, name: str = "ds_config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, **data}))
+    return str(path)
+
+
+@pytest.mark.parametrize(("optimizer", "recipe"), [
+    ({"type": "AdamW"}, "adamw"), ({"type": "Lion", "params": {"lr": 1e-4}}, "lion"),
+    ({"type": "SGD", "params": {"momentum": 0.9}}, "sgd-momentum"), ({"type": "SGD"}, "sgd"),
+])  # fmt: skip
+def test_a_deepspeed_optimizer_block_sets_the_recipe(runner, tmp_path, optimizer, recipe):
+    res = runner.invoke(app, ["estimate", "--deepspeed-config", _ds(tmp_path, {"optimizer": optimizer}),
+                              "--model", "llama-3.1-8b", "-f", "json"])
+    assert json.loads(res.stdout)["setup"]["optimizer"] == recipe
+
+
+def test_a_deepspeed_optimizer_without_a_recipe_is_refused_unless_one_is_typed(runner, tmp_path):
+    path = _ds(tmp_path, {"optimizer": {"type": "OneBitAdam"}})
+    res = runner.invoke(app, ["estimate", "--deepspeed-config", path, "--model", "llama-3.1-8b"])
+    assert res.exit_code == 1 and "optimizer.type: OneBitAdam (1-bit Adam" in res.stderr
+    typed = runner.invoke(app, ["estimate", "--deepspeed-config", path, "--model", "llama-3.1-8b", "--optimizer",
+                                "adamw", "-f", "json"])
+    assert typed.exit_code == 0 and json.loads(typed.stdout)["setup"]["optimizer"] == "adamw"
+
+
+def test_zenflow_is_refused_by_name(runner, tmp_path):
+    zero = {"stage": 2, "offload_optimizer": {"device": "cpu"}, "zenflow": {"topk_ratio": 0.1}}
+    res = runner.invoke(app, ["estimate", "--deepspeed-config", _ds(tmp_path, {"zero_optimization": zero}),
+                              "--model", "llama-3.1-8b"])
+    assert res.exit_code == 1 and "zero_optimization.zenflow: (set) (ZenFlow" in res.stderr
+
+
+def test_a_ds_config_given_as_from_is_read_as_deepspeed_config(runner, tmp_path):
+    path = _ds(tmp_path, {"bf16": {"enabled": True}})
+    by_from = runner.invoke(app, ["estimate", "--from", path, "--model", "llama-3.1-8b", "-f", "json"])
+    by_option = runner.invoke(app, ["estimate", "--deepspeed-config", path, "--model", "llama-3.1-8b", "-f", "json"])
+    assert by_from.exit_code == 0 and json.loads(by_from.stdout)["stages"] == json.loads(by_option.stdout)["stages"]
+    two = runner.invoke(app, ["estimate", "--from", path, "--deepspeed-config", _ds(tmp_path, {}, "other.json"),
+                              "--model", "llama-3.1-8b"])
+    assert two.exit_code == 2 and "one DeepSpeed config per run" in two.stderr

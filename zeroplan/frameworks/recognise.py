@@ -47,6 +47,11 @@ SHARED: dict[str, tuple[FromKind, ...]] = {
     "micro_batch_size": (FromKind.axolotl, FromKind.llamafactory, FromKind.swift), "mixed_precision": (FromKind.accelerate, FromKind.llamafactory),
     "fsdp_config": (FromKind.accelerate, FromKind.trl, FromKind.axolotl), "learning_rate": (*_TRAINERS, FromKind.axolotl),
 }  # fmt: skip
+# Top-level keys of a DeepSpeed config (deepspeed/keys.py TOP_LEVEL_KEYS) that no training file kind writes: a
+# `--from` file holding one is a ds_config.json, read as --deepspeed-config (scenario.from_framework).
+DEEPSPEED_ONLY = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+                  "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "steps_per_print",
+                  "wall_clock_breakdown", "gradient_clipping", "communication_data_type", "prescale_gradients")
 COMPONENT = "_component_"  # torchtune's config instantiation key (torchtune/config/_instantiate.py)
 FORCE = "pass --from-kind " + "|".join(kind.value for kind in FromKind)
 
@@ -60,6 +65,11 @@ def markers_found(data: Mapping) -> dict[FromKind, list[str]]:
     if "deepspeed_config" in found[FromKind.accelerate] and not isinstance(data.get("deepspeed_config"), Mapping):
         found[FromKind.accelerate].remove("deepspeed_config")  # a path is not Accelerate's section
     return {kind: keys for kind, keys in found.items() if keys}
+
+
+def is_deepspeed_config(data: object) -> bool:
+    """A mapping with a key only DeepSpeed's config has, and none of a training file kind's own."""
+    return isinstance(data, Mapping) and any(k in data for k in DEEPSPEED_ONLY) and not markers_found(data)
 
 
 def recognise(data: Mapping, origin: str) -> FromKind:

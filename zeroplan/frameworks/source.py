@@ -16,7 +16,7 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.recognise import recognise
 from zeroplan.frameworks.unused import unused_keys
 from zeroplan.frameworks.run import FrameworkRun
-from zeroplan.readers import parse_yaml, read_text, require_mapping
+from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 
 def _readers() -> dict[FromKind, Callable[[Mapping, str], FrameworkRun]]:
     from zeroplan.frameworks.accelerate import read_accelerate
@@ -41,12 +41,28 @@ def read_framework_file(path: Path, kind: FromKind | None = None) -> FrameworkRu
             raise SpecError(f"{origin}: a TOML file zeroplan reads as a torchtitan job config only (sections "
                             f"{', '.join(sorted(TITAN_SECTIONS))})")  # fmt: skip
     else:
-        data = require_mapping(parse_yaml(read_text(path), origin), origin)
+        text = read_text(path)  # a .json file as JSON: its error names JSON's line, not YAML's leniency
+        data = require_mapping(parse_json(text, origin) if path.suffix == ".json" else parse_yaml(text, origin), origin)
         found = kind or recognise(data, origin)
         if found is FromKind.torchtitan:
             raise SpecError(f"{origin}: a torchtitan job config is TOML; give the .toml file")
     run = _readers()[found](data, origin)
     return replace(run, unused=unused_keys(run, data, _checked(found)))
+
+
+def deepspeed_configs(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the DeepSpeed config JSON files among `paths`, the others): a ds_config.json given as --from is read as
+    --deepspeed-config; a file that cannot be read is left to read_framework_file's one-line error."""
+    from zeroplan.frameworks.recognise import is_deepspeed_config
+
+    found, rest = [], []
+    for path in paths:
+        try:
+            data = parse_json(read_text(Path(path)), path) if path.endswith(".json") else None
+        except SpecError:
+            data = None
+        (found if is_deepspeed_config(data) else rest).append(path)
+    return found, rest
 
 
 def _checked(kind: FromKind) -> frozenset[str]:

@@ -131,6 +131,10 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
     from zeroplan.frameworks.source import read_framework_file
 
     paths = (args.from_file,) if isinstance(args.from_file, str) else tuple(args.from_file)
+    if not args.from_kind:
+        args, paths = _deepspeed_from(args, paths)
+        if not paths:
+            return args, None
     if args.from_kind and len(paths) > 1:
         raise UsageError("--from-kind names the kind of one --from file: give it with one --from")
     kind = FromKind(args.from_kind) if args.from_kind else None
@@ -141,6 +145,22 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
     found = apply_runs(runs, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
     applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
     return applied, found
+
+
+def _deepspeed_from(args: ScenarioArgs, paths: tuple[str, ...]) -> tuple[ScenarioArgs, tuple[str, ...]]:
+    """A ds_config.json among the --from files becomes --deepspeed-config (one DeepSpeed config per run)."""
+    from zeroplan.frameworks.source import deepspeed_configs
+
+    found, rest = deepspeed_configs(paths)
+    if not found:
+        return args, paths
+    if len(found) > 1 or args.deepspeed_config:
+        given = [*found, *([args.deepspeed_config] if args.deepspeed_config else [])]
+        raise UsageError(f"{', '.join(given)}: one DeepSpeed config per run: give one --from ds_config.json or "
+                         "--deepspeed-config")
+    updated = replace(args, deepspeed_config=found[0], from_file=tuple(rest) or None,
+                      given=args.given | {"deepspeed_config"})
+    return updated, tuple(rest)
 
 
 def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
@@ -285,8 +305,12 @@ def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int, setup: 
     run's values. The precision the second reading gives (fp16/bf16 "auto" filled, a section Accelerate adds)
     is the one the estimate uses, unless --precision overrides it. A removed block is refused, as DeepSpeed does.
     """
+    from zeroplan.deepspeed.optimizer import not_modelled, optimizer_of
+
     hidden = arch.hidden_size if arch else None
     pinned = ds.parse(hidden_size=hidden, dp_world=dp).setup_fields(dp)
+    if (optimizer := optimizer_of(ds.data)) is not None:
+        pinned["optimizer"] = optimizer  # the recipe optimizer.type builds, unless --optimizer is typed
     # validated, not replaced: the file's micro-batch is held to the bounds a typed one is (docs/hardening.md)
     setup = validated(TrainingSetup, {**{f.name: getattr(setup, f.name) for f in fields(setup)},
                                       **{k: v for k, v in pinned.items() if k not in args.given}},
@@ -295,5 +319,7 @@ def _with_config(args: ScenarioArgs, arch: Architecture | None, dp: int, setup: 
     config = ds.parse(hidden_size=hidden, dp_world=dp, setup=setup, assumed=assumed)
     if config.removed_keys:
         raise SpecError(f"{config.origin}: " + "; ".join(removed.message for removed in config.removed_keys))
+    if problems := not_modelled(ds.data, args.given):
+        raise SpecError(f"{config.origin}: " + "; ".join(problems))
     resolved = config.setup_fields(dp)
     return config, replace(setup, **{k: resolved[k] for k in ("precision", "fp32_grad_accum") if k not in args.given})
