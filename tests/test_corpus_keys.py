@@ -122,3 +122,38 @@ def test_a_ds_config_given_as_from_is_read_as_deepspeed_config(runner, tmp_path)
     two = runner.invoke(app, ["estimate", "--from", path, "--deepspeed-config", _ds(tmp_path, {}, "other.json"),
                               "--model", "llama-3.1-8b"])
     assert two.exit_code == 2 and "one DeepSpeed config per run" in two.stderr
+
+
+LIT = {"checkpoint_dir": "checkpoints/meta-llama/Meta-Llama-3.1-8B", "precision": "bf16-true", "devices": 1,
+       "lora_r": 16, "lora_mlp": True, "train": {"global_batch_size": 16, "micro_batch_size": 2, "max_seq_length": 1024}}
+
+
+def test_a_litgpt_finetune_config_is_read_by_its_own_keys(runner, tmp_path):
+    data = json.loads(run(runner, tmp_path, LIT).stdout)
+    assert (data["model"]["name"], data["engine"], data["setup"]["micro_batch"], data["setup"]["grad_accum"],
+            data["setup"]["seq_len"], data["setup"]["training_loop"]) == ("llama-3.1-8b", "none", 2, 8, 1024, "litgpt")
+    assert data["finetune"]["mode"] == "LoRA" and data["finetune"]["lora_rank"] == 16
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    ({"devices": 2, "quantize": "bnb.nf4"}, "quantize: bnb.nf4 (with more than one GPU"),
+    ({"precision": "16-true"}, "precision: 16-true (litgpt precisions read"),
+    ({"model_name": "tiny-llama-1.1b"}, "model_name: tiny-llama-1.1b (a litgpt pretrain config)"),
+    ({"train": {"global_batch_size": 2, "micro_batch_size": 4, "max_seq_length": 512}}, "train.global_batch_size: 2"),
+])  # fmt: skip
+def test_what_litgpt_refuses_or_zeroplan_does_not_model_is_one_line(runner, tmp_path, keys, words):
+    res = run(runner, tmp_path, {**LIT, **keys})
+    assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1 and words in res.stderr
+
+
+def test_litgpt_on_several_gpus_shards_as_its_scripts_do(runner, tmp_path):
+    lora = json.loads(run(runner, tmp_path, {**LIT, "devices": 4}).stdout)
+    full = {k: v for k, v in LIT.items() if not k.startswith("lora_")}
+    full = json.loads(run(runner, tmp_path, {**full, "devices": 4, "num_nodes": 2}).stdout)
+    assert (lora["engine"], lora["setup"]["checkpointing"], lora["setup"]["grad_accum"]) == ("fsdp2", "full", 2)
+    assert (full["engine"], full["parallelism"]["gpus"], full["setup"]["grad_accum"]) == ("fsdp", 8, 1)
+
+
+def test_a_verl_config_is_named_in_its_refusal(runner, tmp_path):
+    res = run(runner, tmp_path, {"actor_rollout_ref": {"model": {"path": "Qwen/Qwen3-8B"}}, "data": {}})
+    assert res.exit_code == 1 and "a verl config (actor_rollout_ref): zeroplan does not read its files" in res.stderr

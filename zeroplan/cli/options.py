@@ -109,7 +109,7 @@ MODEL = group(
 INPUTS = group(
     INPUTS_PANEL,
     option("deepspeed_config", Optional[str], None, "--deepspeed-config", help='ds_config.json: stage, precision, batch, offload and knobs (Hugging Face "auto" resolved); options given here override it.'),
-    option("from_file", Optional[list[str]], None, "--from", metavar="FILE", help="A training file (LLaMA-Factory, axolotl, TRL, ms-swift, torchtune, torchtitan) and/or its Accelerate launcher config or ds_config.json (read as --deepspeed-config), repeatable: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override them."),
+    option("from_file", Optional[list[str]], None, "--from", metavar="FILE", help="A training file (LLaMA-Factory, axolotl, TRL, ms-swift, torchtune, torchtitan, litgpt) and/or its Accelerate launcher config or ds_config.json (read as --deepspeed-config), repeatable: model, GPUs, engine, precision, batch, length and its DeepSpeed config (docs/inputs.md); options given here override them."),
     option("from_kind", Optional[FromKind], None, "--from-kind", help="The --from file's kind, when its keys do not tell."),
 )
 HARDWARE = group(

@@ -11,14 +11,15 @@ class FromKind(str, Enum):
     swift = "swift"
     torchtune = "torchtune"
     torchtitan = "torchtitan"
+    litgpt = "litgpt"
 
 
 TOOL_NAMES = {FromKind.accelerate: "Accelerate", FromKind.llamafactory: "LLaMA-Factory", FromKind.axolotl: "axolotl",
               FromKind.trl: "TRL", FromKind.swift: "ms-swift", FromKind.torchtune: "torchtune",
-              FromKind.torchtitan: "torchtitan"}  # fmt: skip
+              FromKind.torchtitan: "torchtitan", FromKind.litgpt: "litgpt"}  # fmt: skip
 WHAT = {FromKind.accelerate: "launcher config", FromKind.llamafactory: "training YAML", FromKind.axolotl: "YAML",
         FromKind.trl: "TrainingArguments YAML (TRL CLI, alignment-handbook)", FromKind.swift: "YAML",
-        FromKind.torchtune: "recipe YAML", FromKind.torchtitan: "job TOML"}  # fmt: skip
+        FromKind.torchtune: "recipe YAML", FromKind.torchtitan: "job TOML", FromKind.litgpt: "finetune YAML"}  # fmt: skip
 KIND_NAMES = {kind: f"{name} config" for kind, name in TOOL_NAMES.items()}
 
 

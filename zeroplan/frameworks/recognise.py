@@ -33,6 +33,8 @@ MARKERS: dict[FromKind, tuple[str, ...]] = {
                    "dataset_train_split", "dataset_test_split", "dataset_config", "dataset_text_field",
                    "assistant_only_loss", "completion_only_loss", "lora_task_type", "use_bnb_nested_quant",
                    "max_seq_length", "precompute_ref_log_probs", "model_init_kwargs", "dataset_kwargs"),
+    FromKind.litgpt: ("checkpoint_dir", "lora_query", "lora_key", "lora_value", "lora_projection", "lora_mlp",
+                      "lora_head", "logger_name"),
     FromKind.swift: ("tuner_type", "train_type", "rlhf_type", "split_dataset_ratio", "model_author", "attn_impl",
                      "target_modules", "load_from_cache_file", "external_plugins", "sft_type", "quant_method"),
 }  # fmt: skip
@@ -41,7 +43,7 @@ _TRAINERS = (FromKind.trl, FromKind.llamafactory, FromKind.swift)
 SHARED: dict[str, tuple[FromKind, ...]] = {
     "model_name_or_path": (FromKind.trl, FromKind.llamafactory), "per_device_train_batch_size": _TRAINERS,
     "gradient_accumulation_steps": (*_TRAINERS, FromKind.axolotl, FromKind.torchtune), "bf16": (*_TRAINERS, FromKind.axolotl),
-    "deepspeed": (*_TRAINERS, FromKind.axolotl), "model": (FromKind.llamafactory, FromKind.swift), "lora_r": (FromKind.trl, FromKind.axolotl),
+    "deepspeed": (*_TRAINERS, FromKind.axolotl), "model": (FromKind.llamafactory, FromKind.swift), "lora_r": (FromKind.trl, FromKind.axolotl, FromKind.litgpt),
     "lora_rank": (FromKind.llamafactory, FromKind.swift), "max_length": (FromKind.trl, FromKind.swift),
     "load_in_4bit": (FromKind.trl, FromKind.axolotl), "lora_target_modules": (FromKind.trl, FromKind.axolotl),
     "micro_batch_size": (FromKind.axolotl, FromKind.llamafactory, FromKind.swift), "mixed_precision": (FromKind.accelerate, FromKind.llamafactory),
@@ -67,6 +69,20 @@ def markers_found(data: Mapping) -> dict[FromKind, list[str]]:
     return {kind: keys for kind, keys in found.items() if keys}
 
 
+def unread_tool(data: Mapping) -> str | None:
+    """The tool a file is for when it is one zeroplan does not read, named by its own keys: verl's trainer configs
+    (volcengine/verl@b178a3c: verl/trainer/config/ppo_trainer.yaml actor_rollout_ref, algorithm; sft_trainer_engine.yaml
+    trainer.n_gpus_per_node) and any other Hydra config (a `defaults` list); None otherwise."""
+    trainer = data.get("trainer")
+    if any(k in data for k in ("actor_rollout_ref", "algorithm", "custom_reward_function")) or (
+            isinstance(trainer, Mapping) and "n_gpus_per_node" in trainer):
+        keys = [k for k in ("actor_rollout_ref", "algorithm", "trainer") if k in data]
+        return f"a verl config ({', '.join(keys)})"
+    if isinstance(data.get("defaults"), list):
+        return "a Hydra config (defaults)"
+    return None
+
+
 def is_deepspeed_config(data: object) -> bool:
     """A mapping with a key only DeepSpeed's config has, and none of a training file kind's own."""
     return isinstance(data, Mapping) and any(k in data for k in DEEPSPEED_ONLY) and not markers_found(data)
@@ -77,6 +93,9 @@ def recognise(data: Mapping, origin: str) -> FromKind:
     found = markers_found(data)
     if len(found) == 1:
         return next(iter(found))
+    if not found and (tool := unread_tool(data)):
+        raise SpecError(f"{origin}: {tool}: zeroplan does not read its files; give --model, --gpus, --engine and the "
+                        "run's options yourself")
     if not found:
         shared = [key for key in SHARED if key in data]
         kinds = list(dict.fromkeys(kind for key in shared for kind in SHARED[key])) or list(FromKind)

@@ -21,6 +21,7 @@ from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
 def _readers() -> dict[FromKind, Callable[[Mapping, str], FrameworkRun]]:
     from zeroplan.frameworks.accelerate import read_accelerate
     from zeroplan.frameworks.axolotl import read_axolotl
+    from zeroplan.frameworks.litgpt import read_litgpt
     from zeroplan.frameworks.llamafactory import read_llamafactory
     from zeroplan.frameworks.swift import read_swift
     from zeroplan.frameworks.torchtitan import read_torchtitan
@@ -29,7 +30,7 @@ def _readers() -> dict[FromKind, Callable[[Mapping, str], FrameworkRun]]:
 
     return {FromKind.accelerate: read_accelerate, FromKind.llamafactory: read_llamafactory, FromKind.axolotl: read_axolotl,
             FromKind.trl: read_trl, FromKind.swift: read_swift, FromKind.torchtune: read_torchtune,
-            FromKind.torchtitan: read_torchtitan}  # fmt: skip
+            FromKind.torchtitan: read_torchtitan, FromKind.litgpt: read_litgpt}  # fmt: skip
 
 
 def read_framework_file(path: Path, kind: FromKind | None = None) -> FrameworkRun:
@@ -67,12 +68,12 @@ def deepspeed_configs(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
 
 def _checked(kind: FromKind) -> frozenset[str]:
     """The top-level keys a kind's reader checks (its pydantic model's fields, and the keys it refuses by name)."""
-    from zeroplan.frameworks import accelerate, axolotl, llamafactory, llamafactory_v1, swift, torchtitan, torchtune, trl
+    from zeroplan.frameworks import accelerate, axolotl, litgpt, llamafactory, llamafactory_v1, swift, torchtitan, torchtune, trl
 
     models = {FromKind.accelerate: (accelerate.AccelerateKeys,), FromKind.axolotl: (axolotl.AxolotlKeys,),
               FromKind.llamafactory: (llamafactory.LlamaFactoryKeys, llamafactory_v1.LlamaFactoryV1Keys),
               FromKind.trl: (trl.TrlKeys,), FromKind.swift: (swift.SwiftKeys,), FromKind.torchtune: (torchtune.TorchtuneKeys,),
-              FromKind.torchtitan: (torchtitan.TitanKeys,)}  # fmt: skip
+              FromKind.torchtitan: (torchtitan.TitanKeys,), FromKind.litgpt: (litgpt.LitgptKeys,)}  # fmt: skip
     checked = {FromKind.torchtitan: ("compile.enable", "compile.components", "quantize.linear", "model.converters",
                                      "model.name", "model.flavor", "optimizer.name"),  # read where they are set
                FromKind.llamafactory: tuple(llamafactory.CHANGES_MEMORY)}  # refused where true
