@@ -157,3 +157,17 @@ def test_litgpt_on_several_gpus_shards_as_its_scripts_do(runner, tmp_path):
 def test_a_verl_config_is_named_in_its_refusal(runner, tmp_path):
     res = run(runner, tmp_path, {"actor_rollout_ref": {"model": {"path": "Qwen/Qwen3-8B"}}, "data": {}})
     assert res.exit_code == 1 and "a verl config (actor_rollout_ref): zeroplan does not read its files" in res.stderr
+
+
+def test_an_open_instruct_config_is_named_not_taken_for_trl_or_llamafactory(runner, tmp_path):
+    data = {"model_name_or_path": "meta-llama/Llama-2-7b-hf", "use_qlora": True, "use_lora": True, "lora_rank": 64,
+            "max_seq_length": 4096, "preprocessing_num_workers": 16, "dataset_name": "allenai/tulu-v2-sft-mixture"}
+    res = run(runner, tmp_path, data)
+    assert res.exit_code == 1 and "an open-instruct config (use_qlora, use_lora)" in res.stderr
+
+
+def test_a_ds_config_is_told_by_its_keys_whatever_its_suffix(runner, tmp_path):
+    path = tmp_path / "stage3.conf"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}))
+    data = json.loads(runner.invoke(app, ["estimate", "--from", str(path), "--model", "llama-3.1-8b", "-f", "json"]).stdout)
+    assert (data["engine"], data["stages"][0]["stage"]) == ("deepspeed", 3)

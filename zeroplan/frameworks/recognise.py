@@ -80,6 +80,12 @@ def unread_tool(data: Mapping) -> str | None:
         return f"a verl config ({', '.join(keys)})"
     if isinstance(data.get("defaults"), list):
         return "a Hydra config (defaults)"
+    # allenai/open-instruct@e6c3044: open_instruct/finetune.py FlatArguments and dpo_tune_cache.py (use_lora, use_qlora,
+    # with_tracking, checkpointing_steps...), which share model_name_or_path, max_seq_length and dataset_mixer with
+    # TRL's and preprocessing_num_workers with LLaMA-Factory's: named, never read as either
+    if own := [k for k in ("use_qlora", "use_lora", "with_tracking", "checkpointing_steps", "use_slow_tokenizer",
+                           "dataset_mix_dir", "dataset_mixer_list", "clean_checkpoints_at_end") if k in data]:
+        return f"an open-instruct config ({', '.join(own[:3])})"
     return None
 
 
@@ -93,7 +99,7 @@ def recognise(data: Mapping, origin: str) -> FromKind:
     found = markers_found(data)
     if len(found) == 1:
         return next(iter(found))
-    if not found and (tool := unread_tool(data)):
+    if len(found) != 1 and (tool := unread_tool(data)):
         raise SpecError(f"{origin}: {tool}: zeroplan does not read its files; give --model, --gpus, --engine and the "
                         "run's options yourself")
     if not found:

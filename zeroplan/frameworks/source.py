@@ -58,8 +58,9 @@ def deepspeed_configs(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
 
     found, rest = [], []
     for path in paths:
-        try:
-            data = parse_json(read_text(Path(path)), path) if path.endswith(".json") else None
+        try:  # by its keys, whatever its suffix (open-instruct's are .conf): JSON, else YAML, which reads JSON too
+            text = read_text(Path(path))
+            data = None if path.endswith(".toml") else parse_json(text, path) if text.lstrip().startswith("{") else None
         except SpecError:
             data = None
         (found if is_deepspeed_config(data) else rest).append(path)
