@@ -171,3 +171,23 @@ def test_a_ds_config_is_told_by_its_keys_whatever_its_suffix(runner, tmp_path):
     path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}))
     data = json.loads(runner.invoke(app, ["estimate", "--from", str(path), "--model", "llama-3.1-8b", "-f", "json"]).stdout)
     assert (data["engine"], data["stages"][0]["stage"]) == ("deepspeed", 3)
+
+
+@pytest.mark.parametrize(("pattern", "count"), [
+    (r"model.language_model.layers.[\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj", 224),  # a VLM's naming
+    (r"model.layers.[\d]+.self_attn.(q|v)_proj", 64),  # the causal LM's
+    (r".*\.layers\.(3|7)\.self_attn\.(q|k|v|o)_proj", 8),  # some layers only
+])  # fmt: skip
+def test_an_axolotl_regex_target_adapts_the_linears_it_fullmatches(runner, tmp_path, pattern, count):
+    axo = {"base_model": "meta-llama/Llama-3.1-8B", "sequence_len": 1024, "adapter": "lora", "lora_r": 8,
+           "lora_target_modules": pattern}
+    res = run(runner, tmp_path, axo)
+    assert res.exit_code == 0, res.output
+    assert any(f"on {count} linears" in a for a in json.loads(res.stdout)["assumptions"])
+
+
+def test_an_axolotl_regex_that_matches_nothing_is_one_line(runner, tmp_path):
+    axo = {"base_model": "meta-llama/Llama-3.1-8B", "sequence_len": 1024, "adapter": "lora", "lora_r": 8,
+           "lora_target_modules": r"model.text_model.layers.[\d]+.self_attn.q_proj"}
+    res = run(runner, tmp_path, axo)
+    assert res.exit_code == 1 and "matches no linear of the model (peft's re.fullmatch" in res.stderr

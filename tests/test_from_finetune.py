@@ -196,7 +196,6 @@ def test_llamafactory_refuses_what_is_not_modelled_in_one_line(data, words):
 
 @pytest.mark.parametrize(("data", "words"), [
     ({**AX_LORA, "lora_target_linear": True, "load_in_4bit": True}, "load_in_4bit: true (with adapter lora, which axolotl loads unquantized"),
-    ({**AX_LORA, "lora_target_modules": "q_proj|v_proj"}, "lora_target_modules: q_proj|v_proj (a string, which peft matches as a regex"),
     ({**AX_LORA}, "adapter: lora (without lora_target_modules or lora_target_linear"),
     ({**AX_LORA, "lora_r": None, "lora_target_linear": True}, "adapter: lora (without lora_r"),
     ({**AX_LORA, "lora_target_linear": True, "lora_target_parameters": ["mlp.experts.gate_up_proj"]}, "lora_target_parameters: (set) (LoRA on expert parameters"),

@@ -25,6 +25,7 @@ OVERRIDES = {"model": ("model", "params"), "stage": ("stage", "engine"), "deepsp
              **{o: (o, "adapter_config") for o in ("lora_rank", "lora_dropout", "dora", "modules_to_save")},
              "lora_targets": ("lora_targets", "adapter_config"),
              "lora_linear_names": ("lora_targets", "adapter_config"),
+             "lora_target_rule": ("lora_targets", "adapter_config"),
              "train_only": ("freeze", "lora_rank", "adapter_config")}
 
 

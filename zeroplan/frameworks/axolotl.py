@@ -25,7 +25,7 @@ from zeroplan.frameworks.run import (
     validate_keys,
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
-from zeroplan.frameworks.tuning import TrainOnly
+from zeroplan.frameworks.tuning import LoraRegex, TrainOnly
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
@@ -149,9 +149,6 @@ def _refusals(keys: AxolotlKeys, data: Mapping, refuse: NotModelled) -> None:
             refuse.add("adapter", keys.adapter, "without lora_r: axolotl passes r=None to peft's LoraConfig")
         if not keys.lora_target_modules and not keys.lora_target_linear:
             refuse.add("adapter", keys.adapter, "without lora_target_modules or lora_target_linear: no LoRA targets")
-        if isinstance(keys.lora_target_modules, str):
-            refuse.add("lora_target_modules", keys.lora_target_modules, "a string, which peft matches as a regex "
-                       "over the full module names; list the names")  # fmt: skip
         if keys.unfrozen_parameters:
             refuse.add("unfrozen_parameters", _count(keys.unfrozen_parameters), f"beside adapter {keys.adapter}")
     if keys.adapter == "lora" and keys.load_in_4bit:
@@ -201,7 +198,11 @@ def _tuning(keys: AxolotlKeys, stated: set[str], refuse: NotModelled) -> list[Ta
         return [Taken("adapter", None, None, None, "full fine-tuning: every parameter trained", True)]
     taken = [Taken("adapter", keys.adapter, None, None, "LoRA adapters (peft), the base frozen"),
              Taken("lora_r", keys.lora_r, "lora_rank", str(keys.lora_r), f"--lora-rank {keys.lora_r}")]
-    listed = keys.lora_target_modules if isinstance(keys.lora_target_modules, list) else []
+    written = keys.lora_target_modules
+    listed = written if isinstance(written, list) else [written] if written and keys.lora_target_linear else []
+    if isinstance(written, str) and not keys.lora_target_linear:  # loaders/adapter.py: LoraConfig(target_modules=str)
+        taken.append(Taken("lora_target_modules", written, "lora_target_rule", LoraRegex("lora_target_modules", written),
+                           "the linears whose full names it re.fullmatch-es (peft's rule for a string)"))
     if keys.lora_target_linear:
         taken.append(Taken("lora_target_linear", True, "lora_linear_names", ",".join(listed),
                            "every *Linear* module but the output head, by name (find_all_linear_names)"

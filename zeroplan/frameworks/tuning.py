@@ -81,6 +81,35 @@ def _unfrozen(key: str, patterns: tuple[str, ...], names: list[str]) -> set[str]
     return trainable
 
 
+# transformers 5's vision-language models hold their language model at model.language_model (Qwen3-VL, Gemma 3,
+# Mistral 3, Llama 4: modeling_*.py *ForConditionalGeneration), where the causal LM zeroplan names holds it at model:
+# a pattern written for the one names the other's modules through that prefix.
+VLM_PREFIX, LM_PREFIX = "model.language_model.", "model."
+
+
+@dataclass(frozen=True)
+class LoraRegex:
+    """peft's target_modules given as one string: re.fullmatch over every module's full name
+    (peft==0.21.2:peft/utils/other.py match_target_against_key); axolotl passes lora_target_modules so."""
+
+    key: str
+    pattern: str
+
+    def targets(self, names: list[str]) -> tuple[str, ...]:
+        """The linears' full names the pattern matches (as the causal LM, or as a vision-language model's language
+        model); SpecError when none does."""
+        try:
+            regex = re.compile(self.pattern)
+        except re.error as exc:
+            raise SpecError(f"{self.key}: {self.pattern} is not a regular expression ({exc})") from None
+        hit = tuple(name for name in names if regex.fullmatch(name) or (
+            name.startswith(LM_PREFIX) and regex.fullmatch(VLM_PREFIX + name[len(LM_PREFIX):])))
+        if not hit:
+            raise SpecError(f"{self.key}: {self.pattern} matches no linear of the model (peft's re.fullmatch over the "
+                            f"module names: {names[0]}, ...)")
+        return hit
+
+
 def frozen_globs(names: list[str], trainable: set[str]) -> tuple[str, ...]:
     """The `--freeze` globs for every name not in `trainable`: a whole frozen layer as model.layers.i.*, other
     tensors by their own name (Hugging Face parameter names hold no glob characters)."""

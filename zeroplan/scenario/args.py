@@ -97,6 +97,7 @@ class ScenarioArgs:
     # but the head, named one by one, plus these comma-separated names; and a rule for what trains, the rest frozen.
     lora_linear_names: str | None = None
     train_only: object | None = None  # zeroplan.frameworks.tuning.TrainOnly
+    lora_target_rule: object | None = None  # zeroplan.frameworks.tuning.LoraRegex: peft's string target_modules
     given: frozenset[str] = frozenset()  # the options typed on the command line, not left at their defaults
 
 

@@ -179,9 +179,11 @@ def _checkpoint_quant(args, fields: dict, model_ref: str | None) -> None:
 def _file_rules(args, fields: dict, model_ref: str | None) -> None:
     """A --from file's `all` linears and freeze rule, as the names and globs the options take (options win)."""
     extra, rule = getattr(args, "lora_linear_names", None), getattr(args, "train_only", None)
+    regex = getattr(args, "lora_target_rule", None)
     wants_linears = extra is not None and "lora_targets" not in fields and "lora_rank" in fields
+    wants_matched = regex is not None and "lora_targets" not in fields and "lora_rank" in fields
     wants_frozen = rule is not None and not fields.get("freeze") and "lora_rank" not in fields
-    if not (wants_linears or wants_frozen):
+    if not (wants_linears or wants_matched or wants_frozen):
         return
     from zeroplan.frameworks.tuning import frozen_globs, linear_names
     from zeroplan.models.named import OUTPUT_HEAD, linears, named_parameters
@@ -190,6 +192,8 @@ def _file_rules(args, fields: dict, model_ref: str | None) -> None:
     params = named_parameters(model)
     if wants_linears:
         fields["lora_targets"] = linear_names([lin.name for lin in linears(params)], OUTPUT_HEAD, _names(extra))
+    if wants_matched:
+        fields["lora_targets"] = regex.targets([lin.name for lin in linears(params)])
     if wants_frozen:
         names = [p.name for p in params]
         fields["freeze"] = frozen_globs(names, rule.trainable(names, model.architecture().num_layers))
