@@ -191,3 +191,18 @@ def test_an_axolotl_regex_that_matches_nothing_is_one_line(runner, tmp_path):
            "lora_target_modules": r"model.text_model.layers.[\d]+.self_attn.q_proj"}
     res = run(runner, tmp_path, axo)
     assert res.exit_code == 1 and "matches no linear of the model (peft's re.fullmatch" in res.stderr
+
+
+def test_axolotl_dp_shard_size_is_the_world_and_torch_compile_is_refused(runner, tmp_path):
+    axo = {"base_model": "meta-llama/Llama-3.1-8B", "sequence_len": 1024, "fsdp_version": 2,
+           "fsdp_config": {"reshard_after_forward": True}, "dp_shard_size": 16}
+    assert json.loads(run(runner, tmp_path, axo).stdout)["parallelism"]["gpus"] == 16
+    res = run(runner, tmp_path, {**axo, "torch_compile": True})
+    assert res.exit_code == 1 and "torch_compile: true (torch.compile's activation memory)" in res.stderr
+
+
+def test_axolotl_unfrozen_parameters_of_a_vlm_name_the_language_model(runner, tmp_path):
+    axo = {"base_model": "meta-llama/Llama-3.1-8B", "sequence_len": 1024,
+           "unfrozen_parameters": ["model.language_model.embed_tokens.*"]}
+    data = json.loads(run(runner, tmp_path, axo).stdout)
+    assert data["model"]["num_trainable_params"] == 128256 * 4096  # Llama-3.1-8B's input embedding

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from zeroplan.frameworks.accelerate import fsdp_taken
+from zeroplan.frameworks.axolotl_refusals import READ_RL, count, refusals
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import (
     FileKeys,
@@ -26,14 +27,11 @@ from zeroplan.frameworks.run import (
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.frameworks.tuning import LoraRegex, TrainOnly
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, PostTraining, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
                     "xformers_attention": "xformers", "eager_attention": "eager"}  # fmt: skip
-DEGREES = {"context_parallel_size": "context parallelism", "sequence_parallel_degree": "sequence parallelism",
-           "tensor_parallel_size": "tensor parallelism", "dp_replicate_size": "hybrid sharding (replicated shards)",
-           "expert_parallel_size": "expert parallelism (each GPU holds its share of the experts)"}
 
 
 class AxolotlKeys(FileKeys):
@@ -78,6 +76,7 @@ class AxolotlKeys(FileKeys):
     tensor_parallel_size: int | None = None
     dp_replicate_size: int | None = None
     expert_parallel_size: int | None = None
+    dp_shard_size: Positive | None = None
     reward_model: bool | None = None
     process_reward_model: bool | None = None
     rl: str | None = None
@@ -92,14 +91,13 @@ class AxolotlKeys(FileKeys):
 # unless rl_adapter_ref_model); ipo is DPO's loss_type ipo; kto is TRL's KTOTrainer with axolotl's mixins only
 # (src/axolotl/core/trainers/trl.py AxolotlKTOTrainer). simpo (a reference loaded, then unused?) and the RL trainers
 # stay refused.
-READ_RL = {"dpo": PostTraining.dpo, "ipo": PostTraining.dpo, "orpo": PostTraining.orpo, "kto": PostTraining.kto}
 
 
 def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     """The run an axolotl YAML describes; SpecError for what it asks that zeroplan does not model."""
     keys = validate_keys(AxolotlKeys, data, origin)
     stated, refuse = keys.model_fields_set, NotModelled(origin)
-    _refusals(keys, data, refuse)
+    refusals(keys, data, refuse)
 
     take = taker(keys)
 
@@ -117,6 +115,10 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     if (optimizer := optimizer_taken("optimizer", keys.optimizer, "optimizer" not in stated, refuse)) is not None:
         taken.append(optimizer)
     taken += _engine(keys, origin, refuse)
+    if keys.dp_shard_size is not None:  # utils/distributed.py _get_parallel_config_kwargs: a larger world replicates it
+        n = keys.dp_shard_size
+        taken.append(take("dp_shard_size", "gpus", str(n), f"--gpus {n} (the shard degree; a world beyond it would "
+                          "replicate the shards, hybrid sharding, which is not modelled)"))
     if keys.liger_fused_linear_cross_entropy and any("liger" in p.lower() for p in keys.plugins or ()):
         taken.append(take("liger_fused_linear_cross_entropy", "loss", Loss.liger, "--loss liger"))
     if keys.rl in READ_RL:  # TRL's DPOTrainer / ORPOTrainer / KTOTrainer (memory.reference)
@@ -126,73 +128,12 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
     return FrameworkRun(FromKind.axolotl, origin, tuple(taken), _uncounted(keys))
 
 
-# PEFT features that change which tensors train, that zeroplan's LoRA spec does not hold
-PEFT_NOT_MODELLED = {"lora_target_parameters": "LoRA on expert parameters (peft target_parameters)",
-                     "peft_layers_to_transform": "adapters on some layers only", "lora_rank_pattern": "per-module ranks",
-                     "peft_layer_replication": "replicated layers", "peft_trainable_token_indices": "trainable tokens",
-                     "lora_model_dir": "an existing adapter loaded: its adapter_config.json sets the rank and targets; "
-                                       "give it with --adapter-config, without --from",
-                     "gptq": "a GPTQ-quantized base", "quantize_moe_experts": "quantized MoE experts",
-                     # schemas/quantization.py QATConfig; integrations/lisa: a few layers trained at a time
-                     "qat": "quantization-aware training: fake-quantized weights and activations",
-                     "lisa_n_layers": "LISA: a sample of layers trained at a time"}  # fmt: skip
-# bnb_config_kwargs keys zeroplan reads (BitsAndBytesConfig's); llm_int8_* change no byte of a 4-bit base
-BNB_KWARGS = ("bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype",
-              "llm_int8_threshold", "llm_int8_has_fp16_weight")
-
-
-def _refusals(keys: AxolotlKeys, data: Mapping, refuse: NotModelled) -> None:
-    if keys.adapter not in (None, "lora", "qlora"):
-        refuse.add("adapter", keys.adapter, "an adapter other than lora and qlora")
-    if keys.adapter in ("lora", "qlora"):
-        if keys.lora_r is None:
-            refuse.add("adapter", keys.adapter, "without lora_r: axolotl passes r=None to peft's LoraConfig")
-        if not keys.lora_target_modules and not keys.lora_target_linear:
-            refuse.add("adapter", keys.adapter, "without lora_target_modules or lora_target_linear: no LoRA targets")
-        if keys.unfrozen_parameters:
-            refuse.add("unfrozen_parameters", _count(keys.unfrozen_parameters), f"beside adapter {keys.adapter}")
-    if keys.adapter == "lora" and keys.load_in_4bit:
-        refuse.add("load_in_4bit", True, "with adapter lora, which axolotl loads unquantized (loaders/model.py builds "
-                   "a 4-bit BitsAndBytesConfig for adapter qlora only); write adapter: qlora")  # fmt: skip
-    if keys.adapter != "lora" and keys.load_in_8bit:
-        refuse.add("load_in_8bit", True, "an 8-bit base without adapter lora")
-    if keys.adapter is None and keys.load_in_4bit:
-        refuse.add("load_in_4bit", True, "a 4-bit base without adapter qlora")
-    if keys.adapter == "qlora" and not keys.load_in_4bit:
-        refuse.add("adapter", "qlora", "without load_in_4bit (axolotl requires it)")
-    for key, what in PEFT_NOT_MODELLED.items():
-        if data.get(key) not in (None, False, [], {}):
-            refuse.add(key, data[key] if isinstance(data[key], (str, int, bool)) else "(set)", what)
-    for key in sorted(set(keys.bnb_config_kwargs or ()) - set(BNB_KWARGS)):
-        refuse.add(f"bnb_config_kwargs.{key}", keys.bnb_config_kwargs[key], "a bitsandbytes option")
-    for key, what in DEGREES.items():
-        if (value := getattr(keys, key)) is not None and value > 1:
-            refuse.add(key, value, what)
-    for key in ("reward_model", "process_reward_model"):
-        if getattr(keys, key):
-            refuse.add(key, True, "a reward model: a score head in place of the language-model head")
-    if keys.rl and keys.rl not in READ_RL:
-        refuse.add("rl", keys.rl, "preference or RL training (reference model, generation)")
-    if keys.rl in READ_RL and keys.adapter and keys.rl_adapter_ref_model:
-        refuse.add("rl_adapter_ref_model", True, "a reference model loaded beside the adapters")
-    if keys.rl in READ_RL and keys.liger_fused_linear_cross_entropy:
-        refuse.add("liger_fused_linear_cross_entropy", True, "beside a preference trainer (Liger's fused loss)")
-    if keys.fp8:
-        refuse.add("fp8", True, "FP8 training")
-    if keys.float16:
-        refuse.add("float16", True, "pure fp16 training")
-
-
-def _count(patterns: list[str]) -> str:
-    return f"{len(patterns)} pattern{'s' * (len(patterns) != 1)}"
-
-
 def _tuning(keys: AxolotlKeys, stated: set[str], refuse: NotModelled) -> list[Taken]:
     """adapter lora / qlora (peft LoraConfig as loaders/adapter.py builds it), or unfrozen_parameters, or full."""
     if keys.adapter not in ("lora", "qlora"):
         if keys.unfrozen_parameters:
             rule = TrainOnly("unfrozen_parameters", patterns=tuple(keys.unfrozen_parameters))
-            return [Taken("unfrozen_parameters", _count(keys.unfrozen_parameters), "train_only", rule,
+            return [Taken("unfrozen_parameters", count(keys.unfrozen_parameters), "train_only", rule,
                           "only the parameters they re.match train, whole tensors (a [a:b] range zeroes part of the "
                           "gradient), the rest frozen (--freeze of the rest)")]  # fmt: skip
         return [Taken("adapter", None, None, None, "full fine-tuning: every parameter trained", True)]

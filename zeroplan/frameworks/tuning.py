@@ -73,7 +73,8 @@ def _unfrozen(key: str, patterns: tuple[str, ...], names: list[str]) -> set[str]
             regex = re.compile(re.sub(r"\.(?!\+)", "\\.", base))
         except re.error as exc:
             raise SpecError(f"{key}: {pattern} is not a regular expression ({exc})") from None
-        hit = {name for name in names if regex.match(name)}
+        hit = {name for name in names if regex.match(name) or (
+            name.startswith(LM_PREFIX) and regex.match(VLM_PREFIX + name[len(LM_PREFIX):]))}  # a VLM's naming
         if not hit:
             raise SpecError(f"{key}: {pattern} matches no parameter of the model (transformers 5 names: "
                             f"{names[0]}, {names[min(1, len(names) - 1)]}, ...)")
