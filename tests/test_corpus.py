@@ -1,4 +1,4 @@
-"""The --from corpus (tests/data/corpus/manifest.yaml): 214 real files from thirteen public repositories, each read
+"""The --from corpus (tests/data/corpus/manifest.yaml): 228 real files from thirteen public repositories, each read
 as its manifest entry says (kind, model, GPUs, engine, stage, precision, fine-tuning mode, length, micro-batch) or
 refused in one line naming what is not modelled; never a traceback."""
 

@@ -206,3 +206,21 @@ def test_axolotl_unfrozen_parameters_of_a_vlm_name_the_language_model(runner, tm
            "unfrozen_parameters": ["model.language_model.embed_tokens.*"]}
     data = json.loads(run(runner, tmp_path, axo).stdout)
     assert data["model"]["num_trainable_params"] == 128256 * 4096  # Llama-3.1-8B's input embedding
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    ({"tensor_parallel_dim": 2}, "tensor_parallel_dim: 2 (tensor parallelism)"),
+    ({"reward_functions": [{"_component_": "x"}]}, "reward_functions: (set) (GRPO"),
+    ({"ac_mode": "selective", "ac_option": "op"}, "ac_mode: selective (with ac_option op"),
+])  # fmt: skip
+def test_torchtune_keys_that_change_the_step_are_refused(runner, tmp_path, keys, words):
+    tune = {"model": {"_component_": "torchtune.models.llama3_1.llama3_1_8b"}, "tokenizer": {"max_seq_len": 2048}}
+    res = run(runner, tmp_path, {**tune, **keys})
+    assert res.exit_code == 1 and words in res.stderr
+
+
+def test_torchtune_dev_selective_checkpointing_every_nth_layer(runner, tmp_path):
+    tune = {"model": {"_component_": "torchtune.models.llama3_1.llama3_1_8b"}, "tokenizer": {"max_seq_len": 2048},
+            "enable_activation_checkpointing": False, "ac_mode": "selective", "ac_option": 2}
+    setup = json.loads(run(runner, tmp_path, tune).stdout)["setup"]
+    assert (setup["checkpointing"], setup["checkpoint_every"]) == ("full", 2)

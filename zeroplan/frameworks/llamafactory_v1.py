@@ -67,6 +67,11 @@ def read_llamafactory_v1(data: Mapping, origin: str) -> FrameworkRun:
              take("enable_activation_checkpointing", "checkpointing", checkpointing, f"--checkpointing {checkpointing.value}"),
              take("flash_attn", "attention", attention, f"--attention {attention.value}"),
              *_dist(keys.dist_config, refuse), *tuning, *_trainer(keys, data, refuse)]  # fmt: skip
+    if (batching := data.get("batching_strategy")) not in (None, "normal"):
+        # v1/plugins/trainer_plugins/batching.py: padding-free packs a micro-batch into one row of at most
+        # micro_batch_size x cutoff_len tokens; dynamic batching fills that many padded tokens per micro-batch
+        taken.append(Taken("batching_strategy", batching, None, None, f"at most micro_batch_size x cutoff_len tokens "
+                           "per micro-batch, the bound estimated"))
     refuse.raise_any()
     kernels = data.get("kernel_config")  # v1/plugins/model_plugins/kernels/: fused kernels, savings only
     uncounted = ((f"kernel_config.name: {kernels.get('name')} (fused kernels)",)

@@ -37,7 +37,9 @@ ATTENTION_NAMES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "
 MLP_NAMES = ("gate_proj", "up_proj", "down_proj")  # torchtune's w1, w3, w2
 CHUNKED_LOSSES = ("torchtune.modules.loss.LinearCrossEntropyLoss", "torchtune.modules.loss.CEWithChunkedOutputLoss")
 OTHER_MODELS = {"teacher_model": "knowledge distillation (a frozen teacher model)", "ref_policy_checkpointer":
-                "PPO (reference, reward and value models)", "reward_and_value_model": "PPO (reward and value models)"}
+                "PPO (reference, reward and value models)", "reward_and_value_model": "PPO (reward and value models)",
+                # recipes/dev/async_grpo_full_finetune_distributed.py: vLLM workers, reward functions
+                "reward_functions": "GRPO (generation, reward functions)", "orchestration": "async GRPO (vLLM workers)"}
 
 
 class TorchtuneKeys(FileKeys):
@@ -89,9 +91,9 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
         taken += [Taken("fsdp_cpu_offload", True, "offload_param", OffloadDevice.cpu, "--offload-param cpu"),
                   Taken("fsdp_cpu_offload", True, "offload_optimizer", OffloadDevice.cpu, "--offload-optimizer cpu")]
     taken += _precision(keys.dtype, "dtype" not in stated, refuse)
-    checkpointing = Checkpointing.full if keys.enable_activation_checkpointing else Checkpointing.none
-    taken.append(Taken("enable_activation_checkpointing", keys.enable_activation_checkpointing, "checkpointing",
-                       checkpointing, f"--checkpointing {checkpointing.value}", "enable_activation_checkpointing" not in stated))
+    taken.append(_checkpointing(keys, data, stated, refuse))
+    if isinstance(data.get("tensor_parallel_dim"), int) and data["tensor_parallel_dim"] > 1:
+        refuse.add("tensor_parallel_dim", data["tensor_parallel_dim"], "tensor parallelism")
     taken += _optimizer(keys, refuse)
     if loss in CHUNKED_LOSSES:
         taken.append(Taken("loss._component_", loss, "loss", Loss.chunked, "--loss chunked (the output in 8 chunks, each upcast on its own)"))
@@ -100,6 +102,22 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
     refuse.raise_any()
     uncounted = ("enable_activation_offloading: true",) if keys.enable_activation_offloading else ()
     return FrameworkRun(FromKind.torchtune, origin, tuple(taken), uncounted)
+
+
+def _checkpointing(keys: TorchtuneKeys, data: Mapping, stated: set[str], refuse: NotModelled) -> Taken:
+    """enable_activation_checkpointing; without it, the dev recipes' ac_mode / ac_option
+    (recipes/dev/early_exit_finetune_distributed.py: selective AC, an integer option every n-th layer)."""
+    mode, option = data.get("ac_mode"), data.get("ac_option")
+    if not keys.enable_activation_checkpointing and mode is not None:
+        if mode == "full" or (mode == "selective" and option == 1):
+            return Taken("ac_mode", mode, "checkpointing", Checkpointing.full, "--checkpointing full (every layer)")
+        if mode == "selective" and isinstance(option, int) and option > 1:
+            return Taken("ac_option", option, "checkpointing", f"every:{option}", f"--checkpointing every:{option} "
+                         f"(ac_mode selective: one layer in {option} checkpointed)")
+        refuse.add("ac_mode", mode, f"with ac_option {option}: selective checkpointing other than every n-th layer")
+    checkpointing = Checkpointing.full if keys.enable_activation_checkpointing else Checkpointing.none
+    return Taken("enable_activation_checkpointing", keys.enable_activation_checkpointing, "checkpointing",
+                 checkpointing, f"--checkpointing {checkpointing.value}", "enable_activation_checkpointing" not in stated)
 
 
 def _model(builder: str, section: Mapping, refuse: NotModelled) -> list[Taken]:
