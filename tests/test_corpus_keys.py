@@ -224,3 +224,8 @@ def test_torchtune_dev_selective_checkpointing_every_nth_layer(runner, tmp_path)
             "enable_activation_checkpointing": False, "ac_mode": "selective", "ac_option": 2}
     setup = json.loads(run(runner, tmp_path, tune).stdout)["setup"]
     assert (setup["checkpointing"], setup["checkpoint_every"]) == ("full", 2)
+
+
+def test_litgpt_never_ties_its_head_so_a_tied_model_is_refused(runner, tmp_path):
+    res = run(runner, tmp_path, {**LIT, "checkpoint_dir": "checkpoints/google/gemma-2-9b"})
+    assert res.exit_code == 1 and "ties its output head to the embedding, which litgpt does not" in res.stderr

@@ -33,6 +33,7 @@ from zeroplan.memory.states import ModelSummary
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.presets import load_model, model_facts
 from zeroplan.scenario.args import KNOB_OPTIONS, ScenarioArgs  # the package's names: what a caller fills
+from zeroplan.scenario.fromfiles import deepspeed_from, litgpt_head
 from zeroplan.units import parse_count
 from zeroplan.validate import validated
 
@@ -132,7 +133,7 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
 
     paths = (args.from_file,) if isinstance(args.from_file, str) else tuple(args.from_file)
     if not args.from_kind:
-        args, paths = _deepspeed_from(args, paths)
+        args, paths = deepspeed_from(args, paths)
         if not paths:
             return args, None
     if args.from_kind and len(paths) > 1:
@@ -145,22 +146,6 @@ def from_framework(args: ScenarioArgs) -> tuple[ScenarioArgs, FromFile | None]:
     found = apply_runs(runs, args.given, frozenset(f.name for f in fields(ScenarioArgs)))
     applied = replace(args, **found.updates, from_file=None, from_kind=None, given=args.given | found.stated)
     return applied, found
-
-
-def _deepspeed_from(args: ScenarioArgs, paths: tuple[str, ...]) -> tuple[ScenarioArgs, tuple[str, ...]]:
-    """A ds_config.json among the --from files becomes --deepspeed-config (one DeepSpeed config per run)."""
-    from zeroplan.frameworks.source import deepspeed_configs
-
-    found, rest = deepspeed_configs(paths)
-    if not found:
-        return args, paths
-    if len(found) > 1 or args.deepspeed_config:
-        given = [*found, *([args.deepspeed_config] if args.deepspeed_config else [])]
-        raise UsageError(f"{', '.join(given)}: one DeepSpeed config per run: give one --from ds_config.json or "
-                         "--deepspeed-config")
-    updated = replace(args, deepspeed_config=found[0], from_file=tuple(rest) or None,
-                      given=args.given | {"deepspeed_config"})
-    return updated, tuple(rest)
 
 
 def scenario_and_config(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedConfig | None]:
@@ -187,6 +172,7 @@ def _scenario_config_and_file(args: ScenarioArgs) -> tuple[Scenario, DeepSpeedCo
     par = parallelism_from(args.gpus, args.nodes, hw)
     knobs = knobs_from(args)
     summary, arch = model_of(args, found, knobs)
+    litgpt_head(found, arch)
     setup, config, mesh = setup_from(args), None, None
     if (source := deepspeed_source(args, found)) is not None:
         from zeroplan.deepspeed.parallel import config_mesh
