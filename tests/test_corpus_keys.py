@@ -229,3 +229,11 @@ def test_torchtune_dev_selective_checkpointing_every_nth_layer(runner, tmp_path)
 def test_litgpt_never_ties_its_head_so_a_tied_model_is_refused(runner, tmp_path):
     res = run(runner, tmp_path, {**LIT, "checkpoint_dir": "checkpoints/google/gemma-2-9b"})
     assert res.exit_code == 1 and "ties its output head to the embedding, which litgpt does not" in res.stderr
+
+
+def test_torchtune_and_torchtitan_compile_each_block(runner, tmp_path):
+    tune = {"model": {"_component_": "torchtune.models.llama3_1.llama3_1_8b"}, "tokenizer": {"max_seq_len": 2048},
+            "enable_activation_checkpointing": True, "compile": True}
+    assert json.loads(run(runner, tmp_path, tune).stdout)["setup"]["compile"] is True
+    res = run(runner, tmp_path, {**tune, "compile": {"model": True, "optimizer_step": True}})
+    assert res.exit_code == 1 and "compile.optimizer_step: true (a compiled optimizer step)" in res.stderr

@@ -55,8 +55,11 @@ def read_torchtitan(data: Mapping, origin: str) -> FrameworkRun:
                    f"{model[0]} {model[1]}: no zeroplan preset has this flavor's shapes; give --model")]  # fmt: skip
     if keys.model.get("converters"):
         refuse.add("model.converters", keys.model["converters"], "Float8 / MX training")
-    if keys.compile.get("enable"):
-        refuse.add("compile.enable", True, "torch.compile's activation memory")
+    if keys.compile.get("enable"):  # torchtitan/models/llama3/infra/parallelize.py apply_compile: each block
+        components = keys.compile.get("components", ["model", "loss"])  # config/job_config.py Compile's default
+        if "model" in components:
+            taken.append(Taken("compile.enable", True, "compile", True, "--compile (each TransformerBlock compiled"
+                               + ("; the compiled loss counted as eager's, an upper bound)" if "loss" in components else ")")))
     training, stated = keys.training, keys.training.model_fields_set
     micro = training.batch_size or training.local_batch_size
     taken += [Taken("training.local_batch_size", micro, "micro_batch", str(micro), f"--micro-batch {micro}",

@@ -67,8 +67,7 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
     loss = str(keys.loss.get("_component_", ""))
     if "DPO" in loss or "rlhf" in loss:
         refuse.add("loss._component_", loss, "preference training: a reference model")
-    if keys.compile:
-        refuse.add("compile", keys.compile, "torch.compile's activation memory")
+    compiled = _compile(keys.compile, refuse)
     if isinstance(data.get("quantizer"), Mapping):  # recipes/qat_*.py: fake-quantized weights and activations
         refuse.add("quantizer._component_", data["quantizer"].get("_component_", "(set)"), "quantization-aware "
                    "training: fake-quantized weights and activations")
@@ -94,7 +93,7 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
     taken.append(_checkpointing(keys, data, stated, refuse))
     if isinstance(data.get("tensor_parallel_dim"), int) and data["tensor_parallel_dim"] > 1:
         refuse.add("tensor_parallel_dim", data["tensor_parallel_dim"], "tensor parallelism")
-    taken += _optimizer(keys, refuse)
+    taken += _optimizer(keys, refuse) + compiled
     if loss in CHUNKED_LOSSES:
         taken.append(Taken("loss._component_", loss, "loss", Loss.chunked, "--loss chunked (the output in 8 chunks, each upcast on its own)"))
     elif loss and not ("DPO" in loss or "rlhf" in loss):
@@ -102,6 +101,19 @@ def read_torchtune(data: Mapping, origin: str) -> FrameworkRun:
     refuse.raise_any()
     uncounted = ("enable_activation_offloading: true",) if keys.enable_activation_offloading else ()
     return FrameworkRun(FromKind.torchtune, origin, tuple(taken), uncounted)
+
+
+def _compile(written: bool | dict, refuse: NotModelled) -> list[Taken]:
+    """compile: true, or {model, loss, optimizer_step}: torchtune/training/_compile.py compile_model compiles each
+    transformer layer (--compile); a compiled loss is counted as eager's (an upper bound); a compiled step is refused."""
+    parts = written if isinstance(written, dict) else {"model": written, "loss": written}
+    if parts.get("optimizer_step"):
+        refuse.add("compile.optimizer_step", True, "a compiled optimizer step")
+    if not parts.get("model"):
+        return []
+    return [Taken("compile", written if isinstance(written, bool) else "(set)", "compile", True,
+                  "--compile (each layer compiled" + ("; the compiled loss counted as eager's, an upper bound)"
+                                                     if parts.get("loss") else ")"))]
 
 
 def _checkpointing(keys: TorchtuneKeys, data: Mapping, stated: set[str], refuse: NotModelled) -> Taken:
