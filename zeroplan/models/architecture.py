@@ -96,6 +96,17 @@ class Architecture:
                                                         "always)")] = True
     router_groups: Annotated[Count, Field(description="group-limited routing's groups (n_group; DeepSeek-V3 8)")] = 1
     router_topk_groups: Annotated[Count, Field(description="groups kept per token (topk_group; DeepSeek-V3 4)")] = 1
+    router_score: Annotated[Text | None, Field(description="the router's score function where the family names one "
+                                                           "(DeepSeek-V4 scoring_func: sqrtsoftplus, sigmoid)")] = None
+    # DeepSeek-V4 (deepseek_v4): hyper-connection streams, the grouped low-rank output, the KV compressors.
+    hc_mult: Annotated[Size, Field(description="residual streams of the hyper-connections (mHC); 0 = one residual")] = 0
+    hc_sinkhorn_iters: Annotated[Size, Field(description="Sinkhorn iterations of each hyper-connection's mixing")] = 0
+    o_groups: Annotated[Size, Field(description="groups of the grouped low-rank output projection; 0 = none")] = 0
+    o_lora_rank: Annotated[Size, Field(description="each output group's low-rank width")] = 0
+    csa_compress_rate: Annotated[Size, Field(description="compressed_sparse_attention layers' KV compression rate "
+                                                         "(overlapping windows); 0 = none")] = 0
+    hca_compress_rate: Annotated[Size, Field(description="heavily_compressed_attention layers' KV compression rate; "
+                                                         "0 = none")] = 0
     hf_config_json: Annotated[Text | None, Field(
         description="counted by transformers (zeroplan.models.hf): the config.json (sorted JSON) whose activations "
         "are measured by a meta-device forward instead of zeroplan's formulas; None for a described family")] = None

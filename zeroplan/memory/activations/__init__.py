@@ -30,6 +30,7 @@ from zeroplan.memory.activations.compiled import (
     compiled_stack,
 )
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
+from zeroplan.memory.activations import deepseek_v4
 from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, core_recompute
 from zeroplan.memory.activations.loop import (
     carried_logits_bytes,
@@ -180,6 +181,13 @@ def _effective_checkpointing(ckpt: Checkpointing, flash: bool) -> Checkpointing:
     return Checkpointing.none if ckpt is Checkpointing.selective and flash else ckpt
 
 
+def layer_input_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
+    """What a fully checkpointed layer keeps: its input (DeepSeek-V4: the N hyper-connection streams)."""
+    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
+        return deepseek_v4.residual_bytes(arch, b, s, e)
+    return e * b * s * arch.hidden_size
+
+
 def _num_layers(arch: Architecture) -> int:
     return arch.num_layers + arch.num_encoder_layers
 
@@ -205,7 +213,7 @@ def _stack_bytes(
     encoder = sum(t for _, t in layer_terms(arch, traits, b, s, e, flash=flash, selective=False, encoder=True))
     chunk_mask = chunk_mask_bytes(arch, b, s, e, flash=flash, full=ckpt is Checkpointing.full)  # Llama 4 under SDPA
     if ckpt is Checkpointing.full:
-        wrapped = e * b * s * arch.hidden_size
+        wrapped = layer_input_bytes(arch, b, s, e)
         if every == 1:
             each = (wrapped,) * _num_layers(arch)
         else:
@@ -239,6 +247,8 @@ def _recompute_bytes(
         return op_sac_recompute_bytes(arch, b, s, e, layer_full, own_input, flash=flash)
     if ckpt is Checkpointing.selective:
         cores = 2 if arch.num_encoder_layers else 1  # a T5 decoder layer recomputes self- and cross-attention
+        if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:  # compressed layers attend over more keys
+            return deepseek_v4.core_recompute([v for v, _ in layer_variants(arch)], b, s, e)
         if arch.family in GEMMA4_FAMILIES:  # its global layers' cores are wider: the largest one
             return core_recompute([v for v, _ in layer_variants(arch)], traits, b, s, e, flash=flash)
         return cores * core_recompute_bytes(arch, traits, b, s, e, flash=flash)
@@ -264,6 +274,8 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("flash attention (SDPA flash/efficient, FlashAttention): q, k, v, output and fp32 log-sum-exp")
     else:
         notes.append("eager attention: score and probability matrices of a x s x s per layer")
+    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
+        notes.append(deepseek_v4.ASSUMPTION)
     notes.append(loss_assumption(traits, setup.loss) if (loop := loop_assumption(setup)) is None else loop)
     if setup.checkpointing is Checkpointing.full and setup.checkpoint_every > 1:
         notes.append(f"every:{setup.checkpoint_every} checkpointing (torchtitan layer SAC): layers "

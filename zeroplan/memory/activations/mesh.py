@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from zeroplan.errors import ZeroplanError
-from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, activation_bytes
+from zeroplan.memory.activations import ActivationEstimate, ActivationTerm, activation_bytes, layer_input_bytes
 from zeroplan.memory.activations.loss import INDEX_BYTES
 from zeroplan.memory.activations.terms import final_norm_terms
 from zeroplan.memory.activations.traits import traits_of
@@ -84,6 +84,9 @@ def term_divisor(name: str, mesh: Mesh, stack: str = PYTORCH) -> int | None:
 def _check(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> None:
     if setup.seq_len % mesh.cp:
         raise ZeroplanError(f"--seq-len {setup.seq_len} is not a multiple of --cp {mesh.cp}")
+    if mesh.cp > 1 and traits_of(arch).eager_only:
+        raise ZeroplanError(f"--cp {mesh.cp}: context parallelism runs flash kernels; transformers has no flash path "
+                            f"for {arch.family}")
     if mesh.cp > 1 and setup.attention is not Attention.flash:
         kind = "DeepSpeed-Ulysses" if mesh.cp_comm is CpComm.a2a else "ring attention"
         raise ZeroplanError(f"--cp {mesh.cp}: context parallelism ({kind}) runs flash kernels; "
@@ -201,8 +204,9 @@ def stage_activations(arch: Architecture, setup: TrainingSetup, mesh: Mesh, stac
 
 
 def _boundary_bytes(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int:
-    """One micro-batch's tensor at a stage boundary: b x s/cp x h in the compute dtype."""
-    return setup.micro_batch * (setup.seq_len // mesh.cp) * arch.hidden_size * setup.precision.compute_bytes
+    """One micro-batch's tensor at a stage boundary: b x s/cp x h in the compute dtype (DeepSeek-V4: its N
+    hyper-connection streams, a layer's input)."""
+    return layer_input_bytes(arch, setup.micro_batch, setup.seq_len // mesh.cp, setup.precision.compute_bytes)
 
 
 def _pytorch_boundary(arch: Architecture, setup: TrainingSetup, mesh: Mesh) -> int:

@@ -14,7 +14,7 @@ GEMMA_FAMILIES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 # Olmo2RMSNorm (modeling_olmo2.py) returns its rotary tables in fp32: OLMo 2 and OLMo 3.
 OLMO2_NORM_FAMILIES = frozenset({"olmo2", "olmo3"})
 # RMSNorms that multiply by their weight in fp32 and cast after (Olmo2RMSNorm, GptOssRMSNorm).
-FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss"}
+FP32_WEIGHT_NORM_FAMILIES = OLMO2_NORM_FAMILIES | {"gpt_oss", "deepseek_v4"}
 # Qwen3NextRMSNorm / Qwen3_5RMSNorm (transformers==5.25.0: models/qwen3_5/modeling_qwen3_5.py): Gemma's
 # (1 + weight) multiply in fp32, cast after
 GEMMA_NORM_FAMILIES = GEMMA_FAMILIES | {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
@@ -32,7 +32,9 @@ ALIBI_FAMILIES = frozenset({"bloom"})  # no rotary tables; the ALiBi bias is not
 # transformers==5.25.0 models/falcon/modeling_falcon.py eager_attention_forward) call softmax(..., dtype=torch.float32)
 # and cast the probabilities back.
 SOFTMAX_IN_COMPUTE_DTYPE = frozenset({"gpt2", "llama4_text"}) | T5_FAMILIES  # Llama 4: softmax(x.float()).to(e)
-EAGER_ONLY_FAMILIES = frozenset({"bloom"})  # BloomAttention has no SDPA / FlashAttention path
+# BloomAttention has no SDPA / FlashAttention path; DeepseekV4PreTrainedModel neither (_supports_sdpa,
+# _supports_flash_attn False: head_dim 512, the learned sinks, the compressed keys appended inside the attention)
+EAGER_ONLY_FAMILIES = frozenset({"bloom", "deepseek_v4"})
 EMBEDDING_NORM_FAMILIES = frozenset({"bloom"})  # BloomModel.word_embeddings_layernorm
 PER_TOKEN_POSITION_IDS = frozenset({"opt"})  # OPTLearnedPositionalEmbedding: b x s ids (cumsum of the mask)
 # Rotary dims / head dim when the Architecture cannot say: GPTNeoXConfig rotary_pct (partial_rotary_factor)

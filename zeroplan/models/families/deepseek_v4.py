@@ -18,7 +18,6 @@ zeroplan[hf] extra (docs/hf.md); without it the estimate is refused in one line.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
@@ -32,6 +31,7 @@ SLIDING, CSA, HCA = "sliding_attention", "compressed_sparse_attention", "heavily
 RATIO_TYPES = {0: SLIDING, 4: CSA, 128: HCA}  # DeepseekV4Config's _COMPRESS_RATIO_TO_LAYER_TYPE
 DEFAULT_RATES = {CSA: 4, HCA: 128}
 DEFAULT_HASH_LAYERS = 3  # DeepseekV4Config.default_num_hash_layers
+DEFAULT_ROTARY_FACTOR = 64 / 512  # DeepseekV4Config.default_partial_rotary_factor (qk_rope_head_dim / head_dim)
 HC_OUTPUTS = 3  # the hyper-connection's pre, post and comb weights, a scale each
 AttentionType = Literal["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
 
@@ -166,8 +166,18 @@ class DeepseekV4Config(FamilyConfig):
         return Decoder(hidden=d, vocab=self.vocab_size, layers=runs(layers),
                        tie_word_embeddings=self.tie_word_embeddings, extras=(head,), notes=notes)
 
+    def rotary_dims(self) -> int:
+        """The rotary slice of a head: int(head_dim x partial_rotary_factor) (legacy qk_rope_head_dim / head_dim,
+        default DeepseekV4Config.default_partial_rotary_factor 64/512), in cos/sin pairs as
+        DeepseekV4RotaryEmbedding makes them (arange(0, dim, 2), each entry repeated twice)."""
+        factor = self.partial_rotary_factor
+        if factor is None:
+            factor = self.qk_rope_head_dim / self.head_dim if self.qk_rope_head_dim else DEFAULT_ROTARY_FACTOR
+        return 2 * -(-int(self.head_dim * factor) // 2)
+
     def architecture(self) -> Architecture:
-        """The flat facts; the activations are measured (hf_config_json: this config, as transformers reads it)."""
+        """The flat facts, and what memory.activations.deepseek_v4 reads of its blocks."""
+        rates = self.rates()
         facts: dict[str, Any] = dict(
             family=self.model_type, hidden_size=self.hidden_size, num_layers=self.num_hidden_layers,
             num_attention_heads=self.num_attention_heads, num_key_value_heads=1, head_dim=self.head_dim,
@@ -175,6 +185,8 @@ class DeepseekV4Config(FamilyConfig):
             tie_word_embeddings=self.tie_word_embeddings, num_experts=self.experts,
             num_experts_per_tok=self.num_experts_per_tok, shared_expert_intermediate_size=self.expert_width,
             attention_sinks=True, sliding_window=self.sliding_window, hidden_act=self.hidden_act,
-            q_lora_rank=self.q_lora_rank, attention_types=tuple(self.types()),
-            hf_config_json=json.dumps(self.model_dump(exclude_unset=True), sort_keys=True))
+            q_lora_rank=self.q_lora_rank, qk_rope_head_dim=self.rotary_dims(), attention_types=tuple(self.types()),
+            router_score=self.scoring_func, hc_mult=self.hc_mult, hc_sinkhorn_iters=self.hc_sinkhorn_iters,
+            o_groups=self.o_groups, o_lora_rank=self.o_lora_rank, csa_compress_rate=rates[CSA],
+            hca_compress_rate=rates[HCA])
         return Architecture(**facts)

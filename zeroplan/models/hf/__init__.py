@@ -27,13 +27,6 @@ MISSING_EXTRA = "model_type {model_type!r} is not described by zeroplan; install
     " to count it with transformers"
 
 
-# Families zeroplan counts itself whose activations it measures rather than computes (no formula for their blocks):
-# DeepSeek-V4's hyper-connection streams, KV compressors and lightning indexer (models/families/deepseek_v4.py).
-MEASURED_FAMILIES = frozenset({"deepseek_v4"})
-MEASURED_ONLY = ("model_type {model_type!r}: parameters counted by zeroplan, but its activations (hyper-connections, "
-                 "KV compressors, indexer) have no formula; install " + EXTRA + " to measure them on the meta device")
-
-
 # Where progress lines go while torch loads and a model is built or measured (seconds each): the CLI's progress
 # display sets it (set_progress); unset, a line goes to stderr when stderr is a terminal, and nowhere otherwise.
 _progress_hook: Callable[[str], None] | None = None
@@ -102,9 +95,7 @@ def measure_activations(config_json: str, *, micro_batch: int, seq_len: int, dty
                         flash: bool) -> MeasuredActivations:  # fmt: skip
     """What a training forward of the model in `config_json` saves, measured on the meta device (cached)."""
     if not has_extra():
-        model_type = json.loads(config_json).get("model_type")
-        template = MEASURED_ONLY if model_type in MEASURED_FAMILIES else MISSING_EXTRA
-        raise SpecError(template.format(model_type=model_type))
+        raise SpecError(MISSING_EXTRA.format(model_type=json.loads(config_json).get("model_type")))
     return _measure(config_json, micro_batch, seq_len, dtype, flash)
 
 

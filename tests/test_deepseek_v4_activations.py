@@ -1,0 +1,93 @@
+"""DeepSeek-V4's activation formula (memory/activations/deepseek_v4.py) against measurement. Torch-free.
+
+validation/activations_deepseek_v4.json is data measured by validation/measure_deepseek_v4.py: what a transformers
+5.25 training forward of three tiny configs still keeps when it returns (widths, heads, hc_mult, Sinkhorn
+iterations, compress rates with and without a remainder, indexer shapes and router score functions varied), in
+bf16 and fp32, b 1 and 2, s 32 and 64, without, with full and with selective checkpointing. Each config is read by
+zeroplan's own reader, so the reader's Architecture is what is held to the measurement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from zeroplan.errors import ZeroplanError
+from zeroplan.memory.activations import activation_bytes
+from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.models.families import parse_family_config
+
+DATA = json.loads((Path(__file__).resolve().parent.parent / "validation" / "activations_deepseek_v4.json").read_text())
+PRECISION = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}
+# The whole step beyond the layers: transformers' ForCausalLMLoss pads the labels by one column before shifting
+# (loss_utils.py), and keeps a 0-d fp32 result; zeroplan's loss term counts 8 T bytes of labels, as for every family.
+LABELS_SLACK = 16
+
+
+def _arch(case: str):
+    return parse_family_config(dict(DATA["configs"][case]), strict=False).architecture()
+
+
+def _estimate(row: dict, **change):
+    setup = TrainingSetup(precision=PRECISION[row["dtype"]], seq_len=row["seq_len"], micro_batch=row["micro_batch"],
+                          checkpointing=Checkpointing(row["checkpointing"]), attention=Attention.eager)
+    return activation_bytes(replace(_arch(row["case"]), **change), setup)
+
+
+def _rows(checkpointing: str | None = None) -> list[dict]:
+    return [r for r in DATA["cases"] if checkpointing in (None, r["checkpointing"])]
+
+
+def test_the_grid_varies_what_a_formula_could_be_fitted_to():
+    configs = DATA["configs"].values()
+    assert len({(c.get("hidden_size"), c.get("hc_mult"), c.get("hc_sinkhorn_iters")) for c in configs}) == 3
+    assert {r["checkpointing"] for r in DATA["cases"]} == {"none", "full", "selective"}
+    assert len(DATA["cases"]) == 72
+
+
+@pytest.mark.parametrize("row", _rows(), ids=lambda r: "-".join(str(r[k]) for k in (
+    "case", "dtype", "checkpointing", "micro_batch", "seq_len")))
+def test_every_measured_case_to_the_labels_padding(row):
+    predicted = _estimate(row).total_bytes
+    assert 0 <= row["total"] - predicted <= LABELS_SLACK, (row["total"], predicted)
+
+
+@pytest.mark.parametrize("row", _rows("none"), ids=lambda r: f"{r['case']}-{r['dtype']}-b{r['micro_batch']}-s{r['seq_len']}")
+def test_each_layer_kind_to_the_byte(row):
+    """Sliding, CSA and HCA layers, hash and top-k routed: each layer's own bytes, exactly."""
+    assert list(_estimate(row).layer_bytes) == row["layers"]
+
+
+def test_full_checkpointing_keeps_the_hyper_connection_streams():
+    row = next(r for r in _rows("full") if r["case"] == "wide")
+    n, h = DATA["configs"]["wide"]["hc_mult"], DATA["configs"]["wide"]["hidden_size"]
+    e = 2 if row["dtype"] == "bf16" else 4
+    assert row["layers"] == [e * row["micro_batch"] * row["seq_len"] * n * h] * 3
+    assert list(_estimate(row).layer_bytes) == row["layers"]
+
+
+def test_the_indexer_keeps_nothing():
+    """The lightning indexer's shapes are no input of the formula: its top-k indices are integers, so what it saved
+    is freed before the forward returns. The measured CSA layers (two indexer shapes: base and rates) agree to the
+    byte without an indexer term (test_each_layer_kind_to_the_byte)."""
+    config = dict(DATA["configs"]["base"]) | {"index_n_heads": 16, "index_head_dim": 32, "index_topk": 2}
+    assert parse_family_config(config, strict=False).architecture() == _arch("base")
+    assert (DATA["configs"]["base"]["index_n_heads"], DATA["configs"]["rates"]["index_n_heads"]) == (2, 3)
+
+
+def test_a_score_function_transformers_cannot_build_is_one_error():
+    row = _rows("none")[0]
+    with pytest.raises(ZeroplanError, match="scoring_func 'softmax'"):
+        _estimate(row, router_score="softmax")
+
+
+def test_flash_is_counted_as_eager_and_said():
+    row = _rows("none")[0]
+    setup = TrainingSetup(precision=Precision.bf16_mixed, seq_len=row["seq_len"], micro_batch=row["micro_batch"],
+                          attention=Attention.flash)
+    acts = activation_bytes(_arch(row["case"]), setup)
+    assert acts.total_bytes == _estimate(row | {"dtype": "bf16"}).total_bytes
+    assert any("no SDPA/flash path" in a for a in acts.assumptions)
