@@ -37,6 +37,28 @@ MOE_NORMS = ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2", "pr
 PLE_NORM = "post_per_layer_input_norm"
 
 
+def layer_types_of(given: Any, n: int) -> list[str]:
+    """layer_types as Gemma4TextConfig.__post_init__ makes them: the default 5:1 pattern, the last layer full."""
+    types = list(given) if isinstance(given, list) and given else [SLIDING if (i + 1) % GEMMA4_PATTERN else FULL
+                                                                   for i in range(n)]
+    return [*types[:-1], FULL] if types else []
+
+
+def _folded(overrides: Any, full: set[int], k_eq_v: bool) -> dict | None:
+    """The one override every full layer has (and no other layer), or None."""
+    if not isinstance(overrides, dict) or not full:
+        return None
+    try:
+        layers = {int(k): v for k, v in overrides.items()}
+    except (TypeError, ValueError):
+        return None
+    values = [v for v in layers.values() if isinstance(v, dict)]
+    allowed = {"head_dim", "num_key_value_heads"} if k_eq_v else {"head_dim"}
+    if set(layers) != full or len(values) != len(layers) or any(v != values[0] for v in values):
+        return None
+    return values[0] if "head_dim" in values[0] and set(values[0]) <= allowed else None
+
+
 class Gemma4TextConfig(RMSNormDecoderConfig):
     """Gemma 4's language model (defaults = Gemma4TextConfig's; see the module docstring for the modules).
 
@@ -76,14 +98,35 @@ class Gemma4TextConfig(RMSNormDecoderConfig):
     moe_intermediate_size: PositiveInt | None = None
     global_head_dim: PositiveInt = 512  # popped from the kwargs by Gemma4TextConfig.__post_init__
     num_global_key_value_heads: PositiveInt | None = None  # likewise; read only with attention_k_eq_v
-    per_layer_config: Any = None  # a saved config's explicit per-layer overrides: refused, not read
+    per_layer_config: Any = None  # folded into the two keys above (_fold_per_layer_config), else refused
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_per_layer_config(cls, data: Any) -> Any:
+        """A config saved by transformers 5.25 carries per_layer_config where it was given global_head_dim and
+        num_global_key_value_heads (Gemma4TextConfig.__post_init__ makes it: {full layer: {head_dim, and with
+        attention_k_eq_v num_key_value_heads}}, and to_dict writes it): read back as those two keys. Any other
+        per-layer override is refused."""
+        if not isinstance(data, dict) or data.get("per_layer_config") is None:
+            return data
+        data = dict(data)
+        overrides = data.pop("per_layer_config")
+        n = data.get("num_hidden_layers", 30)
+        full = {i for i, kind in enumerate(layer_types_of(data.get("layer_types"), n if isinstance(n, int) else 0))
+                if kind == FULL}
+        folded = _folded(overrides, full, bool(data.get("attention_k_eq_v", False)))
+        if folded is None:
+            raise ValueError("per_layer_config: only the overrides transformers writes for the full_attention layers "
+                             "(one head_dim, and with attention_k_eq_v one num_key_value_heads) are read; give "
+                             "global_head_dim and num_global_key_value_heads instead")
+        data["global_head_dim"] = folded["head_dim"]
+        if "num_key_value_heads" in folded:
+            data["num_global_key_value_heads"] = folded["num_key_value_heads"]
+        return data
 
     @model_validator(mode="after")
     def _check_layers(self) -> Gemma4TextConfig:
         check_layer_count("num_hidden_layers", self.num_hidden_layers)
-        if self.per_layer_config is not None:
-            raise ValueError("per_layer_config (explicit per-layer overrides) is not read by zeroplan; give "
-                             "global_head_dim and num_global_key_value_heads instead")
         if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
             raise ValueError(f"layer_types has {len(self.layer_types)} entries, num_hidden_layers is "
                              f"{self.num_hidden_layers}")
@@ -104,10 +147,7 @@ class Gemma4TextConfig(RMSNormDecoderConfig):
         return self
 
     def types(self) -> list[str]:
-        """layer_types as __post_init__ makes them: the default 5:1 pattern, the last layer forced to full."""
-        given = self.layer_types or [SLIDING if (i + 1) % GEMMA4_PATTERN else FULL
-                                     for i in range(self.num_hidden_layers)]
-        return [*given[:-1], FULL]
+        return layer_types_of(self.layer_types, self.num_hidden_layers)
 
     def shares_kv(self, layer: int) -> bool:
         """Gemma4TextConfig.kv_sharing_modes: the last num_kv_shared_layers layers reuse an earlier layer's k/v."""
