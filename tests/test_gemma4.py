@@ -53,7 +53,9 @@ def test_k_eq_v_drops_the_global_layers_v_proj_and_takes_their_own_kv_heads():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"per_layer_config": {"0": {"head_dim": 8}}}, "per_layer_config"),
+    ({"per_layer_config": {"0": {"head_dim": 8}}}, "per_layer_config"),  # not the full layers
+    ({"per_layer_config": {str(i): {"head_dim": 8, "num_key_value_heads": 1} for i in (1, 3, 5)}},
+     "per_layer_config"),  # kv heads without attention_k_eq_v: not what transformers writes
     ({"num_kv_shared_layers": 5, "layer_types": ["sliding_attention"] + ["full_attention"] * 5},
      "no earlier layer of that type"),
     ({"enable_moe_block": True, "num_experts": 4}, "top_k_experts, moe_intermediate_size are null"),
@@ -62,6 +64,19 @@ def test_k_eq_v_drops_the_global_layers_v_proj_and_takes_their_own_kv_heads():
 def test_configs_transformers_refuses_or_zeroplan_does_not_read_are_one_error(change, message):
     with pytest.raises(ValidationError, match=message):
         parse_family_config({**_variant("gemma4_text-tiny"), **change}, strict=False)
+
+
+def test_a_config_transformers_saved_reads_as_the_one_it_was_given():
+    """transformers 5.25 folds global_head_dim and num_global_key_value_heads into per_layer_config (an override per
+    full_attention layer, keys as to_dict writes them) and a saved config.json carries only that: read back the same."""
+    data = _variant("gemma4_text-k-eq-v-untied")
+    given = parse_family_config(data, strict=False)
+    full = [i for i, kind in enumerate(given.architecture().attention_types) if kind == "full_attention"]
+    override = {"head_dim": data["global_head_dim"], "num_key_value_heads": data["num_global_key_value_heads"]}
+    saved = {k: v for k, v in data.items() if k not in ("global_head_dim", "num_global_key_value_heads")}
+    saved["per_layer_config"] = {f"{i:02d}": dict(override) for i in full}
+    assert parse_family_config(saved, strict=False).architecture() == given.architecture()
+    assert count_params(parse_family_config(saved, strict=False)) == count_params(given)
 
 
 def test_the_multimodal_config_reads_its_text_config_and_says_the_towers_are_not_counted():
