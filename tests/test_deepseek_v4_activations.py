@@ -4,36 +4,30 @@ validation/activations_deepseek_v4.json is data measured by validation/measure_d
 5.25 training forward of three tiny configs still keeps when it returns (widths, heads, hc_mult, Sinkhorn
 iterations, compress rates with and without a remainder, indexer shapes and router score functions varied), in
 bf16 and fp32, b 1 and 2, s 32 and 64, without, with full and with selective checkpointing. Each config is read by
-zeroplan's own reader, so the reader's Architecture is what is held to the measurement.
+zeroplan's own reader, so the reader's Architecture is what is held to the measurement
+(validation/compare_deepseek_v4.py, which also writes the docs table).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
+from validation.compare_deepseek_v4 import DATA, LABELS_SLACK, architecture, estimate
 from zeroplan.errors import ZeroplanError
 from zeroplan.memory.activations import activation_bytes
-from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
+from zeroplan.memory.setup import Attention, Precision, TrainingSetup
 from zeroplan.models.families import parse_family_config
 
-DATA = json.loads((Path(__file__).resolve().parent.parent / "validation" / "activations_deepseek_v4.json").read_text())
-PRECISION = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}
-# The whole step beyond the layers: transformers' ForCausalLMLoss pads the labels by one column before shifting
-# (loss_utils.py), and keeps a 0-d fp32 result; zeroplan's loss term counts 8 T bytes of labels, as for every family.
-LABELS_SLACK = 16
-
-
-def _arch(case: str):
-    return parse_family_config(dict(DATA["configs"][case]), strict=False).architecture()
+_arch = architecture
 
 
 def _estimate(row: dict, **change):
-    setup = TrainingSetup(precision=PRECISION[row["dtype"]], seq_len=row["seq_len"], micro_batch=row["micro_batch"],
-                          checkpointing=Checkpointing(row["checkpointing"]), attention=Attention.eager)
+    if not change:
+        return estimate(row)
+    setup = TrainingSetup(precision=Precision.bf16_mixed if row["dtype"] == "bf16" else Precision.fp32,
+                          seq_len=row["seq_len"], micro_batch=row["micro_batch"], attention=Attention.eager)
     return activation_bytes(replace(_arch(row["case"]), **change), setup)
 
 

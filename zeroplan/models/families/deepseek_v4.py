@@ -11,9 +11,8 @@ Buffers, not parameters: a hash layer's tid2eid (V, k) int64 and a top-k layer's
 Legacy keys folded as DeepseekV4Config.__post_init__ folds them: compress_ratios (per layer 0/4/128),
 compress_rate_csa / compress_rate_hca, num_hash_layers. The multi-token-prediction layers are not built.
 
-Its activations (hyper-connection streams with a Sinkhorn normalisation, compressors, the indexer) have no formula
-here: the Architecture carries the config (hf_config_json) and they are measured by a meta-device forward with the
-zeroplan[hf] extra (docs/hf.md); without it the estimate is refused in one line. Pure: no I/O.
+Its activations (hyper-connection streams with a Sinkhorn normalisation, compressors, the eager core with sinks):
+memory/activations/deepseek_v4.py, from the facts architecture() hands it. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -82,8 +81,9 @@ class DeepseekV4Config(FamilyConfig):
     num_nextn_predict_layers: NonNegativeInt = 1
     hidden_act: str = "silu"
     swiglu_limit: PositiveFloat = 10.0
-    # Read by the forward only, so by the measured activations (hf_config_json): the router's score function, the
-    # Sinkhorn iterations of the hyper-connections (each keeps its tensors), the rotary slice.
+    # Read by the forward only, so by the activations (memory/activations/deepseek_v4.py): the router's score function,
+    # the Sinkhorn iterations of the hyper-connections (each keeps its tensors), the rotary slice; hc_eps and the
+    # scaling factor change no saved tensor.
     scoring_func: Literal["sqrtsoftplus", "softmax", "sigmoid"] = "sqrtsoftplus"
     routed_scaling_factor: PositiveFloat = 1.5
     hc_sinkhorn_iters: PositiveInt = 20
