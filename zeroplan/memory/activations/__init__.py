@@ -30,7 +30,9 @@ from zeroplan.memory.activations.compiled import (
     compiled_stack,
 )
 from zeroplan.memory.activations.gated_delta import LINEAR_ATTENTION, delta_net_assumption
-from zeroplan.memory.activations import deepseek_v4
+from zeroplan.memory.activations.deepseek_v4 import ASSUMPTION as DEEPSEEK_V4_ASSUMPTION
+from zeroplan.memory.activations.deepseek_v4 import DEEPSEEK_V4_FAMILIES, residual_bytes
+from zeroplan.memory.activations.deepseek_v4 import core_recompute as deepseek_v4_core_recompute
 from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, core_recompute
 from zeroplan.memory.activations.loop import (
     carried_logits_bytes,
@@ -183,8 +185,8 @@ def _effective_checkpointing(ckpt: Checkpointing, flash: bool) -> Checkpointing:
 
 def layer_input_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
     """What a fully checkpointed layer keeps: its input (DeepSeek-V4: the N hyper-connection streams)."""
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
-        return deepseek_v4.residual_bytes(arch, b, s, e)
+    if arch.family in DEEPSEEK_V4_FAMILIES:
+        return residual_bytes(arch, b, s, e)
     return e * b * s * arch.hidden_size
 
 
@@ -247,8 +249,8 @@ def _recompute_bytes(
         return op_sac_recompute_bytes(arch, b, s, e, layer_full, own_input, flash=flash)
     if ckpt is Checkpointing.selective:
         cores = 2 if arch.num_encoder_layers else 1  # a T5 decoder layer recomputes self- and cross-attention
-        if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:  # compressed layers attend over more keys
-            return deepseek_v4.core_recompute([v for v, _ in layer_variants(arch)], b, s, e)
+        if arch.family in DEEPSEEK_V4_FAMILIES:  # compressed layers attend over more keys
+            return deepseek_v4_core_recompute([v for v, _ in layer_variants(arch)], b, s, e)
         if arch.family in GEMMA4_FAMILIES:  # its global layers' cores are wider: the largest one
             return core_recompute([v for v, _ in layer_variants(arch)], traits, b, s, e, flash=flash)
         return cores * core_recompute_bytes(arch, traits, b, s, e, flash=flash)
@@ -274,8 +276,8 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append("flash attention (SDPA flash/efficient, FlashAttention): q, k, v, output and fp32 log-sum-exp")
     else:
         notes.append("eager attention: score and probability matrices of a x s x s per layer")
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
-        notes.append(deepseek_v4.ASSUMPTION)
+    if arch.family in DEEPSEEK_V4_FAMILIES:
+        notes.append(DEEPSEEK_V4_ASSUMPTION)
     notes.append(loss_assumption(traits, setup.loss) if (loop := loop_assumption(setup)) is None else loop)
     if setup.checkpointing is Checkpointing.full and setup.checkpoint_every > 1:
         notes.append(f"every:{setup.checkpoint_every} checkpointing (torchtitan layer SAC): layers "

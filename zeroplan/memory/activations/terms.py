@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from zeroplan.memory.activations import deepseek_v4
 from zeroplan.memory.activations.attention import attention_terms
+from zeroplan.memory.activations.deepseek_v4 import DEEPSEEK_V4_FAMILIES, head_terms, held_bytes, residual_bytes
+from zeroplan.memory.activations.deepseek_v4 import layer_terms as deepseek_v4_layer_terms
 from zeroplan.memory.activations.gemma4 import GEMMA4_FAMILIES, gemma4_layer_terms, gemma4_model_terms
 from zeroplan.memory.activations.gated_delta import delta_net_terms, is_linear_layer, output_gate_terms
 from zeroplan.memory.activations.llama4 import (
@@ -59,8 +60,8 @@ PER_SAMPLE_ROTARY_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})  # 
 
 def layer_input_saved_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> int:
     """Bytes of a layer's saved set that are its input tensor itself (already kept by a checkpoint)."""
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:  # its hyper-connection keeps the N input streams
-        return deepseek_v4.residual_bytes(arch, b, s, e)
+    if arch.family in DEEPSEEK_V4_FAMILIES:  # its hyper-connection keeps the N input streams
+        return residual_bytes(arch, b, s, e)
     if traits.norm in ("llama", "gemma", "gemma4"):
         return e * b * s * arch.hidden_size if e == FP32_BYTES else 0
     return e * b * s * arch.hidden_size
@@ -73,8 +74,8 @@ def recompute_held_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: 
     1 x a x s x s position biases handed from layer to layer, and (full) the int64 position ids
     that rotary and OPT layers take as an argument, or BLOOM's ALiBi bias.
     """
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
-        return deepseek_v4.held_bytes(arch, b, s, e, full=full)
+    if arch.family in DEEPSEEK_V4_FAMILIES:
+        return held_bytes(arch, b, s, e, full=full)
     kinds = MASK_KINDS_WITH_SLIDING if two_mask_kinds(arch) else 1
     masks = 0 if flash and not traits.eager_only else kinds * e * b * s * s
     biases = 0
@@ -172,8 +173,8 @@ def layer_terms(
     if encoder and not arch.num_encoder_layers:
         return []
     t = b * s
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
-        return deepseek_v4.layer_terms(arch, traits, b, s, e, selective=selective)
+    if arch.family in DEEPSEEK_V4_FAMILIES:
+        return deepseek_v4_layer_terms(arch, traits, b, s, e, selective=selective)
     if arch.family in GEMMA4_FAMILIES:
         experts = moe_mlp_terms(arch, t, e, traits) if arch.is_moe else []
         return gemma4_layer_terms(arch, traits, b, s, e, flash=flash, selective=selective, experts=experts)
@@ -219,7 +220,7 @@ def embedding_terms(
     terms = [("token ids", stacks * INDEX_BYTES * t)]
     if arch.family in GEMMA4_FAMILIES:
         return terms + gemma4_model_terms(arch, b, s, e, traits.norm, full=full)
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:  # each layer makes its own rotary tables
+    if arch.family in DEEPSEEK_V4_FAMILIES:  # each layer makes its own rotary tables
         return terms
     if traits.rope:
         rotary_dims = arch.qk_rope_head_dim if arch.is_mla else int(arch.head_dim * traits.rotary_fraction)
@@ -246,8 +247,8 @@ def embedding_terms(
 def final_norm_terms(arch: Architecture, traits: Traits, b: int, s: int, e: int) -> list[tuple[str, int]]:
     """Final norm(s) and the LM head's input; T5 adds the encoder's and its output kept for cross-attention."""
     t, h = b * s, arch.hidden_size
-    if arch.family in deepseek_v4.DEEPSEEK_V4_FAMILIES:
-        return [(n, v) for n, v in deepseek_v4.head_terms(arch, b, s, e) if v]
+    if arch.family in DEEPSEEK_V4_FAMILIES:
+        return [(n, v) for n, v in head_terms(arch, b, s, e) if v]
     stacks = 2 if arch.num_encoder_layers else 1
     terms = [
         ("final norm", stacks * norm_bytes(traits.norm, t, h, e)),
