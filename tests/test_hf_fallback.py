@@ -110,3 +110,37 @@ def test_progress_goes_to_the_hook_and_to_no_pipe(build, capsys):
     assert lines == ["model_type deepseek_v32: loading torch and transformers to count it on the meta device"]
     hf.count_with_transformers({**DEEPSEEK_V32, "vocab_size": 1002}, "v32", "v32")
     assert capsys.readouterr().err == ""  # stderr is not a terminal here: no line
+
+
+# Older transformers ports from their config classes' own defaults (transformers 5.25): blocks that are no
+# GradientCheckpointingLayer (CTRL, XLNet), a config that refuses a cut depth (ProphetNet), a model that builds only
+# with its own attention code (GPT-Neo); each keeps its count and gets the nearest block's estimate, said.
+@pytest.mark.parametrize(("model_type", "reason"), [
+    ("ctrl", "no GradientCheckpointingLayer blocks"), ("xlnet", "no GradientCheckpointingLayer blocks"),
+    ("prophetnet", "cannot be cut to the copy's depth"), ("gpt_neo", "does not build it with the attention"),
+])
+def test_a_model_the_probe_cannot_cut_or_record_is_estimated_and_said(build, tmp_path, runner, model_type, reason):
+    import transformers
+
+    data = json.loads(json.dumps(transformers.AutoConfig.for_model(model_type).to_dict(), default=str))
+    path = _file(tmp_path, data, model_type)
+    result = runner.invoke(app, ["estimate", "--model", str(path), "--seq-len", "128", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.output[result.output.index("{"):])["activations"]["assumptions"]
+    assert notes[0].startswith("activations estimated, not measured") and reason in notes[0], notes[0]
+
+
+@pytest.mark.parametrize("model_type", ["reformer", "gemma3n"])
+def test_a_model_transformers_cannot_build_here_is_one_line(build, tmp_path, runner, model_type):
+    """Reformer's LM head asserts is_decoder; Gemma 3n's vision tower needs timm and pillow: one error line."""
+    import importlib.util
+
+    import transformers
+
+    if model_type == "gemma3n" and all(importlib.util.find_spec(m) for m in ("PIL", "timm")):
+        pytest.skip("timm and pillow are installed here: Gemma 3n builds")
+
+    data = json.loads(json.dumps(transformers.AutoConfig.for_model(model_type).to_dict(), default=str))
+    result = runner.invoke(app, ["estimate", "--model", str(_file(tmp_path, data, model_type)), "--seq-len", "128"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.startswith("error:") and len(result.output.strip().splitlines()) == 1, result.output

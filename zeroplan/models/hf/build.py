@@ -67,8 +67,8 @@ def build_on_meta(config, dtype: torch.dtype = torch.bfloat16, **kwargs) -> nn.M
     except ValueError as exc:
         raise SpecError(f"model_type {config.model_type!r}: transformers builds no causal LM from it "
                         f"({_first_line(exc)})") from None
-    except (TypeError, KeyError, AttributeError, IndexError, RuntimeError, NotImplementedError,
-            StrictDataclassError) as exc:
+    except (TypeError, KeyError, AttributeError, IndexError, RuntimeError, NotImplementedError, AssertionError,
+            ImportError, StrictDataclassError) as exc:  # ImportError: a sub-model needing a package (timm, pillow)
         raise SpecError(f"model_type {config.model_type!r}: transformers could not build it from this config "
                         f"({type(exc).__name__}: {_first_line(exc)})") from None
     finally:

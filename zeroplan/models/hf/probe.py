@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from zeroplan.errors import SpecError
 from zeroplan.models.hf.records import MeasuredActivations, NotMeasurable
 from zeroplan.models.hf.attention import EAGER, FLASH, CoreMarks, register
 from zeroplan.models.hf.build import build_on_meta, decoder_layers, hf_config
@@ -142,6 +143,9 @@ def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
     """
     layers = decoder_layers(model)
     depth = len(layers)
+    if not layers:  # blocks not derived from GradientCheckpointingLayer (older ports: CTRL, XLNet, ...)
+        raise NotMeasurable(f"model_type {text.model_type!r}: transformers' model has no GradientCheckpointingLayer "
+                            "blocks to measure one by one; activations not measurable")
     per_layer = {k: v for k, v in vars(text).items() if isinstance(v, list) and len(v) == depth and depth > 1}
     kinds: dict[tuple, list[int]] = {}
     for i, layer in enumerate(layers):
@@ -160,9 +164,14 @@ def shallow_copy(model: nn.Module, text) -> tuple[tuple[int, ...], str]:
     for i in reversed(range(len(holder))):
         del holder[i]
     holder.extend(kept)
-    text.num_hidden_layers = len(keep)
-    for key, values in per_layer.items():
-        setattr(text, key, [values[i] for i in keep])
+    try:
+        text.num_hidden_layers = len(keep)
+        for key, values in per_layer.items():
+            setattr(text, key, [values[i] for i in keep])
+    except (NotImplementedError, AttributeError, TypeError, ValueError) as exc:  # a config that refuses the depth
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise NotMeasurable(f"model_type {text.model_type!r}: its config cannot be cut to the copy's depth ({first}); "
+                            "activations not measurable") from None
     return layer_of, how
 
 
@@ -170,7 +179,11 @@ def measure(data: dict, *, micro_batch: int, seq_len: int, dtype: str, flash: bo
     torch.set_num_threads(1)
     register()
     config = hf_config(data)
-    model = build_on_meta(config, DTYPES[dtype], attn_implementation=FLASH if flash else EAGER)
+    try:  # the count built it already; with the recording attention some models do not build (GPT-Neo, GIT)
+        model = build_on_meta(config, DTYPES[dtype], attn_implementation=FLASH if flash else EAGER)
+    except SpecError:
+        raise NotMeasurable(f"model_type {data.get('model_type')!r}: transformers does not build it with the attention "
+                            "the measurement records (its own attention code); activations not measurable") from None
     layer_of, copy = shallow_copy(model, config.get_text_config())
     model.train()
     rec = Recorder(model)
