@@ -139,18 +139,26 @@ def count(model: nn.Module, experts: int, top_k: int) -> tuple[ParamCount, bool]
 def layer_value(text, key: str, notes: list[str]):
     """A config attribute, or where it differs by layer (a heterogeneous config, Gemma 4's head_dim and
     num_key_value_heads: transformers raises AmbiguousGlobalPerLayerAttributeError, a RuntimeError, on the global
-    read) the value most layers have, the note saying so; None where the config has no such attribute."""
+    read; or a list with one entry per layer, Gemma 3n's intermediate_size) the value most layers have, the note
+    saying so where they differ; None where the config has no such attribute."""
+    ambiguous = False
     try:
-        return getattr(text, key, None)
+        value = getattr(text, key, None)
     except RuntimeError:
+        ambiguous = True
         values = [getattr(layer, key, None) for layer in getattr(text, "per_layer_config", None) or ()]
-        counted = Counter(v for v in values if v is not None)
-        if not counted:
-            return None
-        value = counted.most_common(1)[0][0]
+    else:
+        if not isinstance(value, list) or len(value) != getattr(text, "num_hidden_layers", None):
+            return value
+        values = value  # a per-layer list in the key itself (Gemma 3n's intermediate_size)
+    counted = Counter(v for v in values if v is not None and not isinstance(v, (list, dict)))
+    if not counted:
+        return None
+    value = counted.most_common(1)[0][0]
+    if ambiguous or len(counted) > 1:
         notes.append(f"{key} differs by layer ({', '.join(f'{v} in {n}' for v, n in sorted(counted.items()))} "
                      f"layers): the flat facts take {value}, the count each layer's own")
-        return value
+    return value
 
 
 def architecture(model: nn.Module, text, model_type: str, config_json: str, notes: list[str]) -> Architecture:
