@@ -72,10 +72,13 @@ def test_the_indexer_keeps_nothing():
     assert (DATA["configs"]["base"]["index_n_heads"], DATA["configs"]["rates"]["index_n_heads"]) == (2, 3)
 
 
-def test_a_score_function_transformers_cannot_build_is_one_error():
-    row = _rows("none")[0]
-    with pytest.raises(ZeroplanError, match="scoring_func 'softmax'"):
-        _estimate(row, router_score="softmax")
+@pytest.mark.parametrize(("change", "message"), [
+    ({"router_score": "softmax"}, "scoring_func 'softmax'"),  # ACT2FN has none: transformers cannot build it
+    ({"attention_dropout": 0.1}, "attention_dropout 0.1"),  # a mask on the probabilities, not measured
+])
+def test_what_the_formula_does_not_cover_is_one_error(change, message):
+    with pytest.raises(ZeroplanError, match=message):
+        _estimate(_rows("none")[0], **change)
 
 
 def test_flash_is_counted_as_eager_and_said():

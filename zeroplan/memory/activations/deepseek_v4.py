@@ -53,6 +53,9 @@ ASSUMPTION = ("deepseek_v4 (transformers==5.25.0 modeling_deepseek_v4.py): each 
 
 def check_deepseek_v4(arch: Architecture) -> None:
     """ZeroplanError for what the formula does not cover."""
+    if arch.attention_dropout > 0:
+        raise ZeroplanError(f"deepseek_v4 attention_dropout {arch.attention_dropout}: the dropout mask on the core's "
+                            "probabilities is not measured for it (its published configs have 0.0); not modelled")
     if arch.router_score not in ACTIVATION_SAVES:
         raise ZeroplanError(f"deepseek_v4 scoring_func {arch.router_score!r}: transformers==5.25.0's router calls "
                             f"ACT2FN[scoring_func], which has no such function; not modelled")

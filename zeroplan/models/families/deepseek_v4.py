@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from zeroplan.models.architecture import Architecture
 from zeroplan.models.block import MLP, OTHER, CompressedAttention, Decoder, Extra, Layer, MoE, runs
@@ -92,6 +92,7 @@ class DeepseekV4Config(FamilyConfig):
     qk_rope_head_dim: PositiveInt | None = None  # legacy: partial_rotary_factor = qk_rope_head_dim / head_dim
     tie_word_embeddings: bool = False
     mlp_bias: bool = False
+    attention_dropout: NonNegativeFloat = 0.0  # on the eager core's probabilities (memory/activations/deepseek_v4.py)
 
     @model_validator(mode="after")
     def _check(self) -> DeepseekV4Config:
@@ -186,7 +187,7 @@ class DeepseekV4Config(FamilyConfig):
             num_experts_per_tok=self.num_experts_per_tok, shared_expert_intermediate_size=self.expert_width,
             attention_sinks=True, sliding_window=self.sliding_window, hidden_act=self.hidden_act,
             q_lora_rank=self.q_lora_rank, qk_rope_head_dim=self.rotary_dims(), attention_types=tuple(self.types()),
-            router_score=self.scoring_func, hc_mult=self.hc_mult, hc_sinkhorn_iters=self.hc_sinkhorn_iters,
+            attention_dropout=self.attention_dropout, router_score=self.scoring_func, hc_mult=self.hc_mult, hc_sinkhorn_iters=self.hc_sinkhorn_iters,
             o_groups=self.o_groups, o_lora_rank=self.o_lora_rank, csa_compress_rate=rates[CSA],
             hca_compress_rate=rates[HCA])
         return Architecture(**facts)
