@@ -4,7 +4,9 @@
     python validation/compare_deepseek_v4.py --write-docs # also rewrite the table in docs/activations.md
 
 Torch-free: reads validation/activations_deepseek_v4.json (validation/measure_deepseek_v4.py, which needs torch).
-Each measured config is read by zeroplan's own reader (models/families/deepseek_v4.py), so the Architecture held
+Rows of weights "cast" (every parameter in the compute dtype, zeroplan's assumption) are held to zeroplan's figure;
+rows of weights "loaded" (transformers' fp32 modules kept) to it plus loaded_delta, the difference docs/activations.md
+states. Each measured config is read by zeroplan's own reader (models/families/deepseek_v4.py), so the Architecture held
 to the measurement is the one a user's config.json gets.
 """
 
@@ -14,10 +16,13 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from zeroplan.memory.activations import ActivationEstimate, activation_bytes
+from zeroplan.memory.activations.deepseek_v4 import windows
+from zeroplan.memory.activations.ops import FP32_BYTES
 from zeroplan.memory.setup import Attention, Checkpointing, Precision, TrainingSetup
 from zeroplan.models.families import parse_family_config
 
@@ -30,6 +35,7 @@ PRECISION = {"bf16": Precision.bf16_mixed, "fp32": Precision.fp32}
 # and keeps a 0-d fp32 result; zeroplan's loss term counts 8 T bytes of labels, as for every family (measured: 4
 # to 12 bytes under).
 LABELS_SLACK = 16
+HYPER_CONNECTIONS = 2  # attn_hc and ffn_hc per layer
 
 
 def architecture(case: str):
@@ -42,37 +48,64 @@ def estimate(row: dict) -> ActivationEstimate:
     return activation_bytes(architecture(row["case"]), setup)
 
 
-def compared() -> list[tuple[dict, int, ActivationEstimate]]:
-    """(row, measured total, zeroplan's estimate) for every measured case."""
-    return [(r, r["total"], estimate(r)) for r in DATA["cases"]]
+def loaded_delta(row: dict) -> tuple[int, tuple[int, ...]]:
+    """What weights kept fp32 as transformers loads them (no engine cast) keep beyond zeroplan's cast figure: (the
+    whole, each layer's). 16-bit only: the fp32 sinks make the core's logits fp32, so its softmax keeps 4 bytes an
+    element instead of e and p v reads its cast (e b a s L); fn.float() and the head's hc_fn / hc_scale .float() are
+    the parameters themselves, no copies (memory/activations/deepseek_v4.py counts those copies)."""
+    arch, e, b, s = architecture(row["case"]), PRECISION[row["dtype"]].compute_bytes, row["micro_batch"], row["seq_len"]
+    if e == FP32_BYTES:
+        return 0, (0,) * arch.num_layers
+    n, h, a = arch.hc_mult, arch.hidden_size, arch.num_attention_heads
+    each = []
+    for kind in arch.attention_types:
+        keys = s + windows(replace(arch, attention_types=(kind,)), s)
+        core = (FP32_BYTES - e) * b * a * s * (keys + 1) + e * b * a * s * keys
+        each.append(core - HYPER_CONNECTIONS * FP32_BYTES * (2 + n) * n * n * h)
+    return sum(each) - FP32_BYTES * (n * n * h + 1), tuple(each)
+
+
+def compared() -> list[tuple[dict, int, int, tuple[int, ...]]]:
+    """(row, measured total, zeroplan's total, zeroplan's layers) for every measured case; a loaded row's figure
+    is the cast one plus loaded_delta (docs/activations.md)."""
+    out = []
+    for r in DATA["cases"]:
+        acts = estimate(r)
+        total, layers = acts.total_bytes, acts.layer_bytes
+        if r["weights"] == "loaded":
+            extra, each = loaded_delta(r)
+            total, layers = total + extra, tuple(x + y for x, y in zip(layers, each))
+        out.append((r, r["total"], total, layers))
+    return out
 
 
 def _label(r: dict) -> str:
-    return f"{r['checkpointing']}, {r['dtype']}, b={r['micro_batch']}, s={r['seq_len']}"
+    return f"{r['weights']}, {r['checkpointing']}, {r['dtype']}, b={r['micro_batch']}, s={r['seq_len']}"
 
 
 def summary() -> tuple[str, int]:
-    """The table by config, and the largest shortfall in bytes."""
-    lines = ["| config | cases | max abs error | worst case | layers exact (no checkpointing) |",
-             "|---|---:|---:|---|---|"]
+    """The table by config and weights, and the largest shortfall in bytes."""
+    lines = ["| config | weights | cases | max abs error | worst case | layers exact (no checkpointing) |",
+             "|---|---|---:|---:|---|---|"]
     worst_all = 0
     rows = compared()
     for case in DATA["configs"]:
-        mine = [(r, m, p.total_bytes, p) for r, m, p in rows if r["case"] == case]
-        r, m, p, _ = max(mine, key=lambda x: abs(x[2] - x[1]))
-        worst_all = max(worst_all, max(abs(x[2] - x[1]) for x in mine))
-        exact = all(list(e.layer_bytes) == r["layers"] for r, _, _, e in mine if r["checkpointing"] == "none")
-        lines.append(f"| {case} | {len(mine)} | {abs(p - m)} B ({100 * abs(p - m) / m:.4f}%) | {_label(r)} | "
-                     f"{'yes' if exact else 'NO'} |")
+        for weights in ("cast", "loaded"):
+            mine = [x for x in rows if x[0]["case"] == case and x[0]["weights"] == weights]
+            r, m, p, _ = max(mine, key=lambda x: abs(x[2] - x[1]))
+            worst_all = max(worst_all, abs(p - m))
+            exact = all(list(layers) == r["layers"] for r, _, _, layers in mine if r["checkpointing"] == "none")
+            lines.append(f"| {case} | {weights} | {len(mine)} | {abs(p - m)} B ({100 * abs(p - m) / m:.4f}%) | "
+                         f"{_label(r)} | {'yes' if exact else 'NO'} |")
     return "\n".join(lines), worst_all
 
 
 def cases_table() -> str:
-    lines = ["| config | checkpointing | dtype | b | s | measured B | predicted B | error B | measured per layer B |",
-             "|---|---|---|---|---|---:|---:|---:|---|"]
-    for r, m, p in compared():
-        lines.append(f"| {r['case']} | {r['checkpointing']} | {r['dtype']} | {r['micro_batch']} | {r['seq_len']} | "
-                     f"{m:,} | {p.total_bytes:,} | {p.total_bytes - m:+,} | {', '.join(f'{n:,}' for n in r['layers'])} |")
+    lines = ["| config | weights | checkpointing | dtype | b | s | measured B | predicted B | error B | measured per "
+             "layer B |", "|---|---|---|---|---|---|---:|---:|---:|---|"]
+    for r, m, p, _ in compared():
+        lines.append(f"| {r['case']} | {r['weights']} | {r['checkpointing']} | {r['dtype']} | {r['micro_batch']} | "
+                     f"{r['seq_len']} | {m:,} | {p:,} | {p - m:+,} | {', '.join(f'{n:,}' for n in r['layers'])} |")
     return "\n".join(lines)
 
 

@@ -11,9 +11,11 @@ indices only build the attention's block mask: nothing the loss depends on reach
 what its ops saved before the forward ends (its parameters get no gradient). The pack hook hands autograd a small
 holder per saved tensor; a storage counts while a holder of it is alive.
 
-The model is built as transformers loads it in 16 bits (from_config(dtype=...)): the modules it keeps in fp32
+Two ways to hold the weights (`weights`): cast, every parameter in the compute dtype (model.to(dtype), as DeepSpeed's
+module.bfloat16() and FSDP's param_dtype compute and as zeroplan assumes for every family); loaded, as transformers
+loads the model in 16 bits (from_config(dtype=...)), the modules it keeps in fp32
 (DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict: the hyper-connections, the norms, sinks, position
-biases) stay fp32. DeepSeek-V4 has eager attention only (_supports_sdpa/_supports_flash_attn False: head_dim 512).
+biases) left fp32 (a run no engine casts). DeepSeek-V4 has eager attention only (_supports_sdpa/_supports_flash_attn False: head_dim 512).
 Recorded per case: saved, held, logits, copy, recompute_layer, recompute_core as the harness defines them, and
 per layer the bytes only that layer keeps (layers). zeroplan's formula is compared with the file by
 tests/test_deepseek_v4_activations.py (no torch).
@@ -59,6 +61,10 @@ CASES: dict[str, dict] = {
 }
 SEQ_LENS, MICRO_BATCHES = (32, 64), (1, 2)
 CHECKPOINTING = (Checkpointing.none, Checkpointing.full, Checkpointing.selective)
+# cast: every parameter in the compute dtype, as the engines compute (DeepSpeed's module.bfloat16(), FSDP's
+# param_dtype) and as zeroplan assumes for every family; loaded: as from_pretrained(dtype=bf16) leaves it, the
+# _keep_in_fp32_modules_strict in fp32 (a run with no engine cast: plain DDP, one GPU).
+CAST, LOADED = "cast", "loaded"
 
 
 class _Held:
@@ -115,20 +121,22 @@ def _unpack(held):
     return held.t if isinstance(held, _Held) else held
 
 
-def build(case: str, dtype: str, checkpointing: Checkpointing):
+def build(case: str, dtype: str, checkpointing: Checkpointing, weights: str):
     cfg = transformers.AutoConfig.for_model("deepseek_v4", **CASES[case])
     impl = f"zp_eager{'_sel' if checkpointing is Checkpointing.selective else ''}"
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=impl,
                                                           dtype=harness.DTYPES[dtype][0])
+    if weights == CAST:  # as DeepSpeed (module.bfloat16()) and FSDP's param_dtype compute it: every parameter e
+        model = model.to(harness.DTYPES[dtype][0])
     model.train()
     if checkpointing is Checkpointing.full:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
 
 
-def measure(case: str, dtype: str, checkpointing: Checkpointing, s: int, b: int) -> dict:
-    model = build(case, dtype, checkpointing)
+def measure(case: str, dtype: str, checkpointing: Checkpointing, s: int, b: int, weights: str = CAST) -> dict:
+    model = build(case, dtype, checkpointing, weights)
     rec = harness.RECORDER = LiveRecorder(model)
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     hooks = []
@@ -152,7 +160,7 @@ def measure(case: str, dtype: str, checkpointing: Checkpointing, s: int, b: int)
         if len(owners) == 1:
             (layer,) = owners
             per_layer[layer] = per_layer.get(layer, 0) + rec.saved[ptr]
-    row = dict(case=case, dtype=dtype, checkpointing=checkpointing.value, seq_len=s, micro_batch=b,
+    row = dict(case=case, weights=weights, dtype=dtype, checkpointing=checkpointing.value, seq_len=s, micro_batch=b,
                saved=sum(rec.saved.values()), held=sum(held.values()),
                logits=0 if logits.untyped_storage().data_ptr() in rec.saved else logits.untyped_storage().nbytes(),
                copy=logits.numel() * 4 if logits.dtype != torch.float32 else 0,
@@ -165,6 +173,10 @@ def measure(case: str, dtype: str, checkpointing: Checkpointing, s: int, b: int)
 def _enter(rec: LiveRecorder, index: int, module, args, kwargs) -> None:
     harness._enter_layer(rec, index, module, args, kwargs)
     rec.layer_args.update(t.untyped_storage().data_ptr() for t in harness._tensors((args[1:], kwargs)))
+
+
+def _key(row: dict) -> tuple:
+    return row["case"], row["weights"], row["dtype"], row["seq_len"], row["micro_batch"]
 
 
 def total(row: dict, reference: dict) -> int:
@@ -187,14 +199,15 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")
         transformers.logging.set_verbosity_error()
         for case in args.case or list(CASES):
-            for dtype in harness.DTYPES:
-                for s in SEQ_LENS:
-                    for b in MICRO_BATCHES:
-                        for ckpt in CHECKPOINTING:  # none first: the others take their recompute from it
-                            rows.append(measure(case, dtype, ckpt, s, b))
-    refs = {(r["case"], r["dtype"], r["seq_len"], r["micro_batch"]): r for r in rows if r["checkpointing"] == "none"}
+            for weights in (CAST, LOADED):
+                for dtype in harness.DTYPES:
+                    for s in SEQ_LENS:
+                        for b in MICRO_BATCHES:
+                            for ckpt in CHECKPOINTING if weights == CAST else CHECKPOINTING[:1]:
+                                rows.append(measure(case, dtype, ckpt, s, b, weights))  # none first (recompute)
+    refs = {_key(r): r for r in rows if r["checkpointing"] == "none"}
     for r in rows:
-        r["total"] = total(r, refs[(r["case"], r["dtype"], r["seq_len"], r["micro_batch"])])
+        r["total"] = total(r, refs[_key(r)])
     if args.print:
         for r in rows:
             print(r)

@@ -4,15 +4,17 @@ Pure: no I/O. Symbols as in zeroplan.memory.activations (T = b s, e compute byte
 and N hc_mult streams, I hc_sinkhorn_iters, r q_lora_rank, r_d the rotary slice, g o_groups, o o_lora_rank, E
 experts, k per token, f their width; a compressed layer of rate m has W = floor(s / m) windows and attends over
 L = s + W keys (L = s in a sliding layer). Each term is checked against validation/activations_deepseek_v4.json
-(validation/measure_deepseek_v4.py: what is still saved when the forward has returned). The model is as
-transformers loads it in 16 bits: its _keep_in_fp32_modules_strict (hyper-connections, norms, sinks, position
-biases) stay fp32, so those modules compute in fp32 whatever e is.
+(validation/measure_deepseek_v4.py: what is still saved when the forward has returned). Every parameter is in the
+compute dtype, as for every family (DeepSpeed's module.bfloat16(), FSDP's param_dtype): the modules transformers keeps
+in fp32 when it loads the model (_keep_in_fp32_modules_strict) are cast too, and compute in fp32 only where their
+code upcasts (.float(), .to(torch.float32), softmax(dtype=torch.float32)). A run that keeps them fp32 (no engine
+cast: one GPU, plain DDP) keeps the core's softmax in fp32 and its cast: docs/activations.md says by how much.
 
 - DeepseekV4HyperConnection (attn_hc, ffn_hc): the N streams (e T N h), their fp32 copy, an unweighted RMSNorm
-  (rsqrt, normed), the mix projection's output (T (2 + N) N), the pre and post sigmoids, the comb softmax, then
+  (rsqrt, normed), fn.float() (a copy of the mix weight in 16 bits), the mix projection's output (T (2 + N) N), the pre and post sigmoids, the comb softmax, then
   2 I - 1 Sinkhorn divisions, each keeping its numerator (T N N) and denominator (T N), and pre for the collapse;
   around each block the layer keeps the block's output, post and comb in e (their residual mix).
-- DeepseekV4RMSNorm (fp32 weight): the fp32 input, rsqrt, the fp32 normed product (ops.norm_bytes "olmo2"); its
+- DeepseekV4RMSNorm (weight * normed in fp32): the fp32 input, rsqrt, the fp32 normed product (ops.norm_bytes "olmo2"); its
   e output where a linear reads it. q_b_norm (no weight) on the e query: the query, its fp32 copy, rsqrt in fp32
   and in e.
 - apply_rotary_pos_emb repeats cos and sin (1 x s x r_d, e) on every call: q, kv and the output (-sin) make six
@@ -22,8 +24,8 @@ biases) stay fp32, so those modules compute in fp32 whatever e is.
   a top-k whose integer indices only mask the attention: nothing reaches back into it, so what it saved is freed
   with its graph before the forward returns (its parameters get no gradient in transformers' training).
 - the core (eager only: _supports_sdpa / _supports_flash_attn False): q, the one k = v head (b = 1: as it is;
-  b > 1: matmul's broadcast copies of a heads, for k^T and for v), the max's indices, the fp32 softmax over L + 1
-  logits (the sink's), its e cast; the grouped output's inputs (o_a_proj: T a d, o_b_proj: T g o).
+  b > 1: matmul's broadcast copies of a heads, for k^T and for v), the max's indices, the softmax over L + 1 logits
+  (the sink's) in e, which p v reads as it is; the grouped output's inputs (o_a_proj: T a d, o_b_proj: T g o).
 - MoE: the score function (sqrtsoftplus: 2 tensors, sigmoid: 1), the indices (hash: tid2eid[input_ids]) and the
   renormalised weights; grouped_mm experts with DeepseekV4Experts._apply_gate's clamps (the clamped gate and up
   are new tensors) and the same clamped SwiGLU in the shared expert.
@@ -45,10 +47,10 @@ ROTARY_TABLES = 2  # cos and sin
 CSA_SLOTS = 2  # a CSA window weighs 2m slots: the previous window's Ca half and its own Cb half
 K_AND_V = 2  # b > 1: matmul's broadcast copies of the shared k=v head, one for q k^T, one for p v
 ASSUMPTION = ("deepseek_v4 (transformers==5.25.0 modeling_deepseek_v4.py): each layer keeps its hc_mult input streams "
-              "(e) and, per hyper-connection, an fp32 copy, norm and Sinkhorn mixing; the core's fp32 softmax over "
+              "(e) and, per hyper-connection, an fp32 copy, norm and Sinkhorn mixing; the core's softmax over "
               "s + W + 1 logits (W compressed keys, the sink); the lightning indexer keeps nothing for backward (its "
-              "top-k indices only mask the attention; its parameters get no gradient); hyper-connections and norms "
-              "in fp32 as transformers loads the model in 16 bits")
+              "top-k indices only mask the attention; its parameters get no gradient); every parameter in the compute "
+              "dtype, the engine's cast included (kept fp32 as transformers loads them, the softmax is fp32: more)")
 
 
 def check_deepseek_v4(arch: Architecture) -> None:
@@ -86,6 +88,7 @@ def hyper_connection_terms(arch: Architecture, t: int, e: int, which: str) -> li
     f = FP32_BYTES
     return [(f"{which} streams (T N h)", e * t * n * h), (f"{which} streams' fp32 copy", f * t * n * h if _half(e) else 0),
             (f"{which} norm rsqrt and normed streams", f * t + f * t * n * h),
+            (f"{which} mix weight's fp32 copy (fn.float())", f * (2 + n) * n * n * h if _half(e) else 0),
             (f"{which} mix projection output (T (2 + N) N)", f * t * (2 + n) * n),
             (f"{which} pre and post sigmoids, comb softmax", HC_GATES * f * t * n + f * t * n * n),
             (f"{which} Sinkhorn divisions ({2 * iters - 1}: numerator and denominator)",
@@ -118,8 +121,7 @@ def core_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, in
     copies = 0 if b == 1 else K_AND_V * e * b * a * keys * d
     return [("q (core input)", e * b * s * a * d), ("k = v (core input, one head)", 0 if copies else kv),
             ("k and v broadcast to a heads (matmul copies, b > 1)", copies),
-            ("max indices", INDEX_BYTES * b * a * s), ("softmax over L + 1 logits (fp32)", FP32_BYTES * b * a * s * (keys + 1)),
-            ("probabilities cast to e", e * b * a * s * keys if _half(e) else 0)]
+            ("max indices", INDEX_BYTES * b * a * s), ("softmax over L + 1 logits (the sink's)", e * b * a * s * (keys + 1))]
 
 
 def core_mask_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
@@ -195,7 +197,9 @@ def head_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, in
     t, n, h, f = b * s, arch.hc_mult, arch.hidden_size, FP32_BYTES
     return [("hc_head streams (T N h) and fp32 copy", e * t * n * h + (f * t * n * h if _half(e) else 0)),
             ("hc_head norm rsqrt and normed streams", f * t + f * t * n * h),
-            ("hc_head mixes, sigmoid and pre", 3 * f * t * n), ("final norm", norm_bytes(NORM, t, h, e)),
+            ("hc_head mixes, sigmoid and pre", 3 * f * t * n),
+            ("hc_head hc_fn and hc_scale fp32 copies", f * n * n * h + f if _half(e) else 0),
+            ("final norm", norm_bytes(NORM, t, h, e)),
             ("LM head input", e * t * h)]
 
 
