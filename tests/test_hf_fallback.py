@@ -114,7 +114,8 @@ def test_progress_goes_to_the_hook_and_to_no_pipe(build, capsys):
 
 # Older transformers ports from their config classes' own defaults (transformers 5.25): blocks that are no
 # GradientCheckpointingLayer (CTRL, XLNet), a config that refuses a cut depth (ProphetNet), a model that builds only
-# with its own attention code (GPT-Neo), Gemma 3n's per-layer intermediate_size list; each keeps its count and gets the nearest block's estimate, said.
+# with its own attention code (GPT-Neo), Gemma 3n's per-layer intermediate_size list; each keeps its count and gets
+# the nearest block's estimate, said.
 @pytest.mark.parametrize(("model_type", "reason"), [
     ("ctrl", "no GradientCheckpointingLayer blocks"), ("xlnet", "no GradientCheckpointingLayer blocks"),
     ("prophetnet", "cannot be cut to the copy's depth"), ("gpt_neo", "does not build it with the attention"),

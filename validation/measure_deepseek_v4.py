@@ -15,7 +15,8 @@ Two ways to hold the weights (`weights`): cast, every parameter in the compute d
 module.bfloat16() and FSDP's param_dtype compute and as zeroplan assumes for every family); loaded, as transformers
 loads the model in 16 bits (from_config(dtype=...)), the modules it keeps in fp32
 (DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict: the hyper-connections, the norms, sinks, position
-biases) left fp32 (a run no engine casts). DeepSeek-V4 has eager attention only (_supports_sdpa/_supports_flash_attn False: head_dim 512).
+biases) left fp32 (a run no engine casts). DeepSeek-V4 has eager attention only (_supports_sdpa and
+_supports_flash_attn False: head_dim 512).
 Recorded per case: saved, held, logits, copy, recompute_layer, recompute_core as the harness defines them, and
 per layer the bytes only that layer keeps (layers). zeroplan's formula is compared with the file by
 tests/test_deepseek_v4_activations.py (no torch).

@@ -11,11 +11,12 @@ code upcasts (.float(), .to(torch.float32), softmax(dtype=torch.float32)). A run
 cast: one GPU, plain DDP) keeps the core's softmax in fp32 and its cast: docs/activations.md says by how much.
 
 - DeepseekV4HyperConnection (attn_hc, ffn_hc): the N streams (e T N h), their fp32 copy, an unweighted RMSNorm
-  (rsqrt, normed), fn.float() (a copy of the mix weight in 16 bits), the mix projection's output (T (2 + N) N), the pre and post sigmoids, the comb softmax, then
-  2 I - 1 Sinkhorn divisions, each keeping its numerator (T N N) and denominator (T N), and pre for the collapse;
+  (rsqrt, normed), fn.float() (a copy of the mix weight in 16 bits), the mix projection's output (T (2 + N) N),
+  the pre and post sigmoids, the comb softmax, then 2 I - 1 Sinkhorn divisions, each keeping its numerator (T N N)
+  and denominator (T N), and pre for the collapse;
   around each block the layer keeps the block's output, post and comb in e (their residual mix).
-- DeepseekV4RMSNorm (weight * normed in fp32): the fp32 input, rsqrt, the fp32 normed product (ops.norm_bytes "olmo2"); its
-  e output where a linear reads it. q_b_norm (no weight) on the e query: the query, its fp32 copy, rsqrt in fp32
+- DeepseekV4RMSNorm (weight * normed in fp32): the fp32 input, rsqrt, the fp32 normed product (ops.norm_bytes
+  "olmo2"); its e output where a linear reads it. q_b_norm (no weight) on the e query: the query, its fp32 copy, rsqrt in fp32
   and in e.
 - apply_rotary_pos_emb repeats cos and sin (1 x s x r_d, e) on every call: q, kv and the output (-sin) make six
   tables per layer; a compressor's keys two more of b x W x r_d.
@@ -86,7 +87,8 @@ def residual_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
 def hyper_connection_terms(arch: Architecture, t: int, e: int, which: str) -> list[tuple[str, int]]:
     n, h, iters = arch.hc_mult, arch.hidden_size, arch.hc_sinkhorn_iters
     f = FP32_BYTES
-    return [(f"{which} streams (T N h)", e * t * n * h), (f"{which} streams' fp32 copy", f * t * n * h if _half(e) else 0),
+    return [(f"{which} streams (T N h)", e * t * n * h),
+            (f"{which} streams' fp32 copy", f * t * n * h if _half(e) else 0),
             (f"{which} norm rsqrt and normed streams", f * t + f * t * n * h),
             (f"{which} mix weight's fp32 copy (fn.float())", f * (2 + n) * n * n * h if _half(e) else 0),
             (f"{which} mix projection output (T (2 + N) N)", f * t * (2 + n) * n),
@@ -121,7 +123,8 @@ def core_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, in
     copies = 0 if b == 1 else K_AND_V * e * b * a * keys * d
     return [("q (core input)", e * b * s * a * d), ("k = v (core input, one head)", 0 if copies else kv),
             ("k and v broadcast to a heads (matmul copies, b > 1)", copies),
-            ("max indices", INDEX_BYTES * b * a * s), ("softmax over L + 1 logits (the sink's)", e * b * a * s * (keys + 1))]
+            ("max indices", INDEX_BYTES * b * a * s),
+            ("softmax over L + 1 logits (the sink's)", e * b * a * s * (keys + 1))]
 
 
 def core_mask_bytes(arch: Architecture, b: int, s: int, e: int) -> int:
@@ -203,5 +206,6 @@ def head_terms(arch: Architecture, b: int, s: int, e: int) -> list[tuple[str, in
             ("LM head input", e * t * h)]
 
 
-__all__ = ["ASSUMPTION", "DEEPSEEK_V4_FAMILIES", "check_deepseek_v4", "core_recompute", "head_terms", "held_bytes", "layer_terms",
+__all__ = ["ASSUMPTION", "DEEPSEEK_V4_FAMILIES", "check_deepseek_v4", "core_recompute", "head_terms", "held_bytes",
+           "layer_terms",
            "residual_bytes"]

@@ -187,7 +187,8 @@ class DeepseekV4Config(FamilyConfig):
             num_experts_per_tok=self.num_experts_per_tok, shared_expert_intermediate_size=self.expert_width,
             attention_sinks=True, sliding_window=self.sliding_window, hidden_act=self.hidden_act,
             q_lora_rank=self.q_lora_rank, qk_rope_head_dim=self.rotary_dims(), attention_types=tuple(self.types()),
-            attention_dropout=self.attention_dropout, router_score=self.scoring_func, hc_mult=self.hc_mult, hc_sinkhorn_iters=self.hc_sinkhorn_iters,
+            attention_dropout=self.attention_dropout, router_score=self.scoring_func, hc_mult=self.hc_mult,
+            hc_sinkhorn_iters=self.hc_sinkhorn_iters,
             o_groups=self.o_groups, o_lora_rank=self.o_lora_rank, csa_compress_rate=rates[CSA],
             hca_compress_rate=rates[HCA])
         return Architecture(**facts)
