@@ -5,6 +5,7 @@ carriage return that overwrites the line, a bidi override that reorders it, or a
 even as an entity. Every text, GitHub and JUnit report, and the CLI's error line, passes through `printable`.
 """
 
+import reprlib
 import unicodedata
 
 # Beyond the control characters (Cc: C0, DEL, C1) and lone surrogates (Cs, from undecodable file names):
@@ -50,3 +51,25 @@ def terminal_text(text: str, encoding: str | None = "utf-8") -> str:
     except UnicodeEncodeError:
         pass
     return safe.translate(ASCII_DRAWING).encode(encoding, "backslashreplace").decode(encoding)
+
+
+class _Brief(reprlib.Repr):
+    """reprlib's bounded repr (a few items of each list, the first characters of a string), with an integer too long
+    for Python to write as digits (4,300+: repr raises ValueError) described by its size instead."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > _LONGEST_INT_BITS:
+            return f"<an integer of {x.bit_length():,} bits>"
+        return super().repr_int(x, level)
+
+
+_LONGEST_INT_BITS = 256
+_BRIEF = _Brief()
+_BRIEF.maxstring = _BRIEF.maxother = _BRIEF.maxlong = 40
+
+
+def brief(value: object, width: int = 60) -> str:
+    """A value read from a file, as an error message shows it: a bounded repr (however long or deep the value),
+    control characters escaped, at most `width` characters."""
+    text = printable(_BRIEF.repr(value))
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -66,6 +66,9 @@ def _require_regular(path: Path, mode: int) -> None:
         raise SpecError(f"{path}: {kind}, not a regular file")
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 @functools.cache
 def _loader() -> type:
     """A safe loader that rejects duplicate keys instead of silently keeping the last one.
@@ -76,11 +79,22 @@ def _loader() -> type:
     import yaml
 
     class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        pass
+        def flatten_mapping(self, node: yaml.MappingNode) -> None:
+            """PyYAML's merge keys (`<<: *base`), as yaml.safe_load reads them, bounded: each merge copies the
+            merged mapping's pairs, so nested merges of merges grow like an alias bomb and are refused as one."""
+            super().flatten_mapping(node)  # recurses through this method: every level is bounded
+            if len(node.value) > MAX_YAML_NODES:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"merge keys expand a mapping past {MAX_YAML_NODES:,} keys", node.start_mark)
 
     def construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:  # `<<`: merged keys are overridden by the mapping's own, as YAML says
+                if MERGE_TAG in seen:
+                    raise yaml.constructor.ConstructorError(None, None, "duplicate key '<<'", key_node.start_mark)
+                seen.add(MERGE_TAG)
+                continue
             key = loader.construct_object(key_node, deep=deep)
             if isinstance(key, (list, dict)):
                 raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar", key_node.start_mark)
@@ -108,7 +122,8 @@ class LongInteger:
         self.digits = sum(ch.isdigit() for ch in literal)
 
 
-def _int_or_long(literal: str) -> int | LongInteger:
+def int_or_long(literal: str) -> int | LongInteger:
+    """An integer from JSON text; a LongInteger where Python refuses the digits (json.loads parse_int)."""
     try:
         return int(literal)
     except ValueError:
@@ -212,12 +227,33 @@ def yaml_key_lines(text: str) -> dict[str, int]:
 def parse_json(text: str, origin: str) -> Any:
     """Parse JSON, errors as one SpecError line."""
     try:
-        data = json.loads(text, parse_int=_int_or_long)
+        data = json.loads(text, parse_int=int_or_long)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{origin}: invalid JSON (line {exc.lineno}): {exc.msg}") from None
     except RecursionError:
         raise SpecError(f"{origin}: JSON nested too deeply") from None
     return reject_long_integers(data, origin)
+
+
+def parse_toml(text: str, origin: str) -> dict:
+    """TOML through the standard library's tomllib (Python 3.11+), errors as one SpecError line: a syntax error, an
+    integer longer than Python converts (tomllib's int() raises ValueError), nesting past Python's recursion limit."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no tomllib, and zeroplan adds no dependency for it
+        raise SpecError(f"{origin}: reading TOML needs Python 3.11 or later (the standard library's tomllib)") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{origin}: invalid TOML: {exc}") from None
+    except ValueError:  # after TOMLDecodeError, its subclass: int() on 4,300+ digits
+        import re
+
+        digits = max((len(run.replace("_", "")) for run in re.findall(r"[0-9][0-9_]*", text)), default=0)
+        limit = f"; Python reads at most {sys.get_int_max_str_digits():,}" if hasattr(sys, "get_int_max_str_digits") else ""
+        raise SpecError(f"{origin}: an integer of {digits:,} digits{limit}") from None
+    except RecursionError:
+        raise SpecError(f"{origin}: TOML nested too deeply") from None
 
 
 def require_mapping(data: Any, origin: str) -> dict:

@@ -26,12 +26,14 @@ from zeroplan.memory.setup import (
     OptimizerImpl,
     PostTraining,
     Precision,
+    TrainingLoop,
     ZeroStage,
     checkpointing_label,
     parse_checkpointing,
 )
 from zeroplan.models.mesh import CpComm, Schedule
 from zeroplan.scenario.parallel import MESH_OPTIONS, MeshArgs
+from zeroplan.units import MAX_COUNT, CountTooLargeError
 
 Count = Union[int, float, str]  # 8, 9e9, "9e9", "7_000_000_000": a positive whole number
 E = TypeVar("E", bound=Enum)
@@ -39,7 +41,7 @@ T = TypeVar("T")
 _RUN_DEFAULTS = scenarios.ScenarioArgs()
 _COUNTS = ("params", "largest_layer", "gpus", "nodes", "seq_len", "micro_batch", "grad_accum", *scenarios.KNOB_OPTIONS)
 _ENUMS = {"precision": Precision, "optimizer": Optimizer, "optimizer_impl": OptimizerImpl, "attention": Attention, "loss": Loss,
-          "post_training": PostTraining,
+          "post_training": PostTraining, "training_loop": TrainingLoop,
           "offload_optimizer": OffloadDevice, "offload_param": OffloadDevice, "engine": Engine}  # fmt: skip
 _AMOUNTS = ("cuda_context_gib", "nccl_gib", "fragmentation")
 _PATHS = ("model", "deepspeed_config", "from_file", "calibration", "teacher")
@@ -102,8 +104,10 @@ def count_text(value: Any, option: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if not _is_number(value):
-        raise ZeroplanError(f"{option} {value!r} is not a number")
+        raise ZeroplanError(f"{option} {_shown(value)} is not a number")
     if isinstance(value, numbers.Integral):
+        if abs(int(value)) > MAX_COUNT:  # refused here: str() fails on 4,300+ digits
+            raise CountTooLargeError(f"{option} {_shown(value)} is larger than {MAX_COUNT:.0e}")
         return str(int(value))
     return repr(float(value))  # 9e9 -> '9000000000.0'; parse_count refuses fractions, nan and inf
 
@@ -112,7 +116,9 @@ def _amount(value: Any, option: str) -> float | None:
     if value is None:
         return None
     if not _is_number(value):
-        raise ZeroplanError(f"{option} {value!r} is not a number")
+        raise ZeroplanError(f"{option} {_shown(value)} is not a number")
+    if isinstance(value, numbers.Integral) and abs(int(value)) > MAX_COUNT:  # float() overflows past 10^308
+        raise ZeroplanError(f"{option} {_shown(value)} is larger than {MAX_COUNT:.0e}")
     return float(value)
 
 
@@ -127,7 +133,7 @@ def member(kind: type[E], value: E | str | None, option: str) -> E | None:
     try:
         return kind(value)
     except (ValueError, TypeError):
-        raise UsageError(f"{option} {value!r} is not one of: {', '.join(str(m.value) for m in kind)}") from None
+        raise UsageError(f"{option} {_shown(value)} is not one of: {', '.join(str(m.value) for m in kind)}") from None
 
 
 def stage_number(value: int | None) -> int | None:
@@ -136,7 +142,7 @@ def stage_number(value: int | None) -> int | None:
         return None
     if _is_number(value) and isinstance(value, numbers.Integral) and min(ZeroStage) <= value <= max(ZeroStage):
         return int(value)
-    raise UsageError(f"--stage {value!r} is not one of: {', '.join(str(int(s)) for s in ZeroStage)}")
+    raise UsageError(f"--stage {_shown(value)} is not one of: {', '.join(str(int(s)) for s in ZeroStage)}")
 
 
 def typed(fn: Callable[..., T]) -> Callable[..., T]:
@@ -181,8 +187,9 @@ def _named(fn: Callable, name: str) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    from zeroplan.printable import brief
+
+    return brief(value)  # bounded however long the value, control characters escaped
 
 
 def _accepts(value: Any, kind: Any) -> bool:

@@ -19,7 +19,7 @@ import csv
 import io
 import re
 
-from zeroplan.calibration.reading import Reading
+from zeroplan.calibration.reading import MAX_RECORD_BYTES, Reading
 from zeroplan.errors import SpecError
 from zeroplan.units import GIB
 
@@ -33,8 +33,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")  # torchtitan colours its line unless disab
 SMI_HEADER = "memory.used [MiB]"
 
 
-def _gib(text: str) -> int:
-    return round(float(text) * GIB)
+def _gib(text: str, origin: str) -> int:
+    value = float(text)  # the pattern holds digits and one point: no nan; inf past 308 digits
+    if not value * GIB < MAX_RECORD_BYTES:
+        raise SpecError(f"{origin}: {text[:20]}{'...' if len(text) > 20 else ''} GiB: a byte count past any GPU")
+    return round(value * GIB)
 
 
 def deepspeed_reading(text: str, origin: str) -> Reading | None:
@@ -42,8 +45,8 @@ def deepspeed_reading(text: str, origin: str) -> Reading | None:
     found = [m for m in DEEPSPEED_LINE.finditer(text)]
     if not found:
         return None
-    allocated = max(_gib(m.group(2)) for m in found)
-    reserved = max(max(_gib(m.group(3)) for m in found), max(_gib(m.group(4)) for m in found) - GIB // 2)
+    allocated = max(_gib(m.group(2), origin) for m in found)
+    reserved = max(max(_gib(m.group(3), origin) for m in found), max(_gib(m.group(4), origin) for m in found) - GIB // 2)
     note = (f"{len(found)} see_memory_usage lines; reserved is the largest CA (Max_CA is printed rounded to whole "
             "GiB, so it bounds the peak only to 0.5 GiB)")
     return Reading("deepspeed", origin, allocated_peak=allocated, reserved_peak=reserved, resolution=GIB_2DP,
@@ -55,7 +58,7 @@ def torchtitan_reading(text: str, origin: str) -> Reading | None:
     found = [m for m in found if m]
     if not found:
         return None
-    return Reading("torchtitan", origin, reserved_peak=max(_gib(m.group(1)) for m in found), resolution=GIB_2DP,
+    return Reading("torchtitan", origin, reserved_peak=max(_gib(m.group(1), origin) for m in found), resolution=GIB_2DP,
                    notes=(f"{len(found)} torchtitan step lines: reserved peaks only (its log has no allocated peak)",))
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+# A byte count past any GPU's memory (1 EiB): a record stating more is corrupt, refused where it is read (as are
+# counts too long to convert, 4,300+ digits, and a printed inf).
+MAX_RECORD_BYTES = 2**60
+
 # The counters a record can give, in the order a comparison reads them.
 MEASURES = ("allocated_peak", "reserved_peak", "gap_at_peak", "loaded", "device_used", "context")
 

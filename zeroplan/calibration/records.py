@@ -13,7 +13,7 @@ from pathlib import Path
 from zeroplan.calibration import logs, snapshot, stats, trainer
 from zeroplan.calibration.reading import Reading, merged
 from zeroplan.errors import SpecError
-from zeroplan.readers import read_bytes
+from zeroplan.readers import int_or_long, read_bytes, reject_long_integers
 
 MAX_RECORD_BYTES = 64 * 2**20  # a text record: a training log's memory lines fit well below this
 FORMATS = ("memory_stats JSON", "memory snapshot pickle", "trainer_state.json", "HF Trainer log",
@@ -52,7 +52,7 @@ def text_reading(text: str, origin: str) -> Reading:
 
 def _json_reading(text: str, origin: str) -> Reading:
     try:
-        data = json.loads(text)
+        data = reject_long_integers(json.loads(text, parse_int=int_or_long), origin)
     except json.JSONDecodeError as exc:
         found = trainer.trainer_log_reading(text, origin)  # a log whose first line is a printed metrics dict
         if found is not None:

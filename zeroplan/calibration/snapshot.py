@@ -16,8 +16,9 @@ from __future__ import annotations
 import io
 import pickle
 
-from zeroplan.calibration.reading import Reading
+from zeroplan.calibration.reading import MAX_RECORD_BYTES, Reading
 from zeroplan.errors import SpecError
+from zeroplan.printable import brief
 
 MAX_SNAPSHOT_BYTES = 256 * 2**20  # a snapshot with a long trace runs to GBs; record with a smaller max_entries
 PICKLE_PROTOCOL_0 = (b"(", b"}", b"]")  # protocol 0/1 start with MARK, EMPTY_DICT or EMPTY_LIST
@@ -113,6 +114,6 @@ def _trace(traces: object, device: int, origin: str) -> list[tuple[str, int]]:
 
 
 def _bytes(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**60:
-        raise SpecError(f"{where}: expected a byte count, got {str(value)[:40]}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_RECORD_BYTES:
+        raise SpecError(f"{where}: expected a byte count, got {brief(value)}")
     return value

@@ -14,8 +14,9 @@ from __future__ import annotations
 import csv
 import io
 
-from zeroplan.calibration.reading import Reading
+from zeroplan.calibration.reading import MAX_RECORD_BYTES, Reading
 from zeroplan.errors import SpecError
+from zeroplan.printable import brief
 
 ALLOCATED_PEAK = "allocated_bytes.all.peak"
 RESERVED_PEAK = "reserved_bytes.all.peak"
@@ -36,9 +37,9 @@ def memory_stats_reading(data: dict, origin: str) -> Reading:
 
 
 def _count(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        shown = "missing" if value is None else repr(value)[:40]
-        raise SpecError(f"{where}: expected a byte count (a whole number >= 0), got {shown}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_RECORD_BYTES:
+        shown = "missing" if value is None else brief(value)
+        raise SpecError(f"{where}: expected a byte count (a whole number from 0 to 2^60), got {shown}")
     return value
 
 
@@ -70,6 +71,6 @@ def _csv_count(cell: str, where: str) -> int:
         value = float(cell)
     except ValueError:
         raise SpecError(f"{where}: expected a byte count, got {cell[:40]!r}") from None
-    if not 0 <= value < 2**60 or value != int(value):
+    if not 0 <= value < MAX_RECORD_BYTES or value != int(value):
         raise SpecError(f"{where}: expected a byte count, got {cell[:40]!r}")
     return int(value)

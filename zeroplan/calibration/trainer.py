@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 
-from zeroplan.calibration.reading import Reading
+from zeroplan.calibration.reading import MAX_RECORD_BYTES, Reading
 from zeroplan.errors import SpecError
+from zeroplan.printable import brief
 
 KEYS = ("before_init_mem_gpu", "init_mem_gpu_alloc_delta", "train_mem_gpu_alloc_delta", "train_mem_gpu_peaked_delta")
 REQUIRED = KEYS[2:]
@@ -39,8 +40,8 @@ def trainer_state_reading(data: dict, origin: str) -> Reading:
         value = entry.get(key)
         if value is None and key not in REQUIRED:
             continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"{origin}: log_history: {key}: expected a whole number of bytes, got {str(value)[:40]}")
+        if isinstance(value, bool) or not isinstance(value, int) or not abs(value) < MAX_RECORD_BYTES:
+            raise SpecError(f"{origin}: log_history: {key}: expected a whole number of bytes, got {brief(value)}")
         values[key] = value
     return _reading("hf-trainer", origin, values, 1)
 
@@ -50,6 +51,8 @@ def trainer_log_reading(text: str, origin: str) -> Reading | None:
     values, resolution = {}, 1
     for match in _LINE.finditer(text):
         key, number, mb = match.groups()
+        if len(number.lstrip("-")) > len(str(MAX_RECORD_BYTES)):  # past any GPU, and int() refuses 4,300+ digits
+            raise SpecError(f"{origin}: {key}: {brief(number)}: a byte count past any GPU")
         values[key] = int(number) * (MIB if mb else 1)  # the last value of each key: the last train() call
         resolution = max(resolution, MIB // 2 if mb else 1)
     if not any(key in values for key in REQUIRED):
@@ -66,6 +69,8 @@ def _reading(kind: str, origin: str, values: dict[str, int], resolution: int) ->
     peak = loaded + values["train_mem_gpu_alloc_delta"] + values["train_mem_gpu_peaked_delta"]
     if peak < 0:
         raise SpecError(f"{origin}: the memory metrics sum to a negative peak ({peak} B)")
+    if peak >= MAX_RECORD_BYTES:
+        raise SpecError(f"{origin}: the memory metrics sum to {peak:,} B, past any GPU")
     notes = ["allocated peak = before_init + init delta + train alloc delta + train peaked delta (transformers' "
              "TrainerMemoryTracker)"]
     if before is None:

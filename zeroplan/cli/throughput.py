@@ -19,6 +19,7 @@ from zeroplan.cli.options import (
     MfuOpt,
     SweepOpt,
 )
+from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.estimate import Scenario
 from zeroplan.memory.setup import ZeroStage
@@ -61,6 +62,7 @@ def throughput(
 
 
 SWEEP_PER_GPU = tuple(2**k for k in range(10))  # `--sweep auto`: 1..512 sequences per GPU
+MAX_SWEEP_POINTS = 1_000  # global batches in one --sweep: about 1 s each thousand; a longer list runs for minutes
 
 
 def _count(text: str, what: str) -> int:
@@ -82,7 +84,10 @@ class ThroughputArgs:
 def _sweep_batches(text: str, dp: int) -> list[int]:
     if text.strip() == "auto":
         return [dp * n for n in SWEEP_PER_GPU]
-    return [_count(part, "--sweep") for part in text.split(",") if part.strip()]
+    parts = [part for part in text.split(",") if part.strip()]
+    if len(parts) > MAX_SWEEP_POINTS:
+        raise ZeroplanError(f"--sweep has {len(parts):,} global batches, more than {MAX_SWEEP_POINTS:,}: give fewer")
+    return [_count(part, "--sweep") for part in parts]
 
 
 def _throughput_row(t) -> dict:

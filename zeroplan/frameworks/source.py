@@ -16,7 +16,7 @@ from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.recognise import recognise
 from zeroplan.frameworks.unused import unused_keys
 from zeroplan.frameworks.run import FrameworkRun
-from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
+from zeroplan.readers import parse_json, parse_toml, parse_yaml, read_text, require_mapping
 
 def _readers() -> dict[FromKind, Callable[[Mapping, str], FrameworkRun]]:
     from zeroplan.frameworks.accelerate import read_accelerate
@@ -82,18 +82,6 @@ def _checked(kind: FromKind) -> frozenset[str]:
 
 
 TITAN_SECTIONS = frozenset({"job", "training", "parallelism", "model", "activation_checkpoint"})
-
-
-def parse_toml(text: str, origin: str) -> dict:
-    """TOML through the standard library's tomllib (Python 3.11+); on 3.10 one line says so."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: no tomllib, and zeroplan adds no dependency for it
-        raise SpecError(f"{origin}: reading TOML needs Python 3.11 or later (the standard library's tomllib)") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{origin}: invalid TOML: {exc}") from None
 
 
 def find_deepspeed_config(written: str, origin: str, key: str) -> tuple[Path, str]:

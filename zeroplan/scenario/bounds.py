@@ -1,5 +1,6 @@
 """Counts past any real run, refused up front with the bound named, before any work sized by them (a search over
-the divisors of 10^18 GPUs, a timeline of a billion layers): docs/hardening.md, "Bounds".
+the divisors of 10^18 GPUs, a timeline of a billion layers): docs/hardening.md, "Bounds". Also an option typed
+with nothing in it (`--adapter-config ''`, `--freeze ,`): a usage error, never the option silently left out.
 
 The CLI's error boundary (cli/common.py `run`) and the Python API (api/arguments.py) check the options typed;
 a model file's counts are held by zeroplan.validate.check_model_counts where the file is read.
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
-from zeroplan.errors import ZeroplanError
-from zeroplan.units import parse_count
+from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.units import MAX_COUNT, CountTooLargeError, parse_count
 from zeroplan.validate import (
     MAX_BATCH,
     MAX_GLOBAL_BATCH,
@@ -31,15 +32,42 @@ OPTION_BOUNDS = {
 }  # fmt: skip
 
 
+# Options that name a file to write: "needs a file path" (the other options: "needs a value").
+WRITTEN = frozenset({"html", "emit_deepspeed", "emit_accelerate", "emit_torchtitan", "output", "save"})
+
+
 def check_bounds(values: Mapping[str, Any], given: Set[str]) -> None:
-    """ZeroplanError for the first count typed past its bound; a count that does not parse is left to its own check."""
+    """UsageError for an option typed blank; ZeroplanError for the first count typed past its bound (a count that
+    does not parse is left to its own check, unless it is too long to parse: then it is past the bound too)."""
+    check_blank(values, given)
     for name, bound in OPTION_BOUNDS.items():
         value = values.get(name)
         if name not in given or value is None or isinstance(value, bool):
             continue
         try:
             count = value if isinstance(value, int) else parse_count(str(value))
+        except CountTooLargeError:
+            raise ZeroplanError(f"--{name.replace('_', '-')} {_shown(str(value))} is past any real run (at most "
+                                f"{bound:,})") from None
         except ZeroplanError:
             continue
         if count > bound:
-            raise ZeroplanError(f"--{name.replace('_', '-')} {count:,} is past any real run (at most {bound:,})")
+            shown = f"{count:,}" if count < MAX_COUNT else _shown(str(count) if count.bit_length() < 1000 else "")
+            raise ZeroplanError(f"--{name.replace('_', '-')} {shown} is past any real run (at most {bound:,})")
+
+
+def check_blank(values: Mapping[str, Any], given: Set[str]) -> None:
+    """UsageError for an option typed with nothing in it: '', spaces, or a comma list of nothing (',' for --freeze,
+    --sweep, --stages); an empty list for a list option. Left alone, each was dropped or misread as no option."""
+    for name in sorted(given):
+        value = values.get(name)
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, str) and not value.strip(" \t\n,"):
+            what = "a file path" if name in WRITTEN else "a value"
+            raise UsageError(f"{flag} needs {what}, got {value!r}")
+        if isinstance(value, (list, tuple)) and (not value or any(isinstance(v, str) and not v.strip() for v in value)):
+            raise UsageError(f"{flag} needs a value, got {list(value)!r}")
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)" if text else "(a huge number)"
