@@ -12,6 +12,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from zeroplan.errors import UsageError, ZeroplanError
+from zeroplan.printable import brief
 from zeroplan.units import MAX_COUNT, CountTooLargeError, parse_count
 from zeroplan.validate import (
     MAX_BATCH,
@@ -34,6 +35,9 @@ OPTION_BOUNDS = {
 
 # Options that name a file to write: "needs a file path" (the other options: "needs a value").
 WRITTEN = frozenset({"html", "emit_deepspeed", "emit_accelerate", "emit_torchtitan", "output", "save"})
+# The options whose flag is not their name's (cli/options.py): the message names the flag typed.
+FLAGS = {"from_file": "--from", "fmt": "--format", "assignments": "--set", "checkpointings": "--checkpointing",
+         "offload_optimizers": "--offload-optimizer", "offload_params": "--offload-param"}  # fmt: skip
 
 
 def check_bounds(values: Mapping[str, Any], given: Set[str]) -> None:
@@ -47,13 +51,12 @@ def check_bounds(values: Mapping[str, Any], given: Set[str]) -> None:
         try:
             count = value if isinstance(value, int) else parse_count(str(value))
         except CountTooLargeError:
-            raise ZeroplanError(f"--{name.replace('_', '-')} {_shown(str(value))} is past any real run (at most "
+            raise ZeroplanError(f"--{name.replace('_', '-')} {_shown(value)} is past any real run (at most "
                                 f"{bound:,})") from None
         except ZeroplanError:
             continue
         if count > bound:
-            shown = f"{count:,}" if count < MAX_COUNT else _shown(str(count) if count.bit_length() < 1000 else "")
-            raise ZeroplanError(f"--{name.replace('_', '-')} {shown} is past any real run (at most {bound:,})")
+            raise ZeroplanError(f"--{name.replace('_', '-')} {_shown(count)} is past any real run (at most {bound:,})")
 
 
 def check_blank(values: Mapping[str, Any], given: Set[str]) -> None:
@@ -61,13 +64,19 @@ def check_blank(values: Mapping[str, Any], given: Set[str]) -> None:
     --sweep, --stages); an empty list for a list option. Left alone, each was dropped or misread as no option."""
     for name in sorted(given):
         value = values.get(name)
-        flag = "--" + name.replace("_", "-")
+        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
         if isinstance(value, str) and not value.strip(" \t\n,"):
             what = "a file path" if name in WRITTEN else "a value"
             raise UsageError(f"{flag} needs {what}, got {value!r}")
-        if isinstance(value, (list, tuple)) and (not value or any(isinstance(v, str) and not v.strip() for v in value)):
-            raise UsageError(f"{flag} needs a value, got {list(value)!r}")
+        if isinstance(value, (list, tuple)):
+            blank = [v for v in value if isinstance(v, str) and not v.strip(" \t\n,")]
+            if blank or not value:
+                raise UsageError(f"{flag} needs a value, got {blank[0] if blank else value!r}")
 
 
-def _shown(text: str) -> str:
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)" if text else "(a huge number)"
+def _shown(value: object) -> str:
+    """A count as typed or given: grouped digits, a long text cut, an int too long to print by its size."""
+    if isinstance(value, int):
+        return f"{value:,}" if value.bit_length() <= MAX_COUNT.bit_length() else brief(value)
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} characters)"
