@@ -213,3 +213,37 @@ def test_a_sweep_grid_past_a_million_configurations_is_refused_up_front(runner):
 def test_a_global_batch_sweep_past_a_thousand_points_is_refused_up_front(runner):
     res = runner.invoke(app, ["throughput", "--model", "gpt2", "--sweep", ",".join(str(8 * n) for n in range(1, 1002))])
     assert one_error_line(res, 1) == "error: --sweep has 1,001 global batches, more than 1,000: give fewer"
+
+
+# --- nothing the user had is lost: two outputs on one file, an output over an input ---------------------------------
+
+PLAN = Path(__file__).parent.parent / "configs" / "plans" / "article-gemma2-9b-8xh100.yaml"
+CLASHES = [
+    (["advise", "--model", "gpt2", "--emit-deepspeed", "out.json", "--html", "./out.json"],
+     "--html and --emit-deepspeed both write out.json; give each its own file", []),
+    (["check", "plan.yaml", "-f", "json", "-o", "plan.yaml"],
+     "--output plan.yaml is a plan this command reads; refusing to write over an input, even with --force", ["plan.yaml"]),
+    (["check", "--model", "gpt2", "--deepspeed-config", "ds.json", "-f", "json", "-o", "ds.json"],
+     "--output ds.json is --deepspeed-config this command reads; refusing to write over an input, even with --force",
+     ["ds.json"]),
+    (["advise", "--from", "train.yaml", "--html", "train.yaml"],
+     "--html train.yaml is --from this command reads; refusing to write over an input, even with --force", ["train.yaml"]),
+    (["calibrate", "stats.json", "--model", "gpt2", "--stage", "3", "--save", "stats.json"],
+     "--save stats.json is a record this command reads; refusing to write over an input, even with --force", ["stats.json"]),
+]  # fmt: skip
+INPUT_FILES = {"plan.yaml": PLAN.read_text(encoding="utf-8"), "ds.json": '{"train_micro_batch_size_per_gpu": 1}\n',
+               "train.yaml": "base_model: gpt2\nsequence_len: 512\n",
+               "stats.json": (CALIBRATE / "memory_stats.json").read_text(encoding="utf-8")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "message", "inputs"), CLASHES, ids=[c[0][0] + "-" + c[1][:14] for c in CLASHES])
+@pytest.mark.parametrize("force", [False, True])
+def test_an_output_on_another_output_or_an_input_is_refused_before_any_write(runner, tmp_path, monkeypatch, args,
+                                                                             message, inputs, force):
+    monkeypatch.chdir(tmp_path)
+    for name in inputs:
+        (tmp_path / name).write_text(INPUT_FILES[name], encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    res = runner.invoke(app, [*args, *(["--force"] if force else [])])
+    assert res.exit_code == 2 and f"error: {message}" in res.stderr.splitlines(), res.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing replaced

@@ -126,12 +126,14 @@ def _check_needs() -> None:
 
     ctx = get_current_context(silent=True)
     if ctx is not None:
+        from zeroplan.cli.files import check_outputs
         from zeroplan.scenario.bounds import check_bounds
         from zeroplan.scenario.requires import check_needs
 
         given = given_options(ctx)
         check_bounds(ctx.params, given)
         check_needs(ctx.params, given)
+        check_outputs(ctx.params, given)
 
 
 def given_options(ctx: typer.Context) -> frozenset[str]:
