@@ -4,6 +4,9 @@ one error line on stderr, exit 1 (bad input) or 2 (usage), no traceback (docs/ha
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import pickle
 from pathlib import Path
 
@@ -247,3 +250,27 @@ def test_an_output_on_another_output_or_an_input_is_refused_before_any_write(run
     res = runner.invoke(app, [*args, *(["--force"] if force else [])])
     assert res.exit_code == 2 and f"error: {message}" in res.stderr.splitlines(), res.output
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing replaced
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file names as bytes are POSIX")
+def test_an_undecodable_file_name_byte_is_written_and_shown_escaped(tmp_path):
+    """argv bytes that are not UTF-8 arrive as lone surrogates: the HTML holds them as text, the wrote line escapes."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "LC_ALL": "C.UTF-8"}
+    res = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--model", "gpt2", "--stage", "3", "--html",
+                          b"r\xfe\x1b.html"], capture_output=True, cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+    assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr.decode("utf-8", "replace")
+    assert res.stderr == b"wrote r\\udcfe\\x1b.html: HTML report\n"
+    (report,) = tmp_path.iterdir()
+    assert os.fsencode(report.name) == b"r\xfe\x1b.html"
+    assert "--html &#x27;r\\udcfe\\x1b.html&#x27;" in report.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("a\u200fb\u200ec\u061cd", "a\\u200fb\\u200ec\\u061cd"),  # RLM, LRM, ALM: they reorder the text around them
+    ("gp\u200bt2\u2060\ufeff", "gp\\u200bt2\\u2060\\ufeff"),  # invisible: 'gp\u200bt2' would show as gpt2
+    ("\U0001f469\u200d\U0001f4bb \u0645\u200c\u06cc", "\U0001f469\u200d\U0001f4bb \u0645\u200c\u06cc"),  # ZWJ, ZWNJ kept
+])  # fmt: skip
+def test_printable_escapes_the_bidi_marks_and_invisible_characters(text, shown):
+    from zeroplan.printable import printable
+
+    assert printable(text) == shown

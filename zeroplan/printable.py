@@ -9,8 +9,12 @@ import reprlib
 import unicodedata
 
 # Beyond the control characters (Cc: C0, DEL, C1) and lone surrogates (Cs, from undecodable file names):
-# line and paragraph separators, the bidi embeddings, overrides and isolates, and XML's non-characters.
-_ALSO = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufffe\uffff")
+# line and paragraph separators, the bidi embeddings, overrides and isolates, XML's non-characters, the bidi marks
+# (LRM, RLM, ALM: they reorder what follows, as in "Trojan Source", CVE-2021-42574) and the invisible characters
+# that hide text inside a name (zero width space, word joiner, a BOM mid-text), so 'gp\u200bt2' never shows as gpt2.
+# The zero width (non-)joiners stay: scripts and emoji need them.
+_ALSO = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufffe\uffff"
+                  "\u200e\u200f\u061c\u200b\u2060\ufeff")
 
 
 def printable(text: str) -> str:

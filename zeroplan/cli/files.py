@@ -36,7 +36,8 @@ def write_new_file(path: Path, text: str, *, force: bool) -> None:
     except OSError as exc:
         raise ZeroplanError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        # backslashreplace: a lone surrogate (an argv or file-name byte that is not UTF-8) is written as \udcff text
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
@@ -74,7 +75,9 @@ def command_line(command: str) -> str:
 
     first = sys.argv[0] if sys.argv else ""
     if os.path.basename(first).startswith("zeroplan") or first.endswith(os.path.join("zeroplan", "__main__.py")):
-        return shlex.join(["zeroplan", *sys.argv[1:]])
+        from zeroplan.printable import printable
+
+        return shlex.join(["zeroplan", *map(printable, sys.argv[1:])])  # typed text, shown: control bytes escaped
     return f"zeroplan {command}"
 
 
