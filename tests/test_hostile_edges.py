@@ -274,3 +274,31 @@ def test_printable_escapes_the_bidi_marks_and_invisible_characters(text, shown):
     from zeroplan.printable import printable
 
     assert printable(text) == shown
+
+
+# --- check's globs: ** never follows a link to a directory; at most MAX_PLAN_FILES --------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name != "posix", reason="symbolic links to directories are POSIX")
+@pytest.mark.parametrize("pattern", ["**/*.yaml", "./**/p.yaml", "a/**/*.nomatch"])
+def test_a_recursive_glob_through_links_to_parents_does_not_explode(runner, tmp_path, monkeypatch, pattern):
+    """Two links to the parent made glob.glob walk 2^40 paths (a hang); the walk now follows neither."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "p.yaml").write_text(PLAN.read_text(encoding="utf-8"), encoding="utf-8")
+    for link in ("up", "up2", "up3"):
+        (tmp_path / "a" / link).symlink_to("..")
+    res = runner.invoke(app, ["check", pattern, "-f", "json"])
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    files = [p["file"] for p in json.loads(res.stdout)["plans"]]
+    assert files == ([pattern] if "nomatch" in pattern else [os.path.join(*pattern.split("/")[:-2], "a", "p.yaml")])
+
+
+def test_a_glob_matching_more_plans_than_the_bound_is_a_usage_error(runner, tmp_path, monkeypatch):
+    from zeroplan.check import globs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(globs, "MAX_PLAN_FILES", 3)
+    for n in range(4):
+        (tmp_path / f"p{n}.yaml").write_text("", encoding="utf-8")
+    res = runner.invoke(app, ["check", "*.yaml"])
+    assert one_error_line(res, 2) == "error: *.yaml: matches more than 3 files; give a narrower glob"

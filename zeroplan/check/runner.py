@@ -8,7 +8,6 @@ Never prints.
 
 from __future__ import annotations
 
-import glob
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from zeroplan.check.findings import Finding
+from zeroplan.check.globs import GLOB_CHARS, expand_plans
 from zeroplan.check.planfiles import PlannedRun, load_plan, plan_from_data, resolve_plan
 from zeroplan.check.rules import check_rule_ids, count_by_severity, failed, run_checks
 from zeroplan.check.rules.fabric import FabricEvidence
@@ -28,7 +28,6 @@ from zeroplan.scenario import ScenarioArgs
 from zeroplan.validate import validation_message
 
 INVALID_INPUT = "invalid-input"  # a plan (or its DeepSpeed config) that cannot be read: always an error, never ignored
-GLOB_CHARS = "*?["
 # CLI option -> plan training key, for a bare --deepspeed-config check.
 TRAINING_OPTIONS = {
     "precision": "precision", "optimizer": "optimizer", "seq_len": "seq_len",
@@ -73,15 +72,6 @@ class CheckReport:
     def exit_code(self) -> int:
         """0 clean, 1 any error (or, strict, any warning)."""
         return 1 if failed(self.findings, strict=self.strict) else 0
-
-
-def expand_plans(patterns: Iterable[str]) -> list[str]:
-    """Each argument, a glob expanded (sorted) by zeroplan as the shell would; a glob matching nothing stays, to be reported."""
-    out: list[str] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True)) if any(c in pattern for c in GLOB_CHARS) else []
-        out.extend(m for m in (matches or [pattern]) if m not in out)
-    return out
 
 
 def check_usage(plans: list[str], args: ScenarioArgs, *, machine_output: bool, output: Path | None) -> None:
