@@ -126,7 +126,7 @@ def _check_needs() -> None:
 
     ctx = get_current_context(silent=True)
     if ctx is not None:
-        from zeroplan.cli.files import check_outputs
+        from zeroplan.cli.outputs import check_outputs
         from zeroplan.scenario.bounds import check_bounds
         from zeroplan.scenario.requires import check_needs
 
