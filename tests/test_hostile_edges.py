@@ -302,3 +302,24 @@ def test_a_glob_matching_more_plans_than_the_bound_is_a_usage_error(runner, tmp_
         (tmp_path / f"p{n}.yaml").write_text("", encoding="utf-8")
     res = runner.invoke(app, ["check", "*.yaml"])
     assert one_error_line(res, 2) == "error: *.yaml: matches more than 3 files; give a narrower glob"
+
+
+# --- the environment ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("setting", ["/nonexistent/zeroplan-presets", "FILE", "\x1b[31mred"])
+def test_a_config_dir_setting_that_is_no_folder_is_refused_not_ignored(runner, tmp_path, monkeypatch, setting):
+    """Ignored, ZEROPLAN_CONFIG_DIR's presets silently gave way to the bundled ones of the same name."""
+    from zeroplan.printable import printable
+    from zeroplan.registry import CONFIG_DIR_ENV, preset_paths
+
+    value = str(tmp_path / "file") if setting == "FILE" else setting
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    monkeypatch.setenv(CONFIG_DIR_ENV, value)
+    preset_paths.cache_clear()
+    try:
+        for command in (["estimate", "--model", "gpt2"], ["models"], ["hardware"]):
+            res = runner.invoke(app, command)
+            assert one_error_line(res, 1) == (f"error: ZEROPLAN_CONFIG_DIR={printable(value)}: not a directory (it "
+                                              "holds models/ and hardware/ presets); fix or unset it")
+    finally:
+        preset_paths.cache_clear()

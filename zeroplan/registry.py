@@ -24,8 +24,16 @@ CONFIG_DIR_ENV = "ZEROPLAN_CONFIG_DIR"  # extra preset directory, searched befor
 
 
 def search_dirs(kind: str) -> list[Path]:
+    """ZEROPLAN_CONFIG_DIR's `kind` folder (when it has one), then the bundled one. A ZEROPLAN_CONFIG_DIR that is not
+    a folder is refused: ignored, its presets would silently give way to the bundled ones of the same name."""
     dirs = []
     if extra := os.environ.get(CONFIG_DIR_ENV):
+        if not Path(extra).is_dir():
+            from zeroplan.errors import ZeroplanError
+            from zeroplan.printable import printable
+
+            raise ZeroplanError(f"{CONFIG_DIR_ENV}={printable(extra)}: not a directory (it holds models/ and hardware/"
+                                " presets); fix or unset it")
         dirs.append(Path(extra) / kind)
     dirs.append(bundled_config_dir() / kind)
     return [d for d in dirs if d.is_dir()]
