@@ -323,3 +323,27 @@ def test_a_config_dir_setting_that_is_no_folder_is_refused_not_ignored(runner, t
                                               "holds models/ and hardware/ presets); fix or unset it")
     finally:
         preset_paths.cache_clear()
+
+
+# --- a name the OS refuses, from a file or typed ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("written", ["a" * 5000 + ".json", "a\\0b.json"], ids=["too-long", "nul"])
+def test_a_deepspeed_path_the_os_refuses_in_a_from_file_is_one_line_naming_the_key(runner, tmp_path, written):
+    (tmp_path / "train.yaml").write_text(f'base_model: gpt2\nsequence_len: 512\ndeepspeed: "{written}"\n', encoding="utf-8")
+    line = one_error_line(runner.invoke(app, ["estimate", "--from", str(tmp_path / "train.yaml")]), 1)
+    assert line.startswith(f"error: {tmp_path / 'train.yaml'}: deepspeed: ") and "not found beside the file" in line
+
+
+def test_an_os_error_naming_an_input_file_is_its_line_not_an_output_error(runner, monkeypatch):
+    """The error boundary turns an OSError with a file name (an input the OS refuses) into one line, exit 1; one
+    without (stdout full or gone) is left to the entry point, which says 'cannot write the output'."""
+    import errno
+
+    from zeroplan.scenario import answers
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(errno.ENAMETOOLONG, "File name too long", "x" * 300)
+
+    monkeypatch.setattr(answers, "estimate", refuse)
+    res = runner.invoke(app, ["estimate", "--model", "gpt2"])
+    assert one_error_line(res, 1) == f"error: {'x' * 300}: File name too long"

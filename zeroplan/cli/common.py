@@ -109,6 +109,10 @@ def run(fn, fmt: Enum | None = None):
         _fail([str(exc)], 2 if isinstance(exc, UsageError) else 1, fmt)
     except ValidationError as exc:  # one a reader did not turn into a SpecError: one line per problem
         _fail(problems(exc), 1, fmt)
+    except OSError as exc:  # a file an input names that the OS refuses (a name too long); stdout's own: app.main
+        if exc.filename is None:
+            raise
+        _fail([f"{exc.filename}: {exc.strerror or exc}"], 1, fmt)
 
 
 def _fail(messages: list[str], code: int, fmt: Enum | None) -> None:

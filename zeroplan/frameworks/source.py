@@ -90,9 +90,9 @@ def find_deepspeed_config(written: str, origin: str, key: str) -> tuple[Path, st
     if path.is_absolute():
         return path, "an absolute path"
     beside = Path(os.path.normpath(Path(origin).parent / path))  # ../ resolved, as the path is shown
-    if beside.exists():
+    if os.path.exists(beside):  # os.path's: False, not an OSError, for a name the OS refuses (too long, a NUL)
         return beside, "relative to the file's folder"
-    if path.exists():
+    if os.path.exists(written):
         return path, "relative to the working directory; not beside the file"
     raise SpecError(f"{origin}: {key}: {written}: not found beside the file ({beside}) nor in the working "
                     "directory; run from the folder it is relative to, or give --deepspeed-config PATH")  # fmt: skip
