@@ -347,3 +347,9 @@ def test_an_os_error_naming_an_input_file_is_its_line_not_an_output_error(runner
     monkeypatch.setattr(answers, "estimate", refuse)
     res = runner.invoke(app, ["estimate", "--model", "gpt2"])
     assert one_error_line(res, 1) == f"error: {'x' * 300}: File name too long"
+
+
+def test_an_output_name_with_a_nul_is_the_writers_one_line(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["estimate", "--model", "gpt2", "--html", "a\x00b.html"])
+    assert one_error_line(res, 1) == "error: 'a\\x00b.html': a file name cannot contain a NUL byte"

@@ -22,8 +22,8 @@ def check_outputs(params: dict, given: frozenset[str]) -> None:
     written: dict[str, str] = {}
     for name, option in OUTPUTS.items():
         value = params.get(name)
-        if name not in given or value is None or not str(value).strip():
-            continue
+        if name not in given or value is None or not str(value).strip() or "\x00" in str(value):
+            continue  # blank: check_blank's; a NUL: the writer's own refusal (realpath raises ValueError on it)
         key = os.path.realpath(str(value))
         if key in written:
             raise UsageError(f"{written[key]} and {option} both write {value}; give each its own file")
