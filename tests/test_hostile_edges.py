@@ -353,3 +353,10 @@ def test_an_output_name_with_a_nul_is_the_writers_one_line(runner, tmp_path, mon
     monkeypatch.chdir(tmp_path)
     res = runner.invoke(app, ["estimate", "--model", "gpt2", "--html", "a\x00b.html"])
     assert one_error_line(res, 1) == "error: 'a\\x00b.html': a file name cannot contain a NUL byte"
+
+
+@pytest.mark.parametrize(("key", "shown"), [("2024-01-01", "datetime.date(2024, 1, 1)"), ("1", "1"), ("null", "None")])
+def test_a_policy_file_key_that_yaml_reads_as_no_string_is_one_line(runner, tmp_path, key, shown):
+    (tmp_path / "p.yaml").write_text(f"{key}: x\n", encoding="utf-8")
+    res = runner.invoke(app, ["advise", "--model", "gpt2", "--policy-file", str(tmp_path / "p.yaml")])
+    assert one_error_line(res, 1).startswith(f"error: {tmp_path / 'p.yaml'}: unknown policy key {shown}; keys: ")

@@ -114,7 +114,7 @@ def policy_named(name: str) -> AdvisorPolicy:
 def _check_keys(keys: Iterable[str], origin: str) -> None:
     for key in keys:
         if key not in THRESHOLDS:
-            close = difflib.get_close_matches(key, THRESHOLDS, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(str(key), THRESHOLDS, n=1, cutoff=0.6)  # a YAML key may be a date, 1
             hint = f"did you mean {close[0]}?" if close else f"keys: {', '.join(THRESHOLDS)}"
             raise SpecError(f"{origin}: unknown policy key {key!r}; {hint}")
 
