@@ -360,3 +360,26 @@ def test_a_policy_file_key_that_yaml_reads_as_no_string_is_one_line(runner, tmp_
     (tmp_path / "p.yaml").write_text(f"{key}: x\n", encoding="utf-8")
     res = runner.invoke(app, ["advise", "--model", "gpt2", "--policy-file", str(tmp_path / "p.yaml")])
     assert one_error_line(res, 1).startswith(f"error: {tmp_path / 'p.yaml'}: unknown policy key {shown}; keys: ")
+
+
+# --- mismatched kinds: the one lenient reader, DeepSpeed's, refuses a file with no key DeepSpeed reads --------------
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"model_type": "gpt2", "n_embd": 768}', "it looks like a Hugging Face model config; give it as --model"),
+    ('{"allocated_bytes.all.peak": 1, "reserved_bytes.all.peak": 2}',
+     "it looks like a torch.cuda.memory_stats() record; give it to zeroplan calibrate"),
+    ('{"r": 8, "target_modules": ["c_attn"]}', "it looks like a peft adapter config; give it as --adapter-config"),
+    ('{"learning_rate": 1e-5}', "not a DeepSpeed config"),
+])  # fmt: skip
+def test_a_file_with_no_key_deepspeed_reads_is_refused_as_a_deepspeed_config(runner, tmp_path, text, said):
+    (tmp_path / "x.json").write_text(text, encoding="utf-8")
+    res = runner.invoke(app, ["estimate", "--model", "gpt2", "--deepspeed-config", str(tmp_path / "x.json")])
+    assert one_error_line(res, 1) == (f"error: {tmp_path / 'x.json'}: no key DeepSpeed reads (train_batch_size, "
+                                      f"zero_optimization, bf16, ...): {said}")
+
+
+@pytest.mark.parametrize("text", ["{}", '{"_comment": "defaults"}', '{"zero_optimization": {"stage": 2}, "x": 1}'])
+def test_an_empty_or_commented_deepspeed_config_is_still_read(runner, tmp_path, text):
+    (tmp_path / "ds.json").write_text(text, encoding="utf-8")
+    res = runner.invoke(app, ["estimate", "--model", "gpt2", "--deepspeed-config", str(tmp_path / "ds.json")])
+    assert res.exit_code == 0, res.output
