@@ -383,3 +383,23 @@ def test_an_empty_or_commented_deepspeed_config_is_still_read(runner, tmp_path, 
     (tmp_path / "ds.json").write_text(text, encoding="utf-8")
     res = runner.invoke(app, ["estimate", "--model", "gpt2", "--deepspeed-config", str(tmp_path / "ds.json")])
     assert res.exit_code == 0, res.output
+
+
+# --- a plan's counts are bounded as the options are ------------------------------------------------------------------
+
+def test_a_plan_or_from_file_count_past_any_real_run_is_refused_as_the_option_is(runner, tmp_path):
+    huge = 10**15
+    (tmp_path / "plan.yaml").write_text(
+        "model: gpt2\nhardware: h100-sxm-80gb\ngpus: 8\ndeepspeed: {zero_optimization: {stage: 3}, bf16: {enabled: true}}\n"
+        f"training: {{seq_len: {huge}, gradient_accumulation_steps: {huge}}}\n", encoding="utf-8")
+    (tmp_path / "train.yaml").write_text(f"base_model: gpt2\nsequence_len: 512\ngradient_accumulation_steps: {huge}\n",
+                                         encoding="utf-8")
+    res = runner.invoke(app, ["check", str(tmp_path / "plan.yaml"), "-f", "json"])
+    (finding,) = json.loads(res.stdout)["plans"][0]["findings"]
+    assert res.exit_code == 1 and finding["message"] == (
+        "training.seq_len: 1,000,000,000,000,000 is past any real run (at most 134,217,728); "
+        "training.gradient_accumulation_steps: 1,000,000,000,000,000 is past any real run (at most 1,048,576)")
+    for command in ("check", "estimate"):
+        res = runner.invoke(app, [command, "--from", str(tmp_path / "train.yaml")])
+        assert "gradient_accumulation_steps: 1000000000000000 is past any real run (at most 1,048,576)" in \
+            one_error_line(res, 1) or "grad_accum: 1,000,000,000,000,000 is past any real run" in res.stderr

@@ -138,7 +138,8 @@ def _reason(err: Any, kind: Any, loc: tuple) -> str:
         shown = float(value) if at is float and type(value) is int else value  # the value as the field holds it
         bound = err["ctx"][key]
         if isinstance(bound, int) and code == "less_than_equal" and bound >= 1024:  # a count's bound: past any real run
-            return f"{value:,} is past any real run (at most {bound:,})"
+            count = f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+            return f"{count} is past any real run (at most {bound:,})"  # a count may come as text ('1e15')
         return f"must be {sign} {bound:g}, got {shown!r}"
     if code == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == NAME_PATTERN:
         return f"a name may not hold control characters, got {value!r}"

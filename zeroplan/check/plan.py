@@ -42,6 +42,7 @@ from zeroplan.memory.setup import (
 )
 from zeroplan.models.mesh import CpComm, Mesh, Schedule
 from zeroplan.units import parse_count
+from zeroplan.validate import MAX_BATCH, MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 
 
 def _count(value: Any) -> Any:
@@ -109,10 +110,10 @@ class Training(Frozen):
     precision: Precision = Precision.bf16_mixed
     optimizer: Optimizer = Optimizer.adamw
     optimizer_impl: OptimizerImpl | None = None  # AdamW's step; None: the stack's default (memory.optimizer_step)
-    seq_len: Count = Field(2048, description="tokens per sequence")
-    train_micro_batch_size_per_gpu: Count = Field(1, description="sequences per GPU per micro-step")
-    gradient_accumulation_steps: Count | None = Field(None, description="micro-steps per optimizer step")
-    train_batch_size: Count | None = Field(None, description="global batch: micro-batch x accumulation x GPUs")
+    seq_len: Count = Field(2048, le=MAX_SEQ_LEN, description="tokens per sequence")
+    train_micro_batch_size_per_gpu: Count = Field(1, le=MAX_BATCH, description="sequences per GPU per micro-step")
+    gradient_accumulation_steps: Count | None = Field(None, le=MAX_BATCH, description="micro-steps per optimizer step")
+    train_batch_size: Count | None = Field(None, le=MAX_GLOBAL_BATCH, description="global batch: micro-batch x accumulation x GPUs")
     checkpointing: CheckpointingText = "none"
     attn_implementation: AttnImplementation = "sdpa"
     loss: Loss = Loss.hf
