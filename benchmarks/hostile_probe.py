@@ -11,7 +11,7 @@ options:  every valued option of every command x hostile strings (blank, commas,
           OSC 8 escapes, RTL override, Arabic-Indic digits, ranges, /dev/zero).
 hardware: every numeric field of a hardware file x hostile numbers, through estimate, throughput, advise, capacity.
 api:      every argument of zeroplan.estimate, recommend, check_plans, count_params, load_model, load_hardware, to_dict.
-Slow (minutes): the suite runs the cases it found, pinned, in tests/test_hostile_edges.py.
+Slow (minutes): the suite runs the cases it found, pinned, in tests/test_hostile_edges.py and test_hostile_paths.py.
 """
 
 from __future__ import annotations
