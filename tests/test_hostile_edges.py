@@ -137,6 +137,7 @@ BLANK = [
     (["sweep", "--model", "gpt2", "--stages", ","], "--stages needs a value, got ','"),
     (["check", "--model", "gpt2", "--from", ""], "--from needs a value, got ''"),
     (["check", "--model", "gpt2", "--ignore", ""], "--ignore needs a value, got ''"),
+    (["check", " "], "a plan argument needs a value, got ' '"),
     (["advise", "--model", "gpt2", "--emit-deepspeed", " "], "--emit-deepspeed needs a file path, got ' '"),
     (["calibrate", str(CALIBRATE / "memory_stats.json"), "--model", "gpt2", "--stage", "3", "--plan", ""],
      "--plan needs a value, got ''"),
