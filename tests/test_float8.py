@@ -157,3 +157,14 @@ def test_float8_all_gather_is_refused_without_tensorwise_or_outside_fsdp2():
         estimate(model="llama-3.1-8b", gpus=8, engine="fsdp2", float8="rowwise", float8_all_gather=True)
     with pytest.raises(ZeroplanError, match="FSDP2's"):
         estimate(model="llama-3.1-8b", gpus=8, engine="fsdp", stage=3, float8="tensorwise", float8_all_gather=True)
+
+
+def test_each_layer_event_of_the_step_holds_the_transient_and_no_other_event_does():
+    from zeroplan.api import estimate
+
+    base = dict(model="llama-3.1-8b", gpus=8, engine="fsdp2", stage=3, seq_len=4096, checkpointing="full")
+    plain, f8 = estimate(**base).stages[0].timeline, estimate(**base, float8="tensorwise").stages[0].timeline
+    acts = estimate(**base, float8="tensorwise").activations
+    for a, b in zip(plain.events, f8.events, strict=True):
+        want = {"forward": acts.float8_forward_bytes, "backward": acts.float8_backward_bytes}.get(a.phase, 0)
+        assert b.total - a.total == (want if a.layer is not None else 0), a.name

@@ -31,8 +31,8 @@ from zeroplan.errors import ZeroplanError
 from zeroplan.memory.setup import Float8Recipe, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
-__all__ = ["Float8Recipe", "cast_transients", "layer_linears", "layer_transients", "check_float8", "float8_assumption",
-           "compiled_float8_terms"]
+__all__ = ["Float8Recipe", "Transients", "cast_transients", "compiled_transients", "layer_linears", "layer_transients",
+           "check_float8", "float8_assumption", "compiled_float8_terms", "check_float8_all_gather", "is_float8_weight"]
 
 FLOAT8_BYTES = 1  # float8_e4m3fn / float8_e5m2
 SCALE_BYTES = 4  # fp32 scales (amax_to_scale: res.to(torch.float32))
