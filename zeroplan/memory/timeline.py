@@ -201,9 +201,12 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
 
 
 def _float8(m: Moment, prof: ActivationProfile) -> int:
-    if m.layer is None:
+    """A layer's float8 casts (memory.float8): its forward's; its backward's, or a recomputed forward's if larger."""
+    if m.layer is None or m.phase not in ("forward", "backward"):
         return 0
-    return prof.float8_forward if m.phase == "forward" else prof.float8_backward if m.phase == "backward" else 0
+    if m.phase == "forward":
+        return prof.float8_forward
+    return max(prof.float8_backward, prof.float8_forward if m.recompute else 0)
 
 
 def _static(m: Moment, accumulating: bool) -> int:
