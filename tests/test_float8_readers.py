@@ -91,3 +91,18 @@ def test_a_float8_file_estimates_with_its_transients_named(runner, tmp_path):
     res = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--from", str(path), "--seq-len", "2048"])
     assert res.exit_code == 0, res.output
     assert "Float8Linear tensorwise" in res.output and "float8 all-gather" in res.output
+
+
+def test_a_plan_with_float8_all_gather_beside_rowwise_is_refused_in_one_line(runner, tmp_path):
+    import yaml
+
+    from zeroplan.cli.app import app
+
+    plan = {"description": "f8", "model": "llama-3.1-8b", "gpus": 8, "hardware": "h100-sxm-80gb", "engine": "fsdp2",
+            "engine_options": {"float8_all_gather": True}, "training": {"seq_len": 2048, "float8": "rowwise"}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    res = runner.invoke(app, ["check", str(path)])
+    assert res.exit_code == 1 and "--float8 tensorwise" in res.stderr and "Traceback" not in res.output
+    path.write_text(yaml.safe_dump({**plan, "training": {"seq_len": 2048, "float8": "tensorwise"}}))
+    assert runner.invoke(app, ["check", str(path)]).exit_code == 0
