@@ -99,6 +99,7 @@ def test_a_plan_with_float8_all_gather_beside_rowwise_is_refused_in_one_line(run
     from zeroplan.cli.app import app
 
     plan = {"description": "f8", "model": "llama-3.1-8b", "gpus": 8, "hardware": "h100-sxm-80gb", "engine": "fsdp2",
+            "fsdp": {"reshard_after_forward": True},
             "engine_options": {"float8_all_gather": True}, "training": {"seq_len": 2048, "float8": "rowwise"}}
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(plan))
