@@ -172,3 +172,16 @@ def test_each_layer_event_of_the_step_holds_the_transient_and_no_other_event_doe
         backward = max(acts.float8_backward_bytes, acts.float8_forward_bytes)  # full checkpointing recomputes forwards
         want = {"forward": acts.float8_forward_bytes, "backward": backward}.get(a.phase, 0)
         assert b.total - a.total == (want if a.layer is not None else 0), a.name
+
+
+@pytest.mark.parametrize("row", MEASURED["peaks"], ids=lambda r: f"h{r['hidden']}-f{r['intermediate']}")
+def test_a_compiled_float8_blocks_backward_peak_is_within_five_percent_of_the_model(row):
+    """Over the bf16 compiled block: the saved set's difference plus the float8 backward transient (docs/float8.md)."""
+    arch = _arch(row)
+    setup = TrainingSetup(precision=Precision.bf16_mixed, seq_len=row["seq"], micro_batch=row["batch"], compile=True)
+    bf16, f8 = activation_bytes(arch, setup), activation_bytes(arch, replace(setup, float8=Float8Recipe.tensorwise))
+    rotary = dict(embedding_terms(arch, traits_of(arch), row["batch"], row["seq"], 2))[ROTARY_TERM]
+    assert f8.per_layer_bytes + rotary == row["float8_saved"] and bf16.per_layer_bytes + rotary == row["bf16_saved"]
+    model = f8.per_layer_bytes - bf16.per_layer_bytes + f8.float8_backward_bytes
+    measured = row["float8_bwd_peak"] - row["bf16_bwd_peak"]
+    assert abs(measured - model) <= 0.05 * row["float8_bwd_peak"]

@@ -15,8 +15,11 @@ torch==2.13.0's inductor compiles it on CPU (torch._scaled_mm has a CPU kernel).
           with Float8LinearConfig(enable_fsdp_float8_all_gather=True) or left bf16: in each block's forward, the
           bytes of its FSDPParams' all_gather_outputs and unsharded parameters (a Float8TrainingTensor's data and
           scale), against zeroplan.memory.engines.fsdp.unit_bytes.
+  peak    the same compiled block (no checkpointing, tensorwise and bf16) through validation/measure_compile_ac.py's
+          measure(prepare=...), whose backward high-water also counts inductor's own buffers: the block's backward
+          peak, against zeroplan's saved set plus its float8 backward transient.
 Writes validation/float8_measured.json (the parts named, the others kept). Needs torch, torchao, transformers:
-    python validation/measure_float8.py [linear] [block] [gather]
+    python validation/measure_float8.py [linear] [block] [gather] [peak]
 """
 
 from __future__ import annotations
@@ -182,11 +185,25 @@ def measure_gather(world: int, d: int, f: int, port: int) -> dict:
             "model_float8": unit_bytes(block, world, 2, float8=True)}
 
 
+def measure_peak(shape: tuple) -> dict:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    from validation.measure_compile_ac import configure, measure
+
+    configure()
+    convert = lambda layer: convert_to_float8_training(layer, config=Float8LinearConfig.from_recipe_name("tensorwise"))  # noqa: E731
+    bf16, f8 = measure(shape, "none", "inductor"), measure(shape, "none", "inductor", prepare=convert)
+    family, hidden, heads, kv, inter, seq, batch = shape
+    return {"family": family, "hidden": hidden, "heads": heads, "kv_heads": kv, "intermediate": inter, "seq": seq,
+            "batch": batch, "bf16_saved": bf16["saved_bytes"], "bf16_bwd_peak": bf16["bwd_peak_bytes"],
+            "float8_saved": f8["saved_bytes"], "float8_bwd_peak": f8["bwd_peak_bytes"]}  # fmt: skip
+
+
 def main() -> None:
     import torchao
     import transformers
 
-    parts = set(sys.argv[1:]) or {"linear", "block", "gather"}
+    parts = set(sys.argv[1:]) or {"linear", "block", "gather", "peak"}
     out = json.loads(OUT.read_text()) if OUT.exists() else {}
     out.update({"torch": torch.__version__, "torchao": torchao.__version__, "transformers": transformers.__version__,
                 "device": "cpu", "dtype": "bfloat16"})  # fmt: skip
@@ -196,7 +213,9 @@ def main() -> None:
         out["blocks"] = [measure_block(shape, recipe) for shape in BLOCKS for recipe in RECIPES]
     if "gather" in parts:
         out["gathers"] = [measure_gather(*shape, port=29540 + i) for i, shape in enumerate(GATHERS)]
-    for part in ("linears", "blocks", "gathers"):
+    if "peak" in parts:
+        out["peaks"] = [measure_peak(BLOCKS[0])]
+    for part in ("linears", "blocks", "gathers", "peaks"):
         for row in out.get(part, []):
             print(part, row, flush=True)
     OUT.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

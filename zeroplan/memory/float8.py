@@ -102,7 +102,19 @@ def layer_transients(arch: Architecture, setup: TrainingSetup, tokens: int, e: i
         return Transients(0, 0)
     each = [compiled_transients(setup.float8, tokens, k, n) if setup.compile
             else cast_transients(setup.float8, tokens, k, n, e) for _, k, n in layer_linears(arch)]
-    return Transients(max((t.forward for t in each), default=0), max((t.backward for t in each), default=0))
+    backward = max((t.backward for t in each), default=0)
+    return Transients(max((t.forward for t in each), default=0), backward + recomputed_bytes(arch, setup, tokens, e))
+
+
+def recomputed_bytes(arch: Architecture, setup: TrainingSetup, tokens: int, e: int) -> int:
+    """What a compiled float8 block without checkpointing recomputes in its backward instead of saving
+    (RECOMPUTED_UNDER_FLOAT8: e T h twice, e T f), alive again there; 0 elsewhere."""
+    if not setup.compile or setup.float8 in (Float8Recipe.none, Float8Recipe.rowwise_with_gw_hp):
+        return 0
+    if setup.checkpointing.value != "none" and not (setup.checkpointing.value == "selective"
+                                                     and setup.attention.value == "flash"):
+        return 0
+    return e * tokens * (2 * arch.hidden_size + arch.intermediate_size)
 
 
 def check_float8(arch: Architecture, setup: TrainingSetup) -> None:
