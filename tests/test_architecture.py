@@ -214,6 +214,7 @@ FROZEN = {
         "--reduce-dtype", "--no-sync", "--adapter-wrap",  # PyTorch engine settings (docs/engines.md)
         "--compile",  # torch.compile of each block: AOTAutograd's saved tensors (docs/activations.md)
         "--training-loop",  # whose loop runs the micro-steps: what it keeps between them (docs/activations.md)
+        "--float8", "--float8-all-gather",  # torchao Float8Linear training; FSDP2's float8 all-gather (docs/float8.md)
     },
     "capacity": SCENARIO | FINETUNE,
     "check": (SCENARIO - {"--offload-optimizer", "--offload-param", "--units"}) | FINETUNE | {

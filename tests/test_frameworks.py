@@ -244,7 +244,9 @@ def test_an_accelerate_config_names_no_model(runner, write):
     ({**AXOLOTL, "tensor_parallel_size": 2}, "tensor_parallel_size: 2 (tensor parallelism)"),
     ({**AXOLOTL, "rl": "grpo"}, "rl: grpo (preference or RL training"),  # dpo, ipo, orpo, kto are read
     ({**AXOLOTL, "optimizer": "muon"}, "optimizer: muon (an optimizer;"),
-    ({**ACCELERATE, "mixed_precision": "fp8"}, "mixed_precision: fp8 (FP8 training)"),
+    ({**ACCELERATE, "mixed_precision": "fp8"}, "mixed_precision: fp8 (torchao float8 training under deepspeed"),
+    ({"distributed_type": "NO", "mixed_precision": "fp8", "fp8_config": {"backend": "TE"}},
+     "fp8_config.backend: TE (FP8 training with TransformerEngine or MS-AMP"),
     ({"distributed_type": "XLA"}, "distributed_type: XLA (zeroplan models DEEPSPEED, FSDP, MULTI_GPU (DDP) and NO (one GPU))"),
     ({"distributed_type": "FSDP", "fsdp_config": {"fsdp_sharding_strategy": "HYBRID_SHARD"}},
      "fsdp_config.fsdp_sharding_strategy: HYBRID_SHARD (hybrid sharding)"),

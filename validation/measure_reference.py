@@ -80,7 +80,7 @@ class LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        for t in tree_leaves(out):
+        for t in self.plain(out):
             if isinstance(t, torch.Tensor):
                 s = t.untyped_storage()
                 key = s.data_ptr()
@@ -88,6 +88,10 @@ class LiveBytes(TorchDispatchMode):
                     self.refs[key] = (StorageWeakRef(s), s.nbytes())
         self.peak = max(self.peak, self.live())
         return out
+
+    def plain(self, out) -> list:
+        """The tensors an op returned whose storages count (a subclass overrides this to unwrap wrapper tensors)."""
+        return tree_leaves(out)
 
     def restart(self) -> int:
         """The bytes alive now, from which the next phase's peak is taken."""

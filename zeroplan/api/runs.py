@@ -33,6 +33,7 @@ from zeroplan.memory.setup import (
     Attention,
     Checkpointing,
     Engine,
+    Float8Recipe,
     Loss,
     OffloadDevice,
     Optimizer,
@@ -77,6 +78,7 @@ def estimate(
     post_training: PostTraining | str = _SETUP.post_training,
     teacher: str | Path | None = None,
     compile: bool = _SETUP.compile,
+    float8: Float8Recipe | str = _SETUP.float8,
     training_loop: TrainingLoop | str | None = None,
     offload_optimizer: OffloadDevice | str = OffloadDevice.none,
     offload_param: OffloadDevice | str = OffloadDevice.none,
@@ -84,6 +86,7 @@ def estimate(
     reduce_dtype: str | None = None,
     no_sync: bool = False,
     adapter_wrap: str = "own",
+    float8_all_gather: bool = False,
     deepspeed_config: str | Path | None = None,
     from_file: str | Path | None = None,
     from_kind: str | None = None,
@@ -140,7 +143,8 @@ def estimate(
     `.scenario.mesh.mesh` then holds it (a Mesh: `.tp`, `.pp`, `.cp`, `.dp`, `.describe()`), and each stage is
     the busiest rank's. `calibration`: a `zeroplan calibrate --save` file, as --calibration (docs/calibrate.md). `reduce_dtype`,
     `no_sync`, `adapter_wrap`: the FSDP engine settings, as --reduce-dtype, --no-sync, --adapter-wrap (docs/engines.md). `compile`: torch.compile
-    of each block, as --compile; `training_loop`: "trainer" or "litgpt", as --training-loop (None: litgpt under `qlora_stack="litgpt"`, else trainer; docs/activations.md).
+    of each block, as --compile; `float8`: "none", "tensorwise", "rowwise" or "rowwise-with-gw-hp", as --float8, and
+    `float8_all_gather` as --float8-all-gather (docs/float8.md); `training_loop`: "trainer" or "litgpt", as --training-loop (None: litgpt under `qlora_stack="litgpt"`, else trainer; docs/activations.md).
     """
     options = dict(locals())
     check_needs(estimate, options)

@@ -29,6 +29,7 @@ from zeroplan.memory.setup import (
     Checkpointing,
     Engine,
     EngineOptions,
+    Float8Recipe,
     Loss,
     Optimizer,
     OptimizerImpl,
@@ -124,6 +125,8 @@ class Training(Frozen):
                                                "micro-steps (docs/activations.md); absent: litgpt under a finetune "
                                                "block's 4-bit quant with qlora_stack litgpt, else trainer")
     compile: bool = Field(False, description="torch.compile of each block (docs/activations.md), as --compile")
+    float8: Float8Recipe = Field(Float8Recipe.none, description="torchao Float8Linear training of the blocks' linears "
+                                 "(docs/float8.md), as --float8")
     teacher: str | None = Field(None, description="post_training kd: the teacher model (a preset, a YAML spec or "
                                 "config.json relative to the plan, or a Hub id)")
 
@@ -289,7 +292,7 @@ class Plan(Frozen):
         return TrainingSetup(
             precision=t.precision, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl, seq_len=t.seq_len, micro_batch=micro_batch or micro,
             grad_accum=grad_accum or gas, checkpointing=checkpointing, checkpoint_every=every, attention=t.attention,
-            loss=t.loss, post_training=t.post_training, training_loop=self.training_loop(), compile=t.compile,
+            loss=t.loss, post_training=t.post_training, training_loop=self.training_loop(), compile=t.compile, float8=t.float8,
         )  # fmt: skip
 
     def training_loop(self) -> TrainingLoop:

@@ -58,6 +58,9 @@ def estimate(
         if args.compile and (method is not Method.zeroplan or mesh.given):
             raise UsageError("--compile: modelled for zeroplan's own estimate on data parallelism only (measured on "
                              "one whole block), not with --method deepspeed|megatron or --tp/--pp/--cp/--ep")
+        if args.float8.value != "none" and (method is not Method.zeroplan or mesh.given):
+            raise UsageError("--float8: modelled for zeroplan's own estimate on data parallelism only, not with "
+                             "--method deepspeed|megatron or --tp/--pp/--cp/--ep")
         if method is Method.megatron and mesh.cp_comm is not CpComm.p2p:
             raise UsageError("--cp-comm a2a (DeepSpeed-Ulysses) is zeroplan's own model; Megatron-LM's theoretical "
                              "memory formula has no context-parallel communication kind")

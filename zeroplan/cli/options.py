@@ -15,6 +15,7 @@ from zeroplan.memory.setup import (
     AdapterWrap,
     Attention,
     Engine,
+    Float8Recipe,
     Loss,
     OffloadDevice,
     Optimizer,
@@ -176,12 +177,14 @@ ENGINE_SETTINGS = group(
     ENGINE_PANEL,
     option("reduce_dtype", Optional[ReduceDtype], None, "--reduce-dtype", help="--engine fsdp2: MixedPrecisionPolicy(reduce_dtype=...): the reduce-scatter in fp32 (torchtitan's default) or bf16 (default: the param dtype)."),
     option("no_sync", bool, False, "--no-sync", help="FSDP with --grad-accum: no reduce-scatter until the last micro-step, whole gradients kept until then (Accelerate, HF Trainer and Lightning do this unless sync_each_batch)."),
+    option("float8_all_gather", bool, False, "--float8-all-gather", help="--engine fsdp2 with --float8 tensorwise: the blocks' linear weights all-gathered in float8, 1 byte each (torchao enable_fsdp_float8_all_gather; torchtitan's [float8] key of that name)."),
     option("adapter_wrap", AdapterWrap, AdapterWrap.own, "--adapter-wrap", help="--engine fsdp with LoRA: adapters in FSDP units of their own (peft's policy) or in their block's flat parameter (litgpt, Lightning Fabric; use_orig_params=True)."),
 )
 # How the blocks run (memory.activations.compiled; docs/activations.md "torch.compile"); estimate takes it.
 BLOCK_SETTINGS = group(
     TRAINING_PANEL,
     option("compile", bool, SETUP.compile, "--compile", help="torch.compile of each block (inductor; torchtitan, torchtune): the saved tensors AOTAutograd's partitioner keeps, measured on CPU for Llama-style dense models, also under --checkpointing full / every:N / selective-op."),
+    option("float8", Float8Recipe, SETUP.float8, "--float8", help="torchao Float8Linear training of the blocks' linears (torchtitan's float8 converter; the head stays bf16): the casts' transients per recipe, measured on CPU (docs/float8.md)."),
     option("training_loop", Optional[TrainingLoop], None, "--training-loop", help="Whose loop runs the micro-steps: trainer (HF Trainer, Accelerate, TRL, torchtune, torchtitan: nothing kept between them) or litgpt (Lightning Fabric: fp32 logits, the previous micro-step's logits and graph alive until the next forward returns). Default: litgpt under --qlora --qlora-stack litgpt, else trainer."),
 )
 OFFLOAD = group(

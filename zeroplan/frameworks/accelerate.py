@@ -3,7 +3,8 @@
 Keys as accelerate's ClusterConfig and its DeepSpeed/FSDP plugins read them
 (huggingface/accelerate@16cb6eb:src/accelerate/commands/config/config_args.py, src/accelerate/utils/dataclasses.py): `distributed_type` DEEPSPEED (a `deepspeed_config_file`, or the inline
 keys from which DeepSpeedPlugin builds a config), FSDP (`fsdp_config`, FSDP1 or FSDP2) or MULTI_GPU (DDP);
-`num_processes` (all GPUs), `num_machines`, `mixed_precision`. Docs: https://huggingface.co/docs/accelerate/
+`num_processes` (all GPUs), `num_machines`, `mixed_precision` (fp8: `fp8_config.backend` AO is torchao's Float8Linear,
+read as accelerate==1.16.0 runs it: utils/ao.py, utils/dataclasses.py AORecipeKwargs; TE and MS-AMP refused). Docs: https://huggingface.co/docs/accelerate/
 package_reference/cli#accelerate-config. Pure: no I/O.
 """
 
@@ -23,7 +24,7 @@ from zeroplan.frameworks.run import (
     Taken,
     validate_keys,
 )
-from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Float8Recipe, OffloadDevice, Precision
 
 Device = Literal["none", "cpu", "nvme"]
 ACCELERATE_ZERO_STAGE = 2  # DeepSpeedPlugin's default (ACCELERATE_DEEPSPEED_ZERO_STAGE unset)
@@ -60,6 +61,7 @@ class AccelerateKeys(FileKeys):
     deepspeed_config: dict[str, Any] | None = None
     fsdp_config: dict[str, Any] | None = None
     parallelism_config: dict[str, Any] | None = None
+    fp8_config: dict[str, Any] | None = None
 
 
 def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
@@ -70,7 +72,7 @@ def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
     if keys.use_cpu:
         refuse.add("use_cpu", True, "training on CPU")
     if keys.mixed_precision == "fp8":
-        refuse.add("mixed_precision", "fp8", "FP8 training")
+        taken += _fp8(keys, taken, refuse)
     elif keys.mixed_precision is not None:
         precision = MIXED_PRECISION[keys.mixed_precision]
         taken.append(Taken("mixed_precision", keys.mixed_precision, "precision", precision, f"--precision {precision.value}"))
@@ -83,6 +85,34 @@ def read_accelerate(data: Mapping, origin: str) -> FrameworkRun:
                               refuse, keys.distributed_type)
     refuse.raise_any()
     return FrameworkRun(FromKind.accelerate, origin, tuple(taken))
+
+
+def _fp8(keys: AccelerateKeys, taken: list[Taken], refuse: NotModelled) -> list[Taken]:
+    """mixed_precision fp8 with torchao (backend AO, or none named: the Accelerator picks torchao first when it is
+    installed, accelerator.py fp8_backend NO): bf16 autocast around Float8Linear() (tensorwise) on every linear but the
+    model's first and last (utils/ao.py convert_model_to_fp8_ao), float8 all-gather under FSDP2 unless
+    fp8_config.enable_fsdp_float8_all_gather is false (AORecipeKwargs' default true)."""
+    config = keys.fp8_config or {}
+    backend = str(config.get("backend", "AO")).upper()
+    if backend != "AO":
+        refuse.add("fp8_config.backend", backend, "FP8 training with TransformerEngine or MS-AMP (torchao's "
+                   "Float8Linear, backend AO, is modelled)")
+        return []
+    engine = next((t.value for t in taken if t.option == "engine"), None)
+    if engine in (Engine.deepspeed, Engine.fsdp, Engine.fsdp.value, Engine.deepspeed.value):
+        refuse.add("mixed_precision", "fp8", f"torchao float8 training under {Engine(engine).value} (modelled under "
+                   "FSDP2, DDP and one GPU)")
+        return []
+    out = [Taken("mixed_precision", "fp8", "precision", Precision.bf16_mixed, "--precision bf16-mixed (fp8 autocasts "
+                 "to bf16 around the float8 matmuls)"),
+           Taken("fp8_config.backend", backend, "float8", Float8Recipe.tensorwise, "--float8 tensorwise (torchao "
+                 "Float8LinearConfig(); the first and last linear stay bf16)", "backend" not in config)]
+    if engine in (Engine.fsdp2, Engine.fsdp2.value):
+        gather = bool(config.get("enable_fsdp_float8_all_gather", True))
+        out.append(Taken("fp8_config.enable_fsdp_float8_all_gather", gather, "float8_all_gather", gather,
+                         "--float8-all-gather" if gather else "weights all-gathered in bf16",
+                         "enable_fsdp_float8_all_gather" not in config))
+    return out
 
 
 def _config_file(keys: AccelerateKeys) -> bool:

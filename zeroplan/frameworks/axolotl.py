@@ -27,7 +27,7 @@ from zeroplan.frameworks.run import (
 )
 from zeroplan.frameworks.trainer import attention_of, ddp_by_default, optimizer_taken
 from zeroplan.frameworks.tuning import LoraRegex, TrainOnly
-from zeroplan.memory.setup import Checkpointing, Engine, Loss, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Float8Recipe, Loss, Precision
 
 # The deprecated boolean attention flags, as axolotl maps them onto attn_implementation.
 LEGACY_ATTENTION = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "flex_attention": "flex_attention",
@@ -60,6 +60,7 @@ class AxolotlKeys(FileKeys):
     bf16: Literal["auto", "full"] | bool | None = "auto"
     fp16: bool | None = None
     fp8: bool | None = None
+    fp8_enable_fsdp_float8_all_gather: bool | None = None
     bfloat16: bool | None = None
     float16: bool | None = None
     gradient_checkpointing: Literal["offload", "offload_disk"] | bool | None = False
@@ -119,6 +120,8 @@ def read_axolotl(data: Mapping, origin: str) -> FrameworkRun:
         n = keys.dp_shard_size
         taken.append(take("dp_shard_size", "gpus", str(n), f"--gpus {n} (the shard degree; a world beyond it would "
                           "replicate the shards, hybrid sharding, which is not modelled)"))
+    if keys.fp8:
+        taken = _fp8(keys, taken)
     if keys.liger_fused_linear_cross_entropy and any("liger" in p.lower() for p in keys.plugins or ()):
         taken.append(take("liger_fused_linear_cross_entropy", "loss", Loss.liger, "--loss liger"))
     if keys.rl in READ_RL:  # TRL's DPOTrainer / ORPOTrainer / KTOTrainer (memory.reference)
@@ -243,6 +246,21 @@ def _engine(keys: AxolotlKeys, origin: str, refuse: NotModelled) -> list[Taken]:
         refuse.add("fsdp", keys.fsdp, "the deprecated fsdp list; write fsdp_config")
         return []
     return ddp_by_default("deepspeed")
+
+
+def _fp8(keys: AxolotlKeys, taken: list[Taken]) -> list[Taken]:
+    """fp8: true (axolotl-ai-cloud/axolotl@067b021 src/axolotl/core/trainers/base.py additional_accelerator_args):
+    Accelerator(mixed_precision="fp8", kwargs_handlers=[AORecipeKwargs(config=Float8LinearConfig(
+    enable_fsdp_float8_all_gather=fp8_enable_fsdp_float8_all_gather))]): torchao's tensorwise Float8Linear on every
+    linear but the model's first and last (accelerate's convert_model_to_fp8_ao), under bf16 autocast."""
+    out = [t for t in taken if t.option != "precision"]
+    out += [Taken("fp8", True, "precision", Precision.bf16_mixed, "--precision bf16-mixed (Accelerate's fp8 autocasts "
+                  "to bf16 around the float8 matmuls)"),
+            Taken("fp8", True, "float8", Float8Recipe.tensorwise, "--float8 tensorwise (torchao Float8LinearConfig(); "
+                  "the first and last linear stay bf16)")]
+    if keys.fp8_enable_fsdp_float8_all_gather:
+        out.append(Taken("fp8_enable_fsdp_float8_all_gather", True, "float8_all_gather", True, "--float8-all-gather"))
+    return out
 
 
 def _uncounted(keys: AxolotlKeys) -> tuple[str, ...]:

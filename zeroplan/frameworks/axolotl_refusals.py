@@ -68,8 +68,10 @@ def refusals(keys: Any, data: Mapping, refuse: NotModelled) -> None:
         refuse.add("rl_adapter_ref_model", True, "a reference model loaded beside the adapters")
     if keys.rl in READ_RL and keys.liger_fused_linear_cross_entropy:
         refuse.add("liger_fused_linear_cross_entropy", True, "beside a preference trainer (Liger's fused loss)")
-    if keys.fp8:
-        refuse.add("fp8", True, "FP8 training")
+    if keys.fp8 and keys.adapter:
+        refuse.add("fp8", True, f"FP8 training with adapter {keys.adapter} (modelled for full training)")
+    if keys.fp8 and (keys.deepspeed is not None or (keys.fsdp_config is not None and keys.fsdp_version != 2)):
+        refuse.add("fp8", True, "torchao float8 training under DeepSpeed or FSDP1 (modelled under FSDP2, DDP and one GPU)")
     if keys.float16:
         refuse.add("float16", True, "pure fp16 training")
 

@@ -5,8 +5,9 @@ TOML job configs: torchtitan/config/job_config.py): `[model]` name and flavor (t
 `[training]` local_batch_size 8, seq_len 2048, mixed_precision_param bfloat16 (FSDP2's MixedPrecisionPolicy over
 fp32 sharded parameters: bf16-mixed); `[parallelism]` data_parallel_shard_degree -1 (every rank left), the other
 degrees 1; `[activation_checkpoint]` mode selective, selective_ac_option "2" (every 2nd layer) or "op";
-`[optimizer]` AdamW. A tensor-, pipeline-, context- or expert-parallel mesh, HSDP, Float8 and compile are refused in
-one line. Docs: https://github.com/pytorch/torchtitan/blob/main/docs/. Pure: no I/O.
+`[optimizer]` AdamW; Float8 (`model.converters` "float8" or "quantize.linear.float8" with its `[float8]` or
+`[quantize.linear.float8]` section, or 9dec370's `[float8] enable_float8_linear`): _float8 below. A tensor-,
+pipeline-, context- or expert-parallel mesh, HSDP, MX and other converters, and compile are refused in one line. Docs: https://github.com/pytorch/torchtitan/blob/main/docs/. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
-from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, Optimizer, Precision
+from zeroplan.memory.setup import Checkpointing, Engine, Float8Recipe, OffloadDevice, Optimizer, Precision
 
 # (model.name, model.flavor) -> the zeroplan preset of the same shapes
 FLAVORS = {("llama3", "8B"): "llama-3.1-8b", ("llama3", "70B"): "llama-3.1-70b", ("llama3", "405B"): "llama-3.1-405b",
@@ -26,6 +27,10 @@ MESH = {"tensor_parallel_degree": "tensor parallelism", "pipeline_parallel_degre
         "context_parallel_degree": "context parallelism", "expert_parallel_degree": "expert parallelism",
         "data_parallel_replicate_degree": "HSDP (replicated shards)"}  # fmt: skip
 OPTIMIZERS = {"AdamW": Optimizer.adamw, "Adam": Optimizer.adamw}
+FLOAT8_CONVERTERS = ("float8", "quantize.linear.float8")  # the name before and after torchtitan's quantize section
+RECIPES = {None: Float8Recipe.tensorwise, "tensorwise": Float8Recipe.tensorwise, "rowwise": Float8Recipe.rowwise,
+           "rowwise_with_gw_hp": Float8Recipe.rowwise_with_gw_hp}
+HEAD_FQN = "output"  # torchtitan's Llama output head (filter_fqns = ["output"] in its train_configs)
 
 
 class Training(FileKeys):
@@ -53,8 +58,7 @@ def read_torchtitan(data: Mapping, origin: str) -> FrameworkRun:
     preset = FLAVORS.get(model)
     taken = [Taken("model.flavor", f"{model[0]} {model[1]}", "model", preset, f"--model {preset}" if preset else
                    f"{model[0]} {model[1]}: no zeroplan preset has this flavor's shapes; give --model")]  # fmt: skip
-    if keys.model.get("converters"):
-        refuse.add("model.converters", keys.model["converters"], "Float8 / MX training")
+    taken += _float8(keys, data, refuse)
     if keys.compile.get("enable"):  # torchtitan/models/llama3/infra/parallelize.py apply_compile: each block
         components = keys.compile.get("components", ["model", "loss"])  # config/job_config.py Compile's default
         if "model" in components:
@@ -81,6 +85,49 @@ def read_torchtitan(data: Mapping, origin: str) -> FrameworkRun:
         refuse.add("optimizer.name", name, "an optimizer other than AdamW and Adam")
     refuse.raise_any()
     return FrameworkRun(FromKind.torchtitan, origin, tuple(taken))
+
+
+def _float8(keys: TitanKeys, data: Mapping, refuse: NotModelled) -> list[Taken]:
+    """torchtitan's Float8 converter (pytorch/torchtitan@238fa99 torchtitan/components/quantization/float8.py,
+    config/job_config.py Float8Linear; 9dec370 torchtitan/float8.py): recipe_name None is tensorwise (dynamic
+    scaling), the all-gather in float8 only beside it and only when FSDP shards (dp_shard_enabled); every linear but
+    the filtered ones is converted, so the head must be filtered (as torchtitan's own configs do)."""
+    converters = keys.model.get("converters") or []
+    converters = [converters] if isinstance(converters, str) else list(converters)
+    if other := [c for c in converters if c not in FLOAT8_CONVERTERS]:
+        refuse.add("model.converters", ", ".join(map(str, other)), "MX / grouped-mm / other converters (only "
+                   "float8 linears are modelled)")
+    legacy = bool(keys.float8.get("enable_float8_linear"))  # 9dec370: [float8] enable_float8_linear, head skipped
+    if not legacy and not any(c in FLOAT8_CONVERTERS for c in converters):
+        return []
+    quantize = (data.get("quantize") or {}).get("linear", {}).get("float8") if isinstance(data.get("quantize"), Mapping) else None
+    name, section = ("quantize.linear.float8", quantize) if isinstance(quantize, Mapping) else ("float8", keys.float8)
+    recipe = section.get("recipe_name")
+    if recipe not in RECIPES:
+        refuse.add(f"{name}.recipe_name", recipe, "a float8 recipe other than tensorwise, rowwise, rowwise_with_gw_hp")
+        return []
+    fqns = [str(f) for f in section.get("filter_fqns", [])]
+    if not legacy and HEAD_FQN not in fqns:
+        refuse.add(f"{name}.filter_fqns", fqns, f'without "{HEAD_FQN}" the output head is converted too (modelled '
+                   "with the head in bf16)")
+    if extra := [f for f in fqns if f != HEAD_FQN]:
+        refuse.add(f"{name}.filter_fqns", ", ".join(extra), "only some blocks' linears converted")
+    for key in ("emulate",) + tuple(k for k in section if k.startswith("scaling_type") and section[k] != "dynamic"):
+        if section.get(key):
+            refuse.add(f"{name}.{key}", section[key], "emulated or delayed float8 scaling")
+    key = "model.converters" if not legacy else "float8.enable_float8_linear"
+    how = "" if "recipe_name" in section else "recipe_name unset: "
+    taken = [Taken(key, ", ".join(converters) or True, "float8", RECIPES[recipe], f"--float8 {RECIPES[recipe].value} "
+                   f"({how}torchao Float8Linear on the blocks' linears, the head in bf16)")]
+    gather = bool(section.get("enable_fsdp_float8_all_gather")) and recipe is None
+    shard = keys.parallelism.get("data_parallel_shard_degree", -1)
+    if section.get("enable_fsdp_float8_all_gather") and recipe is not None:
+        refuse.add(f"{name}.enable_fsdp_float8_all_gather", True, "beside a recipe_name (torchtitan asserts against it)")
+    elif gather and shard != 1:
+        taken.append(Taken(f"{name}.enable_fsdp_float8_all_gather", True, "float8_all_gather", True,
+                           "--float8-all-gather (precompute_float8_dynamic_scale_for_fsdp: one scale per weight, "
+                           "a few bytes)"))
+    return taken
 
 
 def _mesh(section: Mapping, refuse: NotModelled) -> list[Taken]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from zeroplan.hardware.spec import HardwareSpec
 from zeroplan.memory.assumptions import scenario_notes
+from zeroplan.memory.float8 import check_float8_all_gather
 from zeroplan.memory.recipes import Recipe, make_recipe
 from zeroplan.memory.setup import (
     Checkpointing,
@@ -222,6 +223,7 @@ def rank_bases(scn: Scenario, stage: ZeroStage, recipe: Recipe | None = None) ->
     states moved to unified memory (memory.paged)."""
     recipe = recipe or scn.recipe
     check_posttraining(scn)
+    check_float8_all_gather(scn.engine_options, scn.setup.float8)  # plans reach here without the CLI's checks
     if scn.mesh is not None:
         from zeroplan.memory.mesh import mesh_bases
 

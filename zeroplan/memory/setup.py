@@ -169,6 +169,15 @@ def checkpointing_label(mode: Checkpointing, every: int) -> str:
     return f"{EVERY_PREFIX}{every}" if mode is Checkpointing.full and every > 1 else mode.value
 
 
+class Float8Recipe(str, Enum):
+    """torchao's Float8Linear training recipes (torchao==0.18.0 float8/config.py Float8LinearRecipeName; memory.float8)."""
+
+    none = "none"
+    tensorwise = "tensorwise"
+    rowwise = "rowwise"
+    rowwise_with_gw_hp = "rowwise-with-gw-hp"
+
+
 class Attention(str, Enum):
     eager = "eager"  # materialises the a x s x s score and probability matrices
     flash = "flash"  # SDPA / FlashAttention: no score matrices kept
@@ -239,6 +248,7 @@ class TrainingSetup:
     post_training: PostTraining = PostTraining.sft
     compile: Annotated[Flag, Field(description="torch.compile of each block (inductor): AOTAutograd's saved tensors")] = False
     training_loop: TrainingLoop = TrainingLoop.trainer
+    float8: Float8Recipe = Float8Recipe.none  # torchao Float8Linear training of the blocks' linears (memory.float8)
 
     @property
     def checkpointing_label(self) -> str:
@@ -334,3 +344,6 @@ class EngineOptions:
                     "Trainer's and Lightning's default), keeping whole gradients until then")] = False
     adapter_wrap: Annotated[AdapterWrap, Field(
         description="FSDP1 + LoRA: adapters in FSDP units of their own, or in their block's flat parameter")] = AdapterWrap.own
+    float8_all_gather: Annotated[Flag, Field(
+        description="FSDP2 + --float8 tensorwise: the blocks' linear weights all-gathered in float8 (torchao "
+                    "enable_fsdp_float8_all_gather; memory.float8)")] = False

@@ -91,6 +91,9 @@ class ActivationProfile:
     loss_hole: int = 0
     start: int = 0  # a no-grad forward before the policy's (ASFT's reference, memory.posttrain): at the step's start
     forward_held: int = 0  # what that forward leaves alive through the policy's forward (its logits), loss included
+    # --float8 (memory.float8): the casts' transients inside one layer's forward, and inside one layer's backward
+    float8_forward: int = 0
+    float8_backward: int = 0
 
     def layers_alive(self, layers: int, num_layers: int) -> int:
         """Bytes of the first `layers` of `num_layers` layers' activations (evenly split without layer_prefix)."""
@@ -140,6 +143,8 @@ def profile_from(acts, arch, setup) -> ActivationProfile:
                              layer_prefix=tuple(prefix), held=acts.held_bytes,
                              transient=getattr(acts, "dequant_bytes", 0),
                              head_transient=getattr(acts, "head_dequant_bytes", 0),
+                             float8_forward=getattr(acts, "float8_forward_bytes", 0),
+                             float8_backward=getattr(acts, "float8_backward_bytes", 0),
                              carried=getattr(acts, "carried_bytes", 0), handoff=getattr(acts, "handoff_bytes", 0),
                              loop_held=getattr(acts, "loop_held_bytes", 0),
                              loss_backward=max(0, getattr(acts, "loss_backward_bytes", 0) - acts.logits_bytes),
@@ -191,8 +196,17 @@ def _activations(m: Moment, prof: ActivationProfile, num_layers: int) -> int:
     carried = prof.carried if m.phase in ("start", "forward") and not m.loss else 0
     held = prof.loop_held if m.phase in ("backward", "step") and not m.head else 0
     return (layers + prof.embedding * m.embedding + prof.head * m.head + ends + carried + held
-            + prof.recompute * m.recompute + prof.transient * (m.layer is not None)
+            + prof.recompute * m.recompute + prof.transient * (m.layer is not None) + _float8(m, prof)
             + prof.start * (m.phase == "start") + prof.forward_held * (m.phase == "forward"))
+
+
+def _float8(m: Moment, prof: ActivationProfile) -> int:
+    """A layer's float8 casts (memory.float8): its forward's; its backward's, or a recomputed forward's if larger."""
+    if m.layer is None or m.phase not in ("forward", "backward"):
+        return 0
+    if m.phase == "forward":
+        return prof.float8_forward
+    return max(prof.float8_backward, prof.float8_forward if m.recompute else 0)
 
 
 def _static(m: Moment, accumulating: bool) -> int:

@@ -95,12 +95,16 @@ def _fraction(value: float | None, what: str, upper: float) -> float | None:
 
 def setup_from(args: ScenarioArgs) -> TrainingSetup:
     checkpointing, every = parse_checkpointing(args.checkpointing)
+    if getattr(args.float8, "value", args.float8) != "none" and (
+            args.lora_rank or args.adapter_config or args.qlora or args.load_in_8bit or args.freeze):
+        raise ZeroplanError("--float8: modelled for full training (torchtitan's float8 converter), not with LoRA, "
+                            "QLoRA, an 8-bit base or --freeze")
     return validated(TrainingSetup, dict(
         precision=args.precision, optimizer=args.optimizer, fp32_grad_accum=args.fp32_grad_accum,
         optimizer_impl=args.optimizer_impl,
         seq_len=parse_count(args.seq_len, "--seq-len"), micro_batch=parse_count(args.micro_batch, "--micro-batch"),
         grad_accum=parse_count(args.grad_accum, "--grad-accum"), checkpointing=checkpointing, attention=args.attention,
-        checkpoint_every=every, loss=args.loss, post_training=args.post_training, compile=args.compile,
+        checkpoint_every=every, loss=args.loss, post_training=args.post_training, compile=args.compile, float8=args.float8,
         training_loop=TrainingLoop.of(args.training_loop, args.qlora, args.qlora_stack),
     ))
 
@@ -248,11 +252,13 @@ def engine_options_of(args: ScenarioArgs):
     """The PyTorch engine settings typed (--reduce-dtype, --no-sync, --adapter-wrap), each refused in one line
     by an engine that does not have it (memory.engines.check_engine_options)."""
     from zeroplan.memory.engines import check_engine_options
+    from zeroplan.memory.float8 import check_float8_all_gather
     from zeroplan.memory.setup import AdapterWrap, EngineOptions
 
     options = validated(EngineOptions, {"reduce_dtype": args.reduce_dtype, "no_sync": args.no_sync,
-                                        "adapter_wrap": args.adapter_wrap})
+                                        "adapter_wrap": args.adapter_wrap, "float8_all_gather": args.float8_all_gather})
     check_engine_options(args.engine, options)
+    check_float8_all_gather(options, args.float8)
     if options.adapter_wrap is AdapterWrap.block and not (args.lora_rank or args.adapter_config):
         raise SpecError("--adapter-wrap block says where FSDP1 puts LoRA adapters: give --lora-rank R or --adapter-config")
     return options

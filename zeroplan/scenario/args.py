@@ -12,6 +12,7 @@ from zeroplan.memory.setup import (
     Attention,
     Checkpointing,
     Engine,
+    Float8Recipe,
     Loss,
     OffloadDevice,
     Optimizer,
@@ -53,6 +54,7 @@ class ScenarioArgs:
     post_training: PostTraining = _SETUP.post_training
     teacher: str | None = None  # --post-training kd: the teacher model (memory.teacher)
     compile: bool = _SETUP.compile  # torch.compile of each block (memory.activations.compiled)
+    float8: Float8Recipe = _SETUP.float8  # torchao Float8Linear training of the blocks' linears (memory.float8)
     # what the loop keeps between micro-steps (activations.loop); None: litgpt's under --qlora-stack litgpt, else trainer
     training_loop: TrainingLoop | None = None
     offload_optimizer: OffloadDevice = OffloadDevice.none
@@ -74,6 +76,7 @@ class ScenarioArgs:
     reduce_dtype: str | None = None  # FSDP2 MixedPrecisionPolicy.reduce_dtype: fp32 | bf16
     no_sync: bool = False  # FSDP: no reduce-scatter until the last micro-step (Accelerate, HF Trainer, Lightning)
     adapter_wrap: str = "own"  # FSDP1 + LoRA: own units (peft's policy) | block (litgpt / Lightning Fabric)
+    float8_all_gather: bool = False  # FSDP2 + --float8 tensorwise: float8 all-gather of the blocks' linear weights
     from_file: str | tuple[str, ...] | list[str] | None = None  # --from FILE, repeatable (a training file, its launcher's); typed options override them
     from_kind: str | None = None  # --from-kind: the file's kind, instead of recognising it by its keys
     # Fine-tuning modes (zeroplan.scenario.finetune): all unset = full training.

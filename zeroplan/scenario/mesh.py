@@ -18,6 +18,9 @@ def mesh_estimate(args: ScenarioArgs, mesh_args: MeshArgs, stage: int | None = N
     if args.compile:
         raise ZeroplanError("--compile: modelled on data parallelism only (measured on one whole block), not with "
                             "--tp/--pp/--cp/--ep")
+    if getattr(args.float8, "value", args.float8) != "none":
+        raise ZeroplanError("--float8: modelled on data parallelism only (whole linears per rank), not with "
+                            "--tp/--pp/--cp/--ep")
     if (loop := TrainingLoop.of(args.training_loop, args.qlora, args.qlora_stack)) is not TrainingLoop.trainer:
         raise ZeroplanError(f"--training-loop {loop.value}: modelled on data parallelism only (litgpt's "
                             "finetune scripts), not with --tp/--pp/--cp/--ep")

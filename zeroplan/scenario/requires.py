@@ -90,6 +90,9 @@ NEEDS = (
     Needs("qlora_stack", "--qlora", _given_any("qlora", "from_file")),
     Needs("bnb_version", "a bitsandbytes base (--qlora or --load-in-8bit)", _given_any("qlora", "load_in_8bit", "from_file")),
     Needs("buffer_factor", "--method deepspeed", _is("method", "deepspeed")),
+    # torchao's float8 all-gather casts with one tensorwise scale (memory.float8); outside FSDP2 its engine check says so
+    Needs("float8_all_gather", "--float8 tensorwise", lambda values, given: _value(values, "float8") == "tensorwise"
+          or "from_file" in given),
     Needs("teacher", "--post-training kd", lambda values, given: _value(values, "post_training") == "kd"
           or "from_file" in given),
     Needs("from_kind", "--from", _given_any("from_file"), "--from-kind names the kind of a --from file: give --from FILE"),
@@ -117,7 +120,7 @@ STANDALONE = frozenset({
     "method", "tp", "pp", "cp", "ep", "units", "fmt", "html", "global_batch", "topology", "policy", "policy_file",
     "set", "emit_deepspeed", "emit_accelerate", "search_parallelism", "plans", "ignore", "strict", "output", "mfu",
     "sweep", "stages", "gpu_counts", "micro_batches", "assignments", "checkpointings", "offload_optimizers",
-    "offload_params", "calibration", "records", "plan", "save", "optimizer_impl", "training_loop",
+    "offload_params", "calibration", "records", "plan", "save", "optimizer_impl", "training_loop", "float8",
 })  # fmt: skip
 
 # Options that need another and are refused without it by their own check, in their own words (exit 1):

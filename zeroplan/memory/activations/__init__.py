@@ -52,7 +52,8 @@ from zeroplan.memory.activations.terms import (
     recompute_held_bytes,
 )
 from zeroplan.memory.activations.traits import Traits, activation_saves, traits_of
-from zeroplan.memory.setup import Attention, Checkpointing, Loss, TrainingLoop, TrainingSetup
+from zeroplan.memory.float8 import check_float8, compiled_float8_terms, float8_assumption, layer_transients
+from zeroplan.memory.setup import Attention, Checkpointing, Float8Recipe, Loss, TrainingLoop, TrainingSetup
 from zeroplan.models.architecture import Architecture
 
 
@@ -110,6 +111,10 @@ class ActivationEstimate:
     loop_held_bytes: int = 0
     # The loss's backward at its high-water mark (memory.activations.loss LossBytes.backward); 0 = not modelled.
     loss_backward_bytes: int = 0
+    # --float8 (memory.float8): the largest converted linear's cast transients over nn.Linear's, alive inside a layer's
+    # forward and inside its backward only; not in total_bytes.
+    float8_forward_bytes: int = 0
+    float8_backward_bytes: int = 0
 
 
 def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEstimate:
@@ -130,6 +135,7 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     flash = setup.attention is Attention.flash and not traits.eager_only
     if setup.compile:
         check_compile(arch, setup)
+    check_float8(arch, setup)
     ckpt = _effective_checkpointing(setup.checkpointing, flash)
     terms = max((layer_terms(layer, traits, b, s, e, flash=flash, selective=False) for layer, _ in layer_variants(arch)),
                 key=lambda ts: sum(t for _, t in ts))
@@ -138,6 +144,9 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
     compiled = compiled_stack(arch, b, s, e, ckpt, setup.checkpoint_every) if setup.compile else None
     if compiled is not None:  # dense (check_compile): the compiled block's saved sets, no held masks or ids
         terms, each, held = list(compiled.terms), compiled.each, 0
+        if ckpt is Checkpointing.none and setup.float8 is not Float8Recipe.none:  # memory.float8's compiled delta
+            terms = compiled_float8_terms(terms, arch, setup.float8, e)
+            each = (sum(t for _, t in terms),) * len(each)
         per_layer, layers = max(each), sum(each)
         layer_full = sum(t for _, t in terms)
     litgpt = setup.training_loop is TrainingLoop.litgpt
@@ -174,6 +183,8 @@ def activation_bytes(arch: Architecture, setup: TrainingSetup) -> ActivationEsti
         handoff_bytes=handoff_bytes(arch, b, s, e) if litgpt else 0,
         loop_held_bytes=head.logits if litgpt else 0,
         loss_backward_bytes=head.backward,
+        float8_forward_bytes=(float8 := layer_transients(arch, setup, b * s, e)).forward,
+        float8_backward_bytes=float8.backward,
     )
 
 
@@ -302,4 +313,7 @@ def _assumptions(arch: Architecture, traits: Traits, setup: TrainingSetup) -> tu
         notes.append(COMPILE_ASSUMPTION)
         if _effective_checkpointing(setup.checkpointing, flash) is not Checkpointing.none:
             notes.append(COMPILE_AC_ASSUMPTION)
+    if setup.float8.value != "none":
+        notes.append(float8_assumption(setup, layer_transients(arch, setup, setup.micro_batch * setup.seq_len,
+                                                               setup.precision.compute_bytes)))
     return tuple(notes)

@@ -206,8 +206,11 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         settings = fsdp1_settings(stage, dp, mixed, layout)
     else:
         states = sharded_states(fsdp2_shard(layout, dp), store)
-        buffers = fsdp2_buffers(layout, stage, dp, store) + (unsharded_grad(layout, dp, store),)
+        buffers = fsdp2_buffers(layout, stage, dp, store, options.float8_all_gather) + (unsharded_grad(layout, dp, store),)
         settings = fsdp2_settings(stage, mixed, layout)
+    if options.float8_all_gather:
+        settings += (Setting("float8 all-gather", "Float8LinearConfig(enable_fsdp_float8_all_gather=True): the blocks' "
+                             "linear weights gathered in float8", "torchao==0.18.0:float8/fsdp_utils.py"),)
     cpu_terms: tuple[Term, ...] = ()
     if offload:
         cpu_terms = (Term("CPU offload: sharded parameters, gradients, optimizer states", states.total,
@@ -224,7 +227,7 @@ def engine_stage_base(engine: Engine | str, model: ModelSummary, layout: ModelLa
         moments = fsdp1_moments(layout, states, store, stage, dp, mixed, offload, copy if offload else 0)
     elif engine is Engine.fsdp2:
         moments = fsdp2_moments(layout, states, store, stage, dp, sum(t.bytes for t in buffers if t.name == STAGING),
-                                offload, copy if offload else 0, reduce_element(store, options))
+                                offload, copy if offload else 0, reduce_element(store, options), options.float8_all_gather)
     no_sync = keeps_unsharded(engine, stage, dp, accumulating, options)
     if engine in (Engine.fsdp, Engine.fsdp2):
         settings += grad_settings(engine, options, no_sync)
@@ -289,6 +292,9 @@ def check_engine_options(engine: Engine, options: EngineOptions) -> None:
                             f"(MixedPrecisionPolicy.reduce_dtype), not --engine {engine.value}")
     if options.no_sync and engine not in (Engine.fsdp, Engine.fsdp2):
         raise ZeroplanError(f"--no-sync is FSDP's (gradient accumulation without reduce-scatter), not --engine "
+                            f"{engine.value}'s")
+    if options.float8_all_gather and engine is not Engine.fsdp2:
+        raise ZeroplanError(f"--float8-all-gather is FSDP2's (torchao's fsdp_pre_all_gather hook), not --engine "
                             f"{engine.value}'s")
     if options.adapter_wrap is AdapterWrap.block and engine is not Engine.fsdp:
         raise ZeroplanError(f"--adapter-wrap block is FSDP1's wrapping of LoRA adapters (--engine fsdp), not "

@@ -15,6 +15,7 @@ from math import prod
 
 from zeroplan.memory.engines.layout import ModelLayout, Shape
 from zeroplan.memory.engines.storage import Storage
+from zeroplan.memory.float8 import FLOAT8_BYTES, SCALE_BYTES, is_float8_weight
 from zeroplan.memory.setup import ZeroStage
 from zeroplan.memory.states import ModelStates
 from zeroplan.memory.terms import Phase, Setting, Term, shard_numel
@@ -53,6 +54,16 @@ def fsdp1_shard(layout: ModelLayout, stage: ZeroStage, dp: int) -> int:
     return sum(flat_shard(u, dp) for u in layout.unit_numels)
 
 
+def unit_bytes(shapes, dp: int, c: int, float8: bool = False, shard: bool = False) -> int:
+    """A unit's padded unsharded bytes (its shard's, `shard`): c per element; with `float8` (--float8-all-gather, a
+    block's tensors) a linear's weight is all-gathered in float8, 1 B per element, with its fp32 scale (torchao==0.18.0
+    float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather: (float8 data,), (scale,))."""
+    def one(s: Shape) -> int:
+        rows = dim0_shard(s, dp) * (1 if shard else dp)
+        return rows * FLOAT8_BYTES + SCALE_BYTES if float8 and is_float8_weight(s) else rows * c
+    return sum(one(s) for s in shapes)
+
+
 def fsdp2_shard(layout: ModelLayout, dp: int) -> int:
     return sum(dim0_shard(s, dp) for s in layout.tensors())
 
@@ -88,25 +99,27 @@ def fsdp1_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage
     return tuple(terms)
 
 
-def fsdp2_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage) -> tuple[Term, ...]:
+def fsdp2_buffers(layout: ModelLayout, stage: ZeroStage, dp: int, store: Storage, float8: bool = False) -> tuple[Term, ...]:
     """Unsharded parameters in the forward/backward and the all-gather output FSDP2 keeps for its last all-gather.
 
     reshard_after_forward=False (stage 2): every unit unsharded (padded, x c) + one block's staging output.
     reshard_after_forward=True (stage 3): root (kept unsharded, as FSDP1) + one block + max(root, block) staging:
-    the root's all-gather output is still held when the first block's all-gather lands.
+    the root's all-gather output is still held when the first block's all-gather lands. In bytes (unit_bytes: the
+    blocks' linear weights in float8 under --float8-all-gather).
     """
-    root = sum(dim0_shard(s, dp) for s in layout.root) * dp
-    block = sum(dim0_shard(s, dp) for s in layout.block) * dp
+    c = store.compute
+    root, block = unit_bytes(layout.root, dp, c), unit_bytes(layout.block, dp, c, float8)
     if stage is ZeroStage.zero2:
-        blocks = sum(sum(dim0_shard(s, dp) for s in shapes) * dp * n for shapes, n in layout.block_kinds)
+        blocks = sum(unit_bytes(shapes, dp, c, float8) * n for shapes, n in layout.block_kinds)
         gathered, how = root + blocks, "every unit, reshard_after_forward=False"
     else:
         gathered, how = root + (block if layout.num_blocks else 0), "root + one block, reshard_after_forward=True"
     staging = block if stage is ZeroStage.zero2 and layout.num_blocks else max(root, block)
-    gathered_term = Term(f"{GATHERED} ({how})", gathered * store.compute, Phase.backward, FSDP2_SOURCE + ": all_gather_outputs")
+    how += ", the blocks' linear weights in float8" if float8 else ""
+    gathered_term = Term(f"{GATHERED} ({how})", gathered, Phase.backward, FSDP2_SOURCE + ": all_gather_outputs")
     if dp == 1:  # measured: one rank keeps no all-gather output
         return (gathered_term,)
-    return (gathered_term, Term(STAGING, staging * store.compute, Phase.backward, FSDP2_SOURCE + ": comm_ctx.all_gather_state"))
+    return (gathered_term, Term(STAGING, staging, Phase.backward, FSDP2_SOURCE + ": comm_ctx.all_gather_state"))
 
 
 def unsharded_grad(layout: ModelLayout, dp: int, store: Storage) -> Term:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 
-from zeroplan.memory.engines.fsdp import dim0_shard, flat_shard
+from zeroplan.memory.engines.fsdp import dim0_shard, flat_shard, unit_bytes
 from zeroplan.memory.engines.layout import ModelLayout
 from zeroplan.memory.engines.storage import Storage
 from zeroplan.memory.engines.streams import all_gather_stream_bytes, reduce_stream_bytes
@@ -107,14 +107,14 @@ def fsdp1_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
 
 def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stage: ZeroStage, dp: int,
                   staging: int, offloaded: bool = False, offload_copy: int = 0,
-                  reduce_bytes: int | None = None) -> tuple[Moment, ...]:
+                  reduce_bytes: int | None = None, float8: bool = False) -> tuple[Moment, ...]:
     """FSDP2 per event: unsharded units, the kept all-gather output in the forward, the kept reduce-scatter input
-    (in reduce_dtype: `reduce_bytes` per element, the param dtype's when None)."""
+    (in reduce_dtype: `reduce_bytes` per element, the param dtype's when None); `float8`: --float8-all-gather."""
     p, o, g_all, c = states.parameters, states.optimizer_states, states.gradients, store.compute
     blocks = layout.num_blocks
-    root_u = sum(dim0_shard(s, dp) for s in layout.root) * dp * c
-    block_u = sum(dim0_shard(s, dp) for s in layout.block) * dp * c
-    block_rs = block_u // c * (reduce_bytes or c)
+    root_u = unit_bytes(layout.root, dp, c)
+    block_u, block_grad = unit_bytes(layout.block, dp, c, float8), unit_bytes(layout.block, dp, c)
+    block_rs = block_grad // c * (reduce_bytes or c)
     block_shard_g = 0 if offloaded else sum(dim0_shard(s, dp) for s in layout.block) * store.grad
     keep = stage is ZeroStage.zero2  # reshard_after_forward=False
     staging += offload_copy  # CPU offload: the all-gather input copied to the GPU
@@ -134,7 +134,7 @@ def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
     def unsharded(name, phase, layer):
         if phase != "backward" or (layer is None and name != EMBEDDING_BACKWARD):
             return 0
-        return block_u if layer is not None else root_u
+        return block_grad if layer is not None else root_u
 
     def reduce_input(name, phase, layer):  # the previous unit's reduce-scatter input, kept until this one's
         if phase != "backward" or (layer is None and name != EMBEDDING_BACKWARD) or layer == blocks - 1:
@@ -145,7 +145,7 @@ def fsdp2_moments(layout: ModelLayout, states: ModelStates, store: Storage, stag
         return staging - offload_copy if phase == "forward" else 0
 
     pools = (reduce_stream_bytes(layout, dp, store, reduce_bytes or c, offloaded)
-             + all_gather_stream_bytes(layout, dp, store, not keep))
+             + all_gather_stream_bytes(layout, dp, store, not keep, float8))
     moments = _unit_moments(p, o, g_all, blocks, block_shard_g, False, 0, gathered, unsharded, reduce_input)
     return tuple(replace(m, stream_pool=pools, stream_live=staged(m.name, m.phase, m.layer)) for m in moments)
 

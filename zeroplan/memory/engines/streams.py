@@ -18,7 +18,7 @@ Measured on CPU: validation/measure_fsdp2_streams.py (which stream each allocati
 
 from __future__ import annotations
 
-from zeroplan.memory.engines.fsdp import dim0_shard
+from zeroplan.memory.engines.fsdp import dim0_shard, unit_bytes
 from zeroplan.memory.engines.layout import ModelLayout
 from zeroplan.memory.engines.storage import Storage
 from zeroplan.memory.terms import Phase, Term
@@ -52,23 +52,24 @@ def reduce_stream_bytes(layout: ModelLayout, dp: int, store: Storage, reduce_byt
     return total * store.grad + cast
 
 
-def all_gather_stream_bytes(layout: ModelLayout, dp: int, store: Storage, reshard: bool) -> int:
+def all_gather_stream_bytes(layout: ModelLayout, dp: int, store: Storage, reshard: bool, float8: bool = False) -> int:
     """The most FSDP2's all-gather copy-in stream holds at once: two units' all-gather outputs (the previous one
     kept until the next is waited on) and the next one's input, its shard cast to param_dtype.
 
     pool = max(R + B, 2 B if resharded after forward (the backward gathers blocks again, one prefetched)) + b,
     R, B = the root's and the largest block's padded unsharded bytes (c each), b = that block's shard (c). One rank
-    gathers nothing (measured: validation/measure_engines.py): 0.
+    gathered nothing (measured: validation/measure_engines.py): 0. --float8-all-gather: the blocks' linear weights in
+    float8 in both (fsdp.unit_bytes).
     """
     if dp == 1:
         return 0
-    root = sum(dim0_shard(s, dp) for s in layout.root)
-    blocks = [sum(dim0_shard(s, dp) for s in shapes) for shapes, _ in layout.block_kinds]
-    if not blocks:
-        return root * dp * store.compute + root * store.compute
-    block = max(blocks)
-    pair = max(root + block, 2 * block if reshard else 0) * dp
-    return (pair + block) * store.compute
+    c = store.compute
+    root = unit_bytes(layout.root, dp, c)
+    if not layout.block_kinds:
+        return root + unit_bytes(layout.root, dp, c, shard=True)
+    shapes = max((shapes for shapes, _ in layout.block_kinds), key=lambda ss: unit_bytes(ss, dp, c, float8))
+    block = unit_bytes(shapes, dp, c, float8)
+    return max(root + block, 2 * block if reshard else 0) + unit_bytes(shapes, dp, c, float8, shard=True)
 
 
 def reserved_terms(moments, timeline, prof, peak: int) -> tuple[Term, ...]:
