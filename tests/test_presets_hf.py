@@ -126,3 +126,11 @@ def test_mapped_torchtune_builder_states_its_presets_shapes(builder: str) -> Non
 
 def test_builder_tables_do_not_overlap() -> None:
     assert not set(BUILDERS) & set(SAME_SHAPE_BUILDERS)
+
+
+def test_docs_list_each_preset_and_alias_with_its_count() -> None:
+    lines = (ROOT / "docs" / "models.md").read_text(encoding="utf-8").splitlines()
+    for name, entry in SOURCES["presets"].items():
+        assert any(line.startswith(f"| {name} | {entry['hf_id']} | {measured(entry['file'])[0]:,} |") for line in lines)
+    for hub_id, alias in SOURCES["aliases"].items():
+        assert any(line.startswith(f"| {hub_id} | {alias['preset']} |") for line in lines)
