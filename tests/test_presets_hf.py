@@ -134,3 +134,13 @@ def test_docs_list_each_preset_and_alias_with_its_count() -> None:
         assert any(line.startswith(f"| {name} | {entry['hf_id']} | {measured(entry['file'])[0]:,} |") for line in lines)
     for hub_id, alias in SOURCES["aliases"].items():
         assert any(line.startswith(f"| {hub_id} | {alias['preset']} |") for line in lines)
+
+
+def test_a_qwen3_next_config_without_full_attention_is_refused_in_one_line() -> None:
+    """The fuzz campaign over the presets found it: a hybrid with no softmax layer has no heads to size attention by."""
+    from zeroplan.errors import SpecError
+    from zeroplan.models.presets import model_from_data
+
+    config = {**load_model("qwen3-next-80b-a3b").config.model_dump(exclude_unset=True), "full_attention_interval": 64}
+    with pytest.raises(SpecError, match=r"^config\.json: no full_attention layer in 48 layers"):
+        model_from_data(config, "config.json", hf_name="x")
