@@ -90,6 +90,13 @@ def test_alias_config_counts_as_its_preset(hub_id: str) -> None:
                for note in counts.notes)
 
 
+def test_a_variant_of_an_alias_says_its_shapes_are_assumed() -> None:
+    name, counts, _ = model_facts("Qwen/Qwen2-0.5B")
+    assert name == "qwen2.5-0.5b"
+    assert any("a variant (base) of Qwen/Qwen2-0.5B-Instruct" in note and "assumed the same" in note
+               for note in counts.notes)
+
+
 @pytest.mark.parametrize(("hub_id", "preset"), [
     ("Qwen/Qwen2-0.5B", "qwen2.5-0.5b"),  # a variant (base) of an alias
     ("NousResearch/Llama-2-7b-hf", "llama-2-7b"),  # a re-upload

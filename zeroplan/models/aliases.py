@@ -16,9 +16,9 @@ REUPLOADERS = frozenset({"nousresearch", "unsloth"})
 
 
 def alias_match(hub_id: str, aliases: Iterable[str]) -> tuple[str, tuple[str, ...]] | None:
-    """(the alias, the variant suffixes by which the id differs from it: none for the alias itself) for a Hub id that
-    is one of `aliases` or a variant of one (instruct, base, chat, dated: hub.VARIANT_SUFFIX); None otherwise. A
-    quantized checkpoint's id is no variant."""
+    """(the alias, the variant suffixes by which the id differs from it: none for the alias itself, `base` for the id
+    without the alias's suffixes) for a Hub id that is one of `aliases` or a variant of one (instruct, base, chat,
+    dated: hub.VARIANT_SUFFIX); None otherwise. A quantized checkpoint's id is no variant."""
     spelt = {alias.lower(): alias for alias in aliases}
     if (alias := spelt.get(hub_id.lower())) is not None:
         return alias, ()
@@ -26,7 +26,7 @@ def alias_match(hub_id: str, aliases: Iterable[str]) -> tuple[str, tuple[str, ..
         return None
     bases = {base_form(alias)[0]: alias for alias in spelt.values()}
     base, removed = base_form(hub_id)
-    return (bases[base], removed) if base in bases else None
+    return (bases[base], removed or ("base",)) if base in bases else None  # no suffix: the base of a suffixed alias
 
 
 def reupload_candidates(hub_id: str, owners: set[str]) -> Iterator[tuple[str, str]]:

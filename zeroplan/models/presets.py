@@ -228,21 +228,22 @@ def _variant_of(hub_id: str) -> tuple[str | None, str]:
 
 def _alias_of(hub_id: str) -> tuple[str | None, str]:
     """(the preset that lists a Hub id, or the checkpoint it is a variant of, under `aliases`; the note), or (None, '')."""
-    listed = {alias: (name, str(_yaml_hf_id(path)), why) for name, path in preset_paths("models").items()
-              for alias, why in _yaml_aliases(path).items()}  # fmt: skip
+    listed = {}
+    for name, path in preset_paths("models").items():
+        data = parse_yaml(read_text(path), str(path))
+        aliases = data.get("aliases") if isinstance(data, dict) else None
+        for alias, why in aliases.items() if isinstance(aliases, dict) else ():
+            listed[str(alias)] = (name, str(data.get("hf_id")), str(why))
     if (match := alias_match(hub_id, listed)) is None:
         return None, ""
     alias, removed = match
-    name, preset_id, why = listed[alias]
-    via = f"a variant ({', '.join(removed)}) of {alias}, and " if removed else ""
-    return name, (f"{printable(hub_id)} resolved to preset {name} ({preset_id}) because the config is the same: {via}"
-                  f"{alias}'s config.json holds {preset_id}'s layers, widths, heads and vocabulary ({why})")
-
-
-def _yaml_aliases(path: Path) -> dict[str, str]:
-    data = parse_yaml(read_text(path), str(path))
-    aliases = data.get("aliases") if isinstance(data, dict) else None
-    return {str(k): str(v) for k, v in aliases.items()} if isinstance(aliases, dict) else {}
+    name, preset_id, why = (printable(part) for part in listed[alias])
+    holds = f"{printable(alias)}'s config.json holds {preset_id}'s layers, widths, heads and vocabulary ({why})"
+    if not removed:
+        return name, f"{printable(hub_id)} resolved to preset {name} ({preset_id}) because the config is the same: {holds}"
+    return name, (f"{printable(hub_id)} is counted as {name} ({preset_id}): a variant ({', '.join(removed)}) of "
+                  f"{printable(alias)}, and {holds}; the variant's own shapes assumed the same (zeroplan is offline; if "
+                  "its config.json differs, give it with --model PATH/config.json)")
 
 
 def _close_hf_ids(hub_id: str) -> str:
