@@ -151,3 +151,11 @@ def test_a_qwen3_next_config_without_full_attention_is_refused_in_one_line() -> 
     config = {**load_model("qwen3-next-80b-a3b").config.model_dump(exclude_unset=True), "full_attention_interval": 64}
     with pytest.raises(SpecError, match=r"^config\.json: no full_attention layer in 48 layers"):
         model_from_data(config, "config.json", hf_name="x")
+
+
+def test_models_json_names_each_presets_hub_id_and_aliases() -> None:
+    from zeroplan.cli.presets import models_output
+
+    rows = {row["name"]: row for row in models_output()[0]["models"]}
+    assert rows["qwen2.5-7b"]["hf_id"] == "Qwen/Qwen2.5-7B" and "Qwen/Qwen2-7B-Instruct" in rows["qwen2.5-7b"]["aliases"]
+    assert rows["gpt2"]["aliases"] == {}
