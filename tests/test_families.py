@@ -223,7 +223,7 @@ def test_preset_config_reads_the_same_as_an_hf_config_json(path) -> None:
 def test_model_spec_rejects_unknown_top_level_keys() -> None:
     with pytest.raises(SpecError, match=r"^m\.yaml: params: unknown key; expected one of name, source, "
                        r"hf_id, reference_params, reference_rounded, reference_active_params, reference_differs, "
-                       r"note, config$"):
+                       r"note, aliases, config$"):
         model_from_data({"name": "m", "source": "s", "params": 7, "config": {"model_type": "llama"}}, "m.yaml")
 
 

@@ -207,12 +207,13 @@ def test_the_deepspeed_path_is_found_beside_the_file_else_in_the_working_directo
 
 
 def test_a_model_the_file_names_that_zeroplan_cannot_resolve_says_how_to_give_one(runner, write):
-    path = write("sft.yaml", {**LF, "model_name_or_path": "Qwen/Qwen3-4B-Instruct-2507"})
+    path = write("sft.yaml", {**LF, "model_name_or_path": "Qwen/Qwen3-Coder-30B-A3B-Instruct"})
     assert error(runner, "--from", path) == (
-        "sft.yaml: model_name_or_path: Qwen/Qwen3-4B-Instruct-2507: no preset has this hf_id, and no local folder or "
-        "file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan models`; "
-        "did you mean qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b (Qwen/Qwen3-30B-A3B), qwen3-32b "
-        "(Qwen/Qwen3-32B), qwen3-8b (Qwen/Qwen3-8B)?")
+        "sft.yaml: model_name_or_path: Qwen/Qwen3-Coder-30B-A3B-Instruct: no preset has this hf_id, and no local folder "
+        "or file has this name (zeroplan never downloads); give --model PATH/config.json or a preset: run `zeroplan "
+        "models`; did you mean qwen3-0.6b (Qwen/Qwen3-0.6B), qwen3-1.7b (Qwen/Qwen3-1.7B), qwen3-14b (Qwen/Qwen3-14B), "
+        "qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b (Qwen/Qwen3-30B-A3B), qwen3-32b (Qwen/Qwen3-32B), "
+        "qwen3-4b (Qwen/Qwen3-4B), qwen3-8b (Qwen/Qwen3-8B), qwen3-next-80b-a3b (Qwen/Qwen3-Next-80B-A3B-Thinking)?")
     assert estimate(runner, "--from", path, "--params", "4e9")["model"]["num_params"] == 4_000_000_000
 
 

@@ -98,7 +98,7 @@ def test_a_family_only_transformers_describes_is_counted_by_it(runner, name):
 # Hub ids of the fresh configs that name a preset's checkpoint (the same counts, checked here), and ids that do not
 SAME_AS_PRESET = {"meta-llama/Meta-Llama-3.1-8B": "Meta-Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-70B": "Meta-Llama-3.1-70B",
                   "meta-llama/Meta-Llama-3.1-405B": "Meta-Llama-3.1-405B", "deepseek-ai/DeepSeek-R1": "DeepSeek-R1",
-                  "mistralai/Mixtral-8x22B-v0.1": None}  # fmt: skip
+                  "Qwen/Qwen3-1.7B": "Qwen3-1.7B", "mistralai/Mixtral-8x22B-v0.1": None}  # fmt: skip
 
 
 @pytest.mark.parametrize("hub_id", [h for h, n in SAME_AS_PRESET.items() if n])
@@ -110,7 +110,7 @@ def test_a_hub_id_resolves_to_a_preset_of_its_configs_count(runner, hub_id):
 
 
 @pytest.mark.parametrize(("hub_id", "family"), [
-    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-8b"), ("Qwen/Qwen3.5-27B", "qwen3-32b"), ("Qwen/Qwen3-1.7B", "qwen3-8b"),
+    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-8b"), ("Qwen/Qwen3.5-27B", "qwen3-32b"),
     ("mistralai/Mixtral-8x22B-v0.1", "mixtral-8x7b"), ("Qwen/Qwen3-32B-FP8", "qwen3-32b"),
 ])  # fmt: skip
 def test_a_hub_id_of_another_checkpoint_is_offered_its_family(runner, hub_id, family):

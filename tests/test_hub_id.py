@@ -79,7 +79,9 @@ def test_a_folder_without_config_json_says_so(tmp_path):
 
 @pytest.mark.parametrize(("ref", "family"), [
     ("acme/Widget-7B", ""),
-    ("models/Qwen2.5-7B", "; did you mean qwen2.5-72b (Qwen/Qwen2.5-72B), qwen2.5-7b (Qwen/Qwen2.5-7B)?"),
+    ("models/Qwen2.5-7B", "; did you mean qwen2.5-0.5b (Qwen/Qwen2.5-0.5B-Instruct), qwen2.5-1.5b (Qwen/Qwen2.5-1.5B-Instruct), "
+                          "qwen2.5-14b (Qwen/Qwen2.5-14B), qwen2.5-32b (Qwen/Qwen2.5-32B), qwen2.5-3b (Qwen/Qwen2.5-3B), "
+                          "qwen2.5-72b (Qwen/Qwen2.5-72B), qwen2.5-7b (Qwen/Qwen2.5-7B)?"),
 ])  # fmt: skip
 def test_an_unknown_hub_id_says_how_to_give_a_model(runner, ref, family, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -111,11 +113,12 @@ def test_an_hf_id_that_is_not_one_is_refused(tmp_path):
 def test_a_hub_id_close_to_a_presets_gets_a_did_you_mean(runner):
     from zeroplan.cli.app import app
 
-    result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.2-1B"])  # the presets of its family
+    result = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.2-11B-Vision"])  # the presets of its family
     assert result.exit_code == 1 and result.stderr.strip().endswith(
         "did you mean llama-3.1-405b (meta-llama/Llama-3.1-405B), llama-3.1-70b (meta-llama/Llama-3.1-70B), "
-        "llama-3.1-8b (meta-llama/Llama-3.1-8B)?")
-    other = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen1.5-MoE-A2.7B"])  # another generation: no guess
+        "llama-3.1-8b (meta-llama/Llama-3.1-8B), llama-3.2-1b (meta-llama/Llama-3.2-1B-Instruct), "
+        "llama-3.2-3b (meta-llama/Llama-3.2-3B-Instruct)?")
+    other = runner.invoke(app, ["estimate", "--model", "Qwen/QVQ-72B-Preview"])  # another family: no guess
     assert other.exit_code == 1 and "did you mean" not in other.stderr
 
 

@@ -25,7 +25,7 @@ def test_a_variant_resolves_to_its_preset(hub_id, preset):
 
 
 @pytest.mark.parametrize("hub_id", ["Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B-AWQ", "mistralai/Mistral-7B-Instruct-v0.2",
-                                    "Qwen/Qwen3-4B-Instruct-2507", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+                                    "Qwen/Qwen3-Coder-30B-A3B-Instruct", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
                                     "meta-llama/Llama-3.3-70B-Instruct-FP8"])
 def test_a_quantized_or_other_checkpoint_does_not(hub_id):
     with pytest.raises(Exception, match="no preset has this hf_id"):
@@ -41,10 +41,12 @@ def test_the_output_says_which_preset_counted_it(runner):
 
 
 def test_an_unknown_id_is_offered_its_family(runner):
-    res = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen3-4B-Instruct-2507", "--gpus", "8"])
+    res = runner.invoke(app, ["estimate", "--model", "Qwen/Qwen3-Coder-30B-A3B-Instruct", "--gpus", "8"])
     assert res.exit_code == 1
-    assert res.stderr.strip().endswith("did you mean qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b "
-                                       "(Qwen/Qwen3-30B-A3B), qwen3-32b (Qwen/Qwen3-32B), qwen3-8b (Qwen/Qwen3-8B)?")
+    assert res.stderr.strip().endswith("did you mean qwen3-0.6b (Qwen/Qwen3-0.6B), qwen3-1.7b (Qwen/Qwen3-1.7B), qwen3-14b (Qwen/Qwen3-14B), "
+                                       "qwen3-235b-a22b (Qwen/Qwen3-235B-A22B), qwen3-30b-a3b (Qwen/Qwen3-30B-A3B), "
+                                       "qwen3-32b (Qwen/Qwen3-32B), qwen3-4b (Qwen/Qwen3-4B), qwen3-8b (Qwen/Qwen3-8B), "
+                                       "qwen3-next-80b-a3b (Qwen/Qwen3-Next-80B-A3B-Thinking)?")
 
 
 def test_the_shapes_of_an_id():

@@ -28,6 +28,7 @@ def models_output() -> tuple[dict, Callable]:
             "name": spec.name, "family": spec.architecture().family, "num_params": counts.num_params,
             "reference_params": spec.reference_params, "largest_layer_params": counts.largest_layer_params,
             "num_active_params": counts.num_active_params, "not_counted": list(counts.notes), "source": spec.source,
+            "hf_id": spec.hf_id, "aliases": dict(spec.aliases),
         })
     from zeroplan.cli import render
 

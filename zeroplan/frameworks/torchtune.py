@@ -17,6 +17,7 @@ from typing import Any
 
 from zeroplan.frameworks.kinds import FromKind
 from zeroplan.frameworks.run import FileKeys, FrameworkRun, NotModelled, Positive, Taken, validate_keys
+from zeroplan.frameworks.torchtune_builders import SAME_SHAPE_BUILDERS
 from zeroplan.memory.setup import Checkpointing, Engine, Loss, OffloadDevice, Optimizer, Precision
 
 # torchtune builder (lora_/qlora_ prefix dropped) -> zeroplan preset of the same shapes
@@ -137,7 +138,7 @@ def _model(builder: str, section: Mapping, refuse: NotModelled) -> list[Taken]:
     quantized = name.startswith("qlora_")  # qlora_X = partial(lora_X, quantize_base=True): torchao NF4 base
     name = name.removeprefix("q") if quantized else name
     base = name.removeprefix("lora_")
-    preset = BUILDERS.get(base)
+    preset = BUILDERS.get(base) or SAME_SHAPE_BUILDERS.get(base)
     taken = [Taken("model._component_", builder, "model", preset, f"--model {preset}" if preset else
                    f"{base}: no zeroplan preset has this builder's shapes; give --model")]  # fmt: skip
     if not name.startswith("lora_"):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroplan.errors import SpecError
 from zeroplan.models.architecture import Architecture, ParamCount
+from zeroplan.models.aliases import alias_match, reupload_candidates
 from zeroplan.models.hub import base_form, family_key, is_hub_id, variant_candidates
 from zeroplan.printable import printable
 from zeroplan.readers import parse_json, parse_yaml, read_text, require_mapping
@@ -211,15 +212,38 @@ HF_ID_CUTOFF = 0.8  # difflib similarity a Hub id needs to a preset's hf_id to b
 
 def _variant_of(hub_id: str) -> tuple[str | None, str]:
     """(the preset a Hub id is a variant of, the note that says so), or (None, '')."""
+    if (aliased := _alias_of(hub_id))[0] is not None:
+        return aliased
     bases = {base_form(found)[0]: (name, found) for name, path in preset_paths("models").items()
              if isinstance(found := _yaml_hf_id(path), str)}  # fmt: skip
-    for candidate, why in variant_candidates(hub_id):
+    owners = {found.partition("/")[0] for _, found in bases.values()}
+    for candidate, why in [*variant_candidates(hub_id), *reupload_candidates(hub_id, owners)]:
         if candidate in bases:
             name, preset_id = bases[candidate]
             return name, (f"{printable(hub_id)} is counted as {name} ({preset_id}): {why}; the same layers, widths, "
                           "heads and vocabulary assumed (zeroplan is offline; if its config.json differs, give it with "
                           "--model PATH/config.json)")  # fmt: skip
     return None, ""
+
+
+def _alias_of(hub_id: str) -> tuple[str | None, str]:
+    """(the preset that lists a Hub id, or the checkpoint it is a variant of, under `aliases`; the note), or (None, '')."""
+    listed = {}
+    for name, path in preset_paths("models").items():
+        data = parse_yaml(read_text(path), str(path))
+        aliases = data.get("aliases") if isinstance(data, dict) else None
+        for alias, why in aliases.items() if isinstance(aliases, dict) else ():
+            listed[str(alias)] = (name, str(data.get("hf_id")), str(why))
+    if (match := alias_match(hub_id, listed)) is None:
+        return None, ""
+    alias, removed = match
+    name, preset_id, why = (printable(part) for part in listed[alias])
+    holds = f"{printable(alias)}'s config.json holds {preset_id}'s layers, widths, heads and vocabulary ({why})"
+    if not removed:
+        return name, f"{printable(hub_id)} resolved to preset {name} ({preset_id}) because the config is the same: {holds}"
+    return name, (f"{printable(hub_id)} is counted as {name} ({preset_id}): a variant ({', '.join(removed)}) of "
+                  f"{printable(alias)}, and {holds}; the variant's own shapes assumed the same (zeroplan is offline; if "
+                  "its config.json differs, give it with --model PATH/config.json)")
 
 
 def _close_hf_ids(hub_id: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -228,15 +230,24 @@ def deepspeed_tables(ds: DeepSpeedEstimate) -> list:
     return out
 
 
+def _lineage(name: str) -> str:
+    """A preset name's leading word (qwen of qwen2.5-7b, gemma of gemma2-9b): the rows one rule groups."""
+    return re.match(r"[a-z]*", name).group(0) or name
+
+
 def models_table(rows: list[dict]) -> Table:
-    """The model presets, one row each."""
-    table = Table(title="model presets (sources: zeroplan models -f json)", title_justify="left")
+    """The model presets, one row each, grouped by name (qwen, llama, gemma, ...: a rule between groups), each group by
+    family, then smallest first."""
+    table = Table(title=f"model presets: {len(rows)} (Hub ids, aliases and sources: zeroplan models -f json)",
+                  title_justify="left")
     for col in ("name", "family", "params", "active", "largest layer", "source states"):
         table.add_column(col, justify="left" if col in ("name", "family") else "right")
-    for r in rows:
+    ordered = sorted(rows, key=lambda r: (_lineage(r["name"]), r["family"], r["num_params"], r["name"]))
+    for i, r in enumerate(ordered):
         ref = r["reference_params"]
+        last = i + 1 == len(ordered) or _lineage(ordered[i + 1]["name"]) != _lineage(r["name"])
         table.add_row(r["name"], r["family"], f"{r['num_params']:,}", f"{r['num_active_params']:,}",
-                      f"{r['largest_layer_params']:,}", "-" if ref is None else f"{ref:,}")
+                      f"{r['largest_layer_params']:,}", "-" if ref is None else f"{ref:,}", end_section=last)
     return table
 
 

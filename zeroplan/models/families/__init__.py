@@ -153,6 +153,9 @@ class ModelSpec(Frozen):
         description="stated figures the exact count does not equal (or round to); the note says why",
     )
     note: str | None = Field(None, description="where reference_params comes from, and any known difference")
+    aliases: dict[str, str] = Field(
+        {}, description="other Hub ids counted as this preset -> why: their config.json holds this one's shapes "
+                        "(validation/hf_reference/presets/sources.json vendors each, tests/test_presets_hf.py holds it)")
     config: SerializeAsAny[FamilyConfig] = Field(description="the family config (a pydantic model per HF model_type)")
 
     @field_validator("config", mode="before")

@@ -190,6 +190,9 @@ class Qwen3NextConfig(_QwenMoEConfig):
         check_layer_types(self.layer_types, self.num_hidden_layers, (FULL_ATTENTION, LINEAR_ATTENTION))
         check_divides("linear_num_key_heads", self.linear_num_key_heads,
                       "linear_num_value_heads", self.linear_num_value_heads)
+        if FULL_ATTENTION not in self.attention_layer_types():  # the heads zeroplan sizes attention by are theirs
+            raise ValueError(f"no full_attention layer in {self.num_hidden_layers} layers (layer_types, or "
+                             f"full_attention_interval {self.full_attention_interval}): not described")
         return self
 
     def attention_layer_types(self) -> list[str]:
