@@ -199,8 +199,19 @@ def test_the_deepspeed_path_is_found_beside_the_file_else_in_the_working_directo
     assert note.endswith("examples/deepspeed/z3.json (relative to the file's folder)")
     missing = write("x/sft.yaml", {**LF, "deepspeed": "nope.json"})
     assert error(runner, "--from", missing) == (
-        "x/sft.yaml: deepspeed: nope.json: not found beside the file (x/nope.json) nor in the working directory; "
-        "run from the folder it is relative to, or give --deepspeed-config PATH")
+        "x/sft.yaml: deepspeed: nope.json: not found beside the file (x/nope.json), in the working directory nor in "
+        "a folder above the file; run from the folder it is relative to, or give --deepspeed-config PATH")
+
+
+def test_a_deepspeed_path_from_the_repository_root_is_found_above_the_file(runner, write, tmp_path):
+    """LLaMA-Factory's examples name examples/deepspeed/ds_z3_config.json from the repository's root, where
+    llamafactory-cli runs: zeroplan run from elsewhere finds it in a folder above the file, and says so."""
+    (tmp_path / "repo" / "examples" / "deepspeed").mkdir(parents=True)
+    (tmp_path / "repo" / "examples" / "deepspeed" / "z3r.json").write_text(DS_Z3.read_text())
+    path = write("repo/examples/extras/asft/sft.yaml", {**LF, "deepspeed": "examples/deepspeed/z3r.json"})
+    note = next(a for a in estimate(runner, "--from", path)["assumptions"] if "-> --deepspeed-config" in a)
+    assert note.endswith(f"repo/examples/deepspeed/z3r.json (relative to {tmp_path / 'repo'}, a folder above the "
+                         "file (where its tool runs from))")
 
 
 # --- the model ------------------------------------------------------------------------------------------------------

@@ -84,8 +84,12 @@ def _checked(kind: FromKind) -> frozenset[str]:
 TITAN_SECTIONS = frozenset({"job", "training", "parallelism", "model", "activation_checkpoint"})
 
 
+MAX_FOLDERS_UP = 16  # how far above a training file its repository's root is looked for
+
+
 def find_deepspeed_config(written: str, origin: str, key: str) -> tuple[Path, str]:
-    """The DeepSpeed config a file names, and where it was found: beside the file, else in the working directory."""
+    """The DeepSpeed config a file names, and where it was found: beside the file, else in the working directory,
+    else in a folder above the file (the repository's root its tool runs from)."""
     path = Path(written)
     if path.is_absolute():
         return path, "an absolute path"
@@ -94,5 +98,11 @@ def find_deepspeed_config(written: str, origin: str, key: str) -> tuple[Path, st
         return beside, "relative to the file's folder"
     if os.path.exists(written):
         return path, "relative to the working directory; not beside the file"
-    raise SpecError(f"{origin}: {key}: {written}: not found beside the file ({beside}) nor in the working "
-                    "directory; run from the folder it is relative to, or give --deepspeed-config PATH")  # fmt: skip
+    # LLaMA-Factory's and axolotl's examples name it from the repository's root, where their CLIs run
+    # (examples/deepspeed/ds_z3_config.json, deepspeed_configs/zero3_bf16.json): a folder above the file
+    for above in list(Path(os.path.abspath(origin)).parents)[1:MAX_FOLDERS_UP + 1]:
+        if os.path.exists(above / path):
+            return above / path, f"relative to {above}, a folder above the file (where its tool runs from)"
+    raise SpecError(f"{origin}: {key}: {written}: not found beside the file ({beside}), in the working "
+                    "directory nor in a folder above the file; run from the folder it is relative to, or give "
+                    "--deepspeed-config PATH")  # fmt: skip
