@@ -64,7 +64,8 @@ def _count(self, run, params, args, kwargs):
     return out
 
 
-def measure(shape: tuple) -> dict:
+def measure(shape: tuple, prepare=None) -> dict:
+    """Saved bytes of layer 0, eager and compiled; `prepare(layer)` converts it first (measure_float8.py's linears)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -72,6 +73,8 @@ def measure(shape: tuple) -> dict:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(_config(family, hidden, heads, kv, inter)).to(torch.bfloat16)
     layer = model.model.layers[0]
+    if prepare is not None:
+        prepare(layer)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     ids = torch.randint(0, 256, (batch, seq))
     row = {"family": family, "hidden": hidden, "heads": heads, "kv_heads": kv, "intermediate": inter,

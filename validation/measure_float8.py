@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_leaves
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from validation.measure_compile import _config, _counted  # noqa: E402
+from validation import measure_compile  # noqa: E402
 from validation.measure_reference import LiveBytes  # noqa: E402
 
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
@@ -104,25 +104,11 @@ def measure_linear(recipe: str, tokens: int, k: int, n: int) -> dict:
 
 def measure_block(shape: tuple, recipe: str) -> dict:
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-    from transformers import AutoModelForCausalLM
 
-    family, hidden, heads, kv, inter, seq, batch = shape
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_config(family, hidden, heads, kv, inter)).to(torch.bfloat16)
-    layer = model.model.layers[0]
-    convert_to_float8_training(layer, config=Float8LinearConfig.from_recipe_name(recipe))
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    ids = torch.randint(0, 256, (batch, seq))
-    row = {"recipe": recipe, "family": family, "hidden": hidden, "heads": heads, "kv_heads": kv, "intermediate": inter,
-           "seq": seq, "batch": batch}  # fmt: skip
-    for name, run in (("eager", layer.forward), ("compiled", torch.compile(layer, backend="inductor"))):
-        counted = _counted(run, params)
-        model.model.layers[0] = counted
-        for _ in range(2):  # the first compiled call compiles; count the second
-            model(input_ids=ids).logits.float().sum().backward()
-        row[f"{name}_bytes"] = counted.bytes
-        model.model.layers[0] = layer
-    return row
+    config = Float8LinearConfig.from_recipe_name(recipe)
+    row = measure_compile.measure(shape, prepare=lambda layer: convert_to_float8_training(layer, config=config))
+    row.pop("compiled_over_eager")
+    return {"recipe": recipe, **row}
 
 
 def _gather_model(d: int, f: int):
