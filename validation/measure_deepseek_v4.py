@@ -39,6 +39,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from validation import measure_activations as harness
+from validation.measure_new_families import total
 from zeroplan.memory.setup import Checkpointing
 
 OUT = Path(__file__).resolve().parent / "activations_deepseek_v4.json"
@@ -178,15 +179,6 @@ def _enter(rec: LiveRecorder, index: int, module, args, kwargs) -> None:
 
 def _key(row: dict) -> tuple:
     return row["case"], row["weights"], row["dtype"], row["seq_len"], row["micro_batch"]
-
-
-def total(row: dict, reference: dict) -> int:
-    """The harness's total: checkpointed cases take the recompute from the same case without checkpointing."""
-    base = row["saved"] + row["held"] + row["logits"]
-    if row["checkpointing"] == "none":
-        return base + row["copy"]
-    recompute = reference["recompute_layer" if row["checkpointing"] == "full" else "recompute_core"]
-    return base + max(row["copy"], recompute)
 
 
 def main(argv=None) -> int:
