@@ -61,7 +61,7 @@ def loss_bytes(arch: Architecture, traits: Traits, b: int, s: int, e: int, loss:
                          head_input_saved=False, softcap=False)
     if loss in SHIFTED and traits.loss_upcast:
         return _shifted_loss_bytes(b, s, vocab, e, loss, softcap)
-    upcast = e < FP32_BYTES and (loss is Loss.chunked or (loss in SHIFTED + (Loss.hf,) and traits.loss_upcast))
+    upcast = e < FP32_BYTES and (loss is Loss.chunked or (loss is Loss.hf and traits.loss_upcast))
     log_softmax = FP32_BYTES if upcast else e
     if loss is Loss.chunked:
         copy = FP32_BYTES * b * -(-s // TORCHTUNE_OUTPUT_CHUNKS) * vocab if upcast else 0  # the largest chunk
