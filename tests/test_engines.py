@@ -18,7 +18,7 @@ from zeroplan.memory.engines import (
 from zeroplan.memory.engines.ddp import greedy_partition
 from zeroplan.memory.engines.fsdp import dim0_shard
 from zeroplan.memory.engines.storage import torch_storage
-from zeroplan.memory.estimate import summarize_model
+from zeroplan.memory.summary import summarize_model
 from zeroplan.memory.recipes import make_recipe
 from zeroplan.memory.setup import (
     DeepSpeedKnobs,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.memory.estimate import param_count
+from zeroplan.memory.summary import param_count
 from zeroplan.memory.finetune import ALL_LINEAR, Finetune, tune
 from zeroplan.memory.setup import Attention, Checkpointing, TrainingSetup, ZeroStage
 from zeroplan.models.named import named_parameters

@@ -18,7 +18,7 @@ LOW, HIGH = 0.75, 1.35
 DOC = Path(__file__).resolve().parents[1] / "docs" / "throughput.md"
 EFFICIENCY = "constant compute efficiency (A100 0.50): Megatron's GEMMs reach 52% of peak end to end at h >= 20480"
 BUBBLE = "v not stated (2 assumed), eta 0.40 below their 38-43% MFU: the bubble and compute bound the prediction"
-FLOAT8 = "a Float8 + torch.compile run: Float8 linears are not modelled (bf16 peak x 0.40)"
+FLOAT8 = "a Float8 + torch.compile run: --float8 and --compile are refused on a tp/pp mesh (bf16 peak x 0.40)"
 KNOWN_DISAGREEMENTS = {
     "Megatron GPT 529.6B, 2520 A100, t8 p35 d9": EFFICIENCY,
     "Megatron GPT 1008.0B, 3072 A100, t8 p64 d6": EFFICIENCY,

@@ -186,7 +186,7 @@ def offloaded(engine, stage, gpus, knobs):
     from test_engines import CONFIG
 
     from zeroplan.memory.engines import EngineOptions, engine_stage_base, layout_for
-    from zeroplan.memory.estimate import summarize_model
+    from zeroplan.memory.summary import summarize_model
     from zeroplan.models.params import count_params
 
     summary = summarize_model("tiny", count_params(CONFIG), CONFIG.architecture(), DeepSpeedKnobs())

@@ -365,7 +365,7 @@ def measure(world: int, jobs: list) -> list[dict]:
 def predicted(engine: str, stage: int, precision: str, options: dict, world: int):
     """zeroplan's StageBase for the same model and run."""
     from zeroplan.memory.engines import EngineOptions, engine_stage_base, layout_for
-    from zeroplan.memory.estimate import summarize_model
+    from zeroplan.memory.summary import summarize_model
     from zeroplan.memory.recipes import make_recipe
     from zeroplan.memory.setup import (
         DeepSpeedKnobs,

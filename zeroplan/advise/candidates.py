@@ -15,7 +15,8 @@ from zeroplan.advise.policy import AdvisorPolicy, Tree
 from zeroplan.hardware.spec import HardwareSpec, Topology
 from zeroplan.memory.capacity import budget_bytes, max_micro_batch
 from zeroplan.memory.engines import models_offload, supported_stages
-from zeroplan.memory.estimate import Scenario, evaluate, param_count, stage_knobs
+from zeroplan.memory.estimate import Scenario, evaluate, stage_knobs
+from zeroplan.memory.summary import param_count
 from zeroplan.memory.setup import Checkpointing, Engine, OffloadDevice, ZeroStage
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.perf.throughput import Throughput, estimate_throughput

@@ -23,7 +23,8 @@ from zeroplan.errors import SpecError, ZeroplanError
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import Topology
 from zeroplan.memory.engines import check_stage
-from zeroplan.memory.estimate import Scenario, overheads_for, small_param_numel
+from zeroplan.memory.estimate import Scenario, overheads_for
+from zeroplan.memory.summary import small_param_numel
 from zeroplan.memory.setup import DeepSpeedKnobs, Engine
 from zeroplan.models.hub import is_hub_id
 from zeroplan.models.mesh import Mesh, mesh_problems

@@ -21,7 +21,8 @@ from zeroplan.check.rules import check_rule_ids, count_by_severity, failed, run_
 from zeroplan.check.rules.fabric import FabricEvidence
 from zeroplan.errors import UsageError, ZeroplanError
 from zeroplan.hardware.spec import Topology
-from zeroplan.memory.estimate import evaluate, param_count, stage_refusal
+from zeroplan.memory.estimate import evaluate, stage_refusal
+from zeroplan.memory.summary import param_count
 from zeroplan.memory.setup import Attention, DeepSpeedKnobs, ZeroStage
 from zeroplan.memory.stage import StageEstimate
 from zeroplan.scenario import ScenarioArgs

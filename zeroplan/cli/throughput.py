@@ -99,7 +99,7 @@ def _throughput_row(t) -> dict:
 def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> dict:
     from zeroplan.advise.policy import DEFAULT
     from zeroplan.memory.capacity import max_micro_batch
-    from zeroplan.memory.estimate import param_count
+    from zeroplan.memory.summary import param_count
     from zeroplan.perf.sweep import find_overhead_crossing, sweep_global_batch
 
     batches = _sweep_batches(opts.sweep, scn.parallelism.dp)
@@ -125,7 +125,7 @@ def _sweep(scn: Scenario, opts: ThroughputArgs, topology: Topology, knobs) -> di
 
 def throughput_report(args: ScenarioArgs, opts: ThroughputArgs) -> dict:
     """Per stage: step time, tokens/s/GPU, MFU, overhead over ZeRO-0; with --sweep, over global batch. Plain data."""
-    from zeroplan.memory.estimate import param_count
+    from zeroplan.memory.summary import param_count
     from zeroplan.perf.collectives import default_topology
     from zeroplan.memory.view import finetune_view
     from zeroplan.perf.throughput import throughput_by_stage

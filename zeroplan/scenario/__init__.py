@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING
 from zeroplan.errors import SpecError, UsageError, ZeroplanError
 from zeroplan.hardware.presets import load_hardware
 from zeroplan.hardware.spec import HardwareSpec
-from zeroplan.memory.estimate import (
-    Scenario,
-    overheads_for,
-    small_param_numel,
-    summarize_model,
-)
+from zeroplan.memory.estimate import Scenario, overheads_for
+from zeroplan.memory.summary import small_param_numel, summarize_model
 from zeroplan.memory.setup import (
     DeepSpeedKnobs,
     Engine,

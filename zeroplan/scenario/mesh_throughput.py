@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from zeroplan.errors import ZeroplanError
 from zeroplan.hardware.spec import Topology
-from zeroplan.memory.estimate import param_count
+from zeroplan.memory.summary import param_count
 from zeroplan.memory.mesh import MeshModel
 from zeroplan.memory.setup import DeepSpeedKnobs, ZeroStage
 from zeroplan.models.mesh import Mesh

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from zeroplan.memory.estimate import Scenario, param_count
+from zeroplan.memory.estimate import Scenario
+from zeroplan.memory.summary import param_count
 from zeroplan.memory.setup import ZeroStage
 
 
