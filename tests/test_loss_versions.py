@@ -37,3 +37,15 @@ def test_each_version_keeps_what_was_measured(row):
     assert f.logits + f.saved + f.transient == pytest.approx(row["forward_peak"], abs=padded + SLACK)
     assert f.saved == pytest.approx(row["after_forward"], abs=padded + SLACK)
     assert f.backward == pytest.approx(row["backward_peak"], abs=labels + SLACK)
+
+
+@pytest.mark.parametrize("loss", ["hf-shift", "hf-legacy"])
+def test_the_estimate_takes_each_version_from_its_option(loss):
+    """--loss hf-shift / hf-legacy reach the estimate: its logits and loss lines are the version's formula."""
+    from zeroplan.api import estimate
+
+    result = estimate(model="llama-3.1-8b", gpus=1, engine="none", seq_len=2048, micro_batch=2, loss=loss)
+    arch = result.scenario.arch
+    f = loss_bytes(arch, traits_of(arch), 2, 2048, BF16, Loss(loss))
+    assert (result.activations.logits_bytes, result.activations.loss_bytes) == (f.logits, f.saved + f.transient)
+    assert f.saved + f.transient > loss_bytes(arch, traits_of(arch), 2, 2048, BF16, Loss.hf).saved
